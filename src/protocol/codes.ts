@@ -1,0 +1,16 @@
+/** JSON-RPC error codes used on the wire (PROTOCOL.md section 5). */
+export const ErrorCode = {
+  /** Unparsable JSON (tether; Codex answers -32600 with id -1). */
+  ParseError: -32700,
+  /** Invalid request or protocol state (not initialized, unknown session, duplicate process...). */
+  InvalidRequest: -32600,
+  MethodNotFound: -32601,
+  /** Invalid params: the message names the field and the reason. */
+  InvalidParams: -32602,
+  /** Internal error, spawn failure, stdin write failure. */
+  InternalError: -32603,
+  /** The session is still attached to another connection: clients retry. */
+  SessionAttached: -32010,
+} as const;
+
+export type ErrorCode = (typeof ErrorCode)[keyof typeof ErrorCode];

@@ -1,0 +1,40 @@
+import { ErrorCode } from './codes.js';
+
+/**
+ * An error that travels on the wire as a JSON-RPC error object. Thrown by method handlers
+ * on the server; raised by the client when a request is answered with an error.
+ */
+export class RpcError extends Error {
+  override readonly name = 'RpcError';
+  constructor(
+    readonly code: number,
+    message: string,
+    readonly data?: unknown,
+  ) {
+    super(message);
+  }
+
+  toJSON(): { code: number; message: string; data?: unknown } {
+    return this.data === undefined
+      ? { code: this.code, message: this.message }
+      : { code: this.code, message: this.message, data: this.data };
+  }
+}
+
+export const invalidRequest = (message: string): RpcError => new RpcError(ErrorCode.InvalidRequest, message);
+export const invalidParams = (message: string, data?: unknown): RpcError =>
+  new RpcError(ErrorCode.InvalidParams, message, data);
+export const internalError = (message: string): RpcError => new RpcError(ErrorCode.InternalError, message);
+export const methodNotFound = (method: string): RpcError =>
+  new RpcError(ErrorCode.MethodNotFound, `method not found: ${method}`);
+
+/** The exact texts of PROTOCOL.md, shared by server and tests so they cannot drift. */
+export const Messages = {
+  notInitialized: 'client must call initialize before using exec methods',
+  notInitializedNotified: 'client must send initialized before using exec methods',
+  alreadyInitialized: 'initialize may only be called once per connection',
+  unknownSession: (id: string) => `unknown session id ${id}`,
+  sessionAttached: (id: string) => `session ${id} is already attached to another connection`,
+  unknownProcess: (id: string) => `unknown process id ${id}`,
+  processExists: (id: string) => `process ${id} already exists`,
+} as const;

@@ -1,0 +1,5 @@
+export * from './codes.js';
+export * from './errors.js';
+export * from './schemas.js';
+export * from './types.js';
+export * from './dialect.js';

@@ -1,0 +1,94 @@
+/**
+ * zod schemas for every request's params. Unknown params are ignored (zod strips them),
+ * as Codex does. `parseParams` turns a failure into -32602 naming the field and the reason.
+ */
+import { z } from 'zod';
+import { invalidParams } from './errors.js';
+
+const nonEmpty = (what: string) => z.string().min(1, `${what} must not be empty`);
+
+export const InitializeParamsSchema = z.object({
+  clientName: z.string(),
+  resumeSessionId: z.string().nullish(),
+});
+
+export const EnvPolicySchema = z.object({
+  inherit: z.enum(['all', 'core', 'none']).default('all'),
+  ignoreDefaultExcludes: z.boolean().default(false),
+  exclude: z.array(z.string()).default([]),
+  set: z.record(z.string(), z.string()).default({}),
+  includeOnly: z.array(z.string()).default([]),
+});
+
+const fileUri = z
+  .string()
+  .refine((s) => s.startsWith('file://'), { message: 'must be a file:// URI (e.g. file:///home/me)' });
+
+export const ProcessStartParamsSchema = z.object({
+  processId: nonEmpty('processId'),
+  argv: z.array(z.string()).min(1, 'argv must name a program (it is empty)'),
+  cwd: fileUri,
+  env: z.record(z.string(), z.string()),
+  tty: z.boolean(),
+  pipeStdin: z.boolean().nullish(),
+  arg0: z.string().nullish(),
+  envPolicy: EnvPolicySchema.nullish(),
+  metadata: z.unknown().optional(),
+  sandbox: z.unknown().optional(),
+  enforceManagedNetwork: z.boolean().nullish(),
+  managedNetwork: z.unknown().optional(),
+});
+
+const nonNegativeInt = z.number().int().nonnegative();
+
+export const ProcessReadParamsSchema = z.object({
+  processId: z.string(),
+  afterSeq: nonNegativeInt.nullish(),
+  maxBytes: nonNegativeInt.nullish(),
+  waitMs: nonNegativeInt.nullish(),
+});
+
+const base64 = z
+  .string()
+  .refine((s) => /^[A-Za-z0-9+/]*={0,2}$/.test(s) && s.length % 4 === 0, { message: 'must be valid base64' });
+
+export const ProcessWriteParamsSchema = z.object({
+  processId: z.string(),
+  chunk: base64,
+  writeId: nonEmpty('writeId'),
+});
+
+/** "interrupt" is Codex's only name; the rest are tether extensions. */
+export const SignalNameSchema = z.enum(['interrupt', 'terminate', 'kill', 'hangup', 'quit', 'user1', 'user2']);
+
+export const ProcessSignalParamsSchema = z.object({
+  processId: z.string(),
+  signal: SignalNameSchema,
+});
+
+export const ProcessTerminateParamsSchema = z.object({
+  processId: z.string(),
+});
+
+export const EmptyParamsSchema = z.object({}).passthrough();
+
+/** "field `argv`: argv must name a program" — a message a person can act on. */
+export function formatZodError(error: z.ZodError): string {
+  return error.issues
+    .map((issue) => {
+      const path = issue.path.length ? issue.path.join('.') : '(params)';
+      return `${path}: ${issue.message}`;
+    })
+    .join('; ');
+}
+
+/** Validates params for `method`; throws -32602 `invalid params for <method>: <field>: <reason>`. */
+export function parseParams<S extends z.ZodType>(method: string, schema: S, params: unknown): z.infer<S> {
+  const result = schema.safeParse(params ?? {});
+  if (!result.success) {
+    throw invalidParams(`invalid params for ${method}: ${formatZodError(result.error)}`, {
+      issues: result.error.issues.map((i) => ({ path: i.path.map(String), message: i.message })),
+    });
+  }
+  return result.data;
+}

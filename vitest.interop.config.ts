@@ -1,0 +1,15 @@
+import { defineConfig } from 'vitest/config';
+
+// `npm run test:interop`: the target-parameterized suites (protocol, client chaos) run
+// against the real Codex exec-server, plus the interop-only suites (the Codex agent).
+export default defineConfig({
+  test: {
+    include: ['test/**/*.interop.test.ts', 'test/**/*.both.test.ts'],
+    pool: 'forks',
+    // One Codex server process per file is heavy on a 2-core machine: run files in turn.
+    fileParallelism: false,
+    testTimeout: 60_000,
+    hookTimeout: 180_000,
+    env: { TETHER_TEST_TARGET: 'codex' },
+  },
+});
