@@ -1,0 +1,151 @@
+/**
+ * The `tether mcp` bridge: a local stdio MCP server whose other end is a remote stdio MCP
+ * server process, so any MCP host can run a remote server with a plain command line.
+ *
+ * Bytes are relayed as they are, both ways: JSON-RPC over stdio is newline-delimited text,
+ * and the remote process's stdin/stdout are streams with the same semantics (the ExecClient
+ * replays missed output by sequence number and re-sends unacknowledged writes under the
+ * same write id), so reframing would add latency and nothing else. Diagnostics go to the
+ * diagnostics stream (stderr): the output stream carries protocol messages only.
+ *
+ * Exit status, so the host's restart logic can act:
+ * - the remote process exits on its own: its exit code;
+ * - local stdin ends (the host is done): the remote process is closed the way the SDK
+ *   closes a local stdio server (end stdin, 2 s, SIGTERM, 2 s, kill), then 0;
+ * - the session is really lost (expired, deadline, auth, output lost): EXIT_SESSION_LOST.
+ */
+import type { Readable, Writable } from 'node:stream';
+import type { EnvPolicy } from '../protocol/index.js';
+import type { ExecClient, ExecProcess } from '../client/index.js';
+
+/** EX_UNAVAILABLE (sysexits.h): distinct from the codes an MCP server itself tends to use. */
+export const EXIT_SESSION_LOST = 69;
+/** Could not start the remote command at all (EX_UNAVAILABLE as well would hide the cause). */
+export const EXIT_START_FAILED = 127;
+
+const CLOSE_STEP_MS = 2000;
+
+export interface BridgeOptions {
+  client: ExecClient;
+  argv: string[];
+  cwd?: string;
+  env?: Record<string, string>;
+  envPolicy?: EnvPolicy;
+  /** The host's side: protocol in (local stdin) and out (local stdout). */
+  input: Readable;
+  output: Writable;
+  /** Diagnostics and the remote process's stderr (local stderr). */
+  diagnostics: Writable;
+  /** Aborting it (e.g. on SIGTERM) stops the remote process at once and ends the bridge. */
+  signal?: AbortSignal;
+}
+
+export interface BridgeResult {
+  exitCode: number;
+  reason: 'exited' | 'input-ended' | 'session-lost' | 'start-failed' | 'aborted';
+}
+
+export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
+  const { client, input, output, diagnostics } = options;
+  const say = (line: string) => diagnostics.write(`tether mcp: ${line}\n`);
+  const program = options.argv[0] ?? '';
+
+  const onState = ({ state, previous, attempt, reason }: { state: string; previous: string; attempt?: number; reason?: string }) => {
+    if (state === 'recovering' && previous !== 'recovering') say(`link lost${reason ? ` (${reason})` : ''}; reconnecting…`);
+    else if (state === 'connected' && previous === 'recovering') say(`reconnected${attempt ? ` after ${attempt} attempt(s)` : ''}; session resumed`);
+  };
+  client.on('state', onState);
+
+  let proc: ExecProcess;
+  try {
+    proc = client.spawn(options.argv, {
+      cwd: options.cwd,
+      env: options.env ?? {},
+      envPolicy: options.envPolicy,
+      pipeStdin: true,
+    });
+    await new Promise<void>((resolve, reject) => {
+      proc.once('spawn', resolve);
+      proc.once('error', reject);
+    });
+  } catch (error) {
+    client.off('state', onState);
+    say(`could not start '${program}' on the remote host: ${message(error)}`);
+    return { exitCode: EXIT_START_FAILED, reason: 'start-failed' };
+  }
+
+  return new Promise<BridgeResult>((resolve) => {
+    let settled = false;
+    let exitCode: number | undefined;
+    let closingFor: 'input-ended' | 'aborted' | undefined;
+
+    const settle = (result: BridgeResult) => {
+      if (settled) return;
+      settled = true;
+      client.off('state', onState);
+      input.unpipe(proc.stdin ?? undefined);
+      input.pause();
+      options.signal?.removeEventListener('abort', onAbort);
+      resolve(result);
+    };
+
+    const ended = new Promise<void>((resolveEnded) => {
+      proc.once('close', () => resolveEnded());
+      proc.once('error', () => resolveEnded());
+    });
+    const endedWithin = (ms: number) =>
+      Promise.race([ended.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+
+    proc.stdout.pipe(output, { end: false });
+    proc.stderr.pipe(diagnostics, { end: false });
+    if (proc.stdin) {
+      input.pipe(proc.stdin, { end: false });
+      proc.stdin.on('error', (error: Error) => {
+        if (!settled && !closingFor) say(`writing to the remote process failed: ${error.message}`);
+      });
+    }
+
+    proc.on('exit', (code: number) => {
+      exitCode = code;
+    });
+    proc.once('close', () => {
+      if (closingFor) settle({ exitCode: closingFor === 'aborted' ? 130 : 0, reason: closingFor });
+      else settle({ exitCode: exitCode ?? 0, reason: 'exited' });
+    });
+    proc.once('error', (error: Error) => {
+      say(`session lost, the remote MCP server is gone: ${message(error)}`);
+      settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });
+    });
+
+    // The host is done with us: close the remote server gently, as the SDK would locally.
+    input.once('end', () => {
+      if (settled || closingFor) return;
+      closingFor = 'input-ended';
+      void (async () => {
+        proc.stdin?.end();
+        if (await endedWithin(CLOSE_STEP_MS)) return;
+        const termSent = await proc.kill('terminate').then(
+          () => true,
+          () => false, // Codex accepts only "interrupt"
+        );
+        if (termSent && (await endedWithin(CLOSE_STEP_MS))) return;
+        await proc.terminate().catch(() => false);
+        if (!(await endedWithin(CLOSE_STEP_MS))) settle({ exitCode: 0, reason: 'input-ended' });
+      })();
+    });
+
+    // Killed by the host (or Ctrl-C): no time for the gentle sequence.
+    function onAbort() {
+      if (settled) return;
+      closingFor = 'aborted';
+      void proc.terminate().catch(() => false);
+      void endedWithin(CLOSE_STEP_MS).then(() => settle({ exitCode: 130, reason: 'aborted' }));
+    }
+    if (options.signal?.aborted) onAbort();
+    else options.signal?.addEventListener('abort', onAbort, { once: true });
+  });
+}
+
+function message(error: unknown): string {
+  return error instanceof Error ? error.message : String(error);
+}
