@@ -1,0 +1,671 @@
+import { EventEmitter } from 'node:events';
+import type { Readable } from 'node:stream';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import {
+  PromptListChangedNotificationSchema,
+  ResourceListChangedNotificationSchema,
+  ToolListChangedNotificationSchema,
+  type CallToolResult,
+  type Implementation,
+  type Prompt,
+  type Resource,
+  type ServerCapabilities,
+  type Tool,
+} from '@modelcontextprotocol/sdk/types.js';
+import { applyJitter, backoffDelay } from './backoff.js';
+import { CrashWindow } from './crash-window.js';
+import { errorText, isAuthError, isConnectionClosed, isMethodNotFound, isTransportLoss, ServerUnavailableError } from './errors.js';
+import { createTransport, type TransportFactory } from './transports.js';
+import {
+  resolveSupervisorOptions,
+  type Logger,
+  type ServerDetail,
+  type ServerHealth,
+  type ServerKind,
+  type ServerLists,
+  type ServerSpec,
+  type ServerStatus,
+  type ServerSummary,
+  type SupervisorEvents,
+  type SupervisorOptions,
+  type SupervisorOptionsInput,
+} from './types.js';
+
+export interface ServerSupervisorOptions extends SupervisorOptionsInput {
+  transportFactory?: TransportFactory;
+  /** [0, 1) source for backoff and health jitter; injectable for tests. */
+  random?: () => number;
+  logger?: Logger;
+  /** clientInfo sent to the MCP server. */
+  clientInfo?: Implementation;
+}
+
+export interface CallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+}
+
+/** One live (or dying) connection: a fresh SDK Client over a fresh transport. */
+interface Connection {
+  id: number;
+  client: Client;
+  transport: Transport;
+  /** We closed it (stop, forced reconnect, or after detecting a loss ourselves). */
+  closedByUs: boolean;
+  /** The transport reported close. */
+  closed: boolean;
+  /** Errors the transport reported, newest last; they explain a close (auth? session lost?). */
+  errors: Error[];
+  /** Last lines the server wrote to stderr; they explain a crash. */
+  stderrTail: string[];
+}
+
+type Trigger = 'initial' | 'retry' | 'call' | 'manual';
+type FailureKind = 'auth' | 'crash' | 'loss';
+
+const STDERR_TAIL_LINES = 5;
+
+/**
+ * Keeps one configured MCP server usable: connects, watches the connection, reconnects with
+ * backoff after a loss, restarts a crashed stdio/exec server at once (until it crashes too
+ * often), stops on authorization errors, probes health, and re-discovers tools/resources/
+ * prompts after every connection. Calls never hang: a call to a server that is down triggers
+ * an immediate attempt and otherwise fails with a ServerUnavailableError saying why.
+ */
+export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
+  readonly name: string;
+  readonly kind: ServerKind;
+  readonly options: SupervisorOptions;
+
+  private readonly factory: TransportFactory;
+  private readonly random: () => number;
+  private readonly log: Logger;
+  private readonly clientInfo: Implementation;
+  private readonly crashes: CrashWindow;
+
+  private _status: ServerStatus = 'disconnected';
+  private _health: ServerHealth = 'healthy';
+  private stopped = true;
+  private everConnected = false;
+  /** Reconnect attempt number since the last successful connection (0 = none yet). */
+  private attemptNo = 0;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private nextRetryAt: number | null = null;
+  private inflight: Promise<boolean> | null = null;
+  private conn: Connection | null = null;
+  private connSeq = 0;
+  private lastError: string | null = null;
+  private connectedAt: number | null = null;
+
+  private healthTimer: NodeJS.Timeout | undefined;
+  private consecutiveHealthFailures = 0;
+  private lastHealthError: string | null = null;
+  private lastHealthCheckAt: number | null = null;
+  private pingUnsupported = false;
+
+  private capabilities: ServerCapabilities | null = null;
+  private serverInfo: Implementation | null = null;
+  private lists: ServerLists = { tools: [], resources: [], prompts: [] };
+  /** The tool list differs from what was last announced with tools_list_changed. */
+  private pendingToolsChanged = false;
+
+  constructor(
+    readonly spec: ServerSpec,
+    options: ServerSupervisorOptions = {},
+  ) {
+    super();
+    this.name = spec.name;
+    this.kind = spec.kind;
+    this.options = resolveSupervisorOptions(options);
+    this.factory = options.transportFactory ?? createTransport;
+    this.random = options.random ?? Math.random;
+    this.log = options.logger ?? (() => {});
+    this.clientInfo = options.clientInfo ?? { name: 'tether-gateway', version: '0.1.0' };
+    this.crashes = new CrashWindow(this.options.crashLimit, this.options.crashWindowMs);
+  }
+
+  get status(): ServerStatus {
+    return this._status;
+  }
+
+  get health(): ServerHealth {
+    return this._health;
+  }
+
+  get tools(): Tool[] {
+    return this.lists.tools;
+  }
+
+  get resources(): Resource[] {
+    return this.lists.resources;
+  }
+
+  get prompts(): Prompt[] {
+    return this.lists.prompts;
+  }
+
+  get serverCapabilities(): ServerCapabilities | null {
+    return this.capabilities;
+  }
+
+  /** The live SDK client, when connected. */
+  get client(): Client | null {
+    return this._status === 'connected' ? (this.conn?.client ?? null) : null;
+  }
+
+  /** Starts supervising; resolves when the first attempt has settled (either way). */
+  async start(): Promise<void> {
+    if (!this.stopped) return;
+    this.stopped = false;
+    this.attemptNo = 0;
+    this.setStatus('connecting');
+    await this.runAttempt('initial');
+  }
+
+  /** Stops on purpose: closes the connection, cancels retries; status `disconnected`. */
+  async stop(): Promise<void> {
+    if (this.stopped && this._status === 'disconnected') return;
+    this.stopped = true;
+    this.clearRetry();
+    this.stopHealth();
+    const conn = this.conn;
+    this.conn = null;
+    this.connectedAt = null;
+    const wasConnected = this._status === 'connected';
+    this.setStatus('disconnected');
+    if (conn) {
+      conn.closedByUs = true;
+      await closeQuietly(conn.client);
+    }
+    if (wasConnected) this.emit('server_disconnected', { server: this.name, wasIntentional: true, reason: 'stopped' });
+    // An attempt still in flight sees `stopped` and closes what it opened.
+    await this.inflight?.catch(() => {});
+  }
+
+  /**
+   * Manual retry (`reconnect_server`): connected → close and reconnect; reconnecting → try
+   * now; failed / requires_reauth → reset the counters and try. Resolves after that attempt.
+   */
+  async retry(): Promise<ServerDetail> {
+    if (this.inflight) {
+      await this.inflight;
+      if (this._status === 'connected') return this.detail();
+    }
+    this.stopped = false;
+    this.crashes.reset();
+    this.clearRetry();
+    const conn = this.conn;
+    if (conn) {
+      this.conn = null;
+      this.connectedAt = null;
+      this.stopHealth();
+      conn.closedByUs = true;
+      await closeQuietly(conn.client);
+      this.emit('server_disconnected', { server: this.name, wasIntentional: true, reason: 'manual reconnect' });
+    }
+    this.attemptNo = 1;
+    this.setStatus('reconnecting');
+    this.emit('server_reconnecting', { server: this.name, attempt: this.attemptNo, nextRetryMs: 0 });
+    await this.runAttempt('manual');
+    return this.detail();
+  }
+
+  /**
+   * Calls a tool on this server. A server that is reconnecting or failed gets an immediate
+   * attempt first (the scheduled retry is cancelled); if that fails too, the call fails with
+   * a ServerUnavailableError. Bounded by `timeoutMs` (default requestTimeoutMs).
+   */
+  async callTool(tool: string, args: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<CallToolResult> {
+    const conn = await this.ensureConnected();
+    try {
+      const result = await conn.client.callTool({ name: tool, arguments: args ?? {} }, undefined, {
+        timeout: opts.timeoutMs ?? this.options.requestTimeoutMs,
+        signal: opts.signal,
+      });
+      return result as CallToolResult;
+    } catch (err) {
+      this.noteCallFailure(conn, err);
+      // The connection is gone (the SDK runs onclose before failing pending calls): say so
+      // with the supervisor's view, not just the raw error.
+      if (this.conn !== conn) throw this.unavailable(errorText(err));
+      throw err;
+    }
+  }
+
+  /** Resolves with a live connection or throws ServerUnavailableError; never waits unboundedly. */
+  private async ensureConnected(): Promise<Connection> {
+    for (let round = 0; round < 2; round++) {
+      const conn = this.conn;
+      if (this._status === 'connected' && conn) return conn;
+      switch (this._status) {
+        case 'connecting':
+        case 'reconnecting':
+        case 'failed':
+          // Joins the attempt in flight, or cancels the scheduled retry and tries at once.
+          await this.runAttempt('call');
+          break;
+        default:
+          throw this.unavailable();
+      }
+    }
+    if (this._status === 'connected' && this.conn) return this.conn;
+    throw this.unavailable();
+  }
+
+  private unavailable(lastError?: string): ServerUnavailableError {
+    return new ServerUnavailableError(this.name, this._status, this.attemptNo, this.nextRetryMs(), lastError ?? this.lastError);
+  }
+
+  private nextRetryMs(): number | null {
+    return this.nextRetryAt === null ? null : Math.max(0, this.nextRetryAt - Date.now());
+  }
+
+  /** A real call failed: an authorization error or a broken transport means reconnect policy applies. */
+  private noteCallFailure(conn: Connection, err: unknown): void {
+    if (conn !== this.conn) return;
+    if (isAuthError(err)) {
+      this.dropConnection(conn, errorText(err), 'auth');
+    } else if (isTransportLoss(err) && !isConnectionClosed(err)) {
+      // ConnectionClosed is left to the transport's own close, which knows whether it was a crash.
+      this.dropConnection(conn, errorText(err), 'loss');
+    }
+  }
+
+  // ---------------------------------------------------------------- attempts
+
+  /** At most one attempt in flight: a second caller joins the first. */
+  private runAttempt(trigger: Trigger): Promise<boolean> {
+    if (this.inflight) return this.inflight;
+    this.clearRetry();
+    const attempt = this.attemptOnce(trigger).finally(() => {
+      if (this.inflight === attempt) this.inflight = null;
+    });
+    this.inflight = attempt;
+    return attempt;
+  }
+
+  private async attemptOnce(trigger: Trigger): Promise<boolean> {
+    const from = this._status;
+    const attemptNo = this.attemptNo;
+    this.log('debug', `[${this.name}] connection attempt ${attemptNo} (${trigger}, status ${from})`);
+    let conn: Connection | undefined;
+    try {
+      conn = await this.openConnection();
+      await this.discover(conn);
+      if (conn.closed) throw conn.errors.at(-1) ?? new Error('connection closed during discovery');
+    } catch (err) {
+      conn ??= (err as { connection?: Connection } | undefined)?.connection;
+      const failure = this.classify(err, conn);
+      if (conn && !conn.closedByUs) {
+        conn.closedByUs = true;
+        void closeQuietly(conn.client);
+      }
+      if (this.stopped) return false;
+      this.lastError = this.describeFailure(err, conn);
+      this.log('warn', `[${this.name}] attempt ${attemptNo} failed (${failure}): ${this.lastError}`);
+      this.afterFailure(failure, trigger === 'call' && from === 'failed');
+      return false;
+    }
+    if (this.stopped) {
+      conn.closedByUs = true;
+      await closeQuietly(conn.client);
+      return false;
+    }
+    this.onConnected(conn);
+    return true;
+  }
+
+  /** Creates transport + client and runs initialize, all bounded by connectTimeoutMs. */
+  private async openConnection(): Promise<Connection> {
+    const transport = await this.factory(this.spec);
+    const client = new Client(this.clientInfo, { capabilities: {} });
+    const conn: Connection = { id: ++this.connSeq, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: [] };
+    this.tailStderr(conn);
+    client.onclose = () => {
+      conn.closed = true;
+      this.onTransportClosed(conn);
+    };
+    client.onerror = (error) => {
+      conn.errors.push(error);
+      if (conn.errors.length > 10) conn.errors.shift();
+      // The HTTP transport gives up on its SSE stream silently except for this error: the
+      // server is gone even though no call has failed yet.
+      if (/Maximum reconnection attempts/.test(error.message) && conn === this.conn) this.dropConnection(conn, errorText(error), 'loss');
+    };
+    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh(conn, 'tools'));
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.refresh(conn, 'resources'));
+    client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.refresh(conn, 'prompts'));
+    const timeoutMs = this.options.connectTimeoutMs;
+    let timer: NodeJS.Timeout | undefined;
+    try {
+      await Promise.race([
+        client.connect(transport, { timeout: timeoutMs }),
+        new Promise<never>((_, reject) => {
+          timer = setTimeout(() => reject(new Error(`connection attempt timed out after ${timeoutMs} ms`)), timeoutMs);
+        }),
+      ]);
+    } catch (err) {
+      // The caller needs the half-open connection to classify the failure and close it.
+      throw Object.assign(err instanceof Error ? err : new Error(String(err)), { connection: conn });
+    } finally {
+      clearTimeout(timer);
+    }
+    return conn;
+  }
+
+  private tailStderr(conn: Connection): void {
+    const stderr = (conn.transport as { stderr?: Readable | null }).stderr;
+    if (!stderr || typeof stderr.on !== 'function') return;
+    let partial = '';
+    stderr.setEncoding?.('utf8');
+    stderr.on('data', (chunk: string | Buffer) => {
+      const lines = (partial + chunk.toString()).split('\n');
+      partial = lines.pop() ?? '';
+      for (const line of lines) {
+        if (!line.trim()) continue;
+        conn.stderrTail.push(line);
+        if (conn.stderrTail.length > STDERR_TAIL_LINES) conn.stderrTail.shift();
+        this.log('debug', `[${this.name}] stderr: ${line}`);
+      }
+    });
+    stderr.on('error', () => {});
+  }
+
+  /** Why an attempt failed, for the retry policy. */
+  private classify(err: unknown, conn: Connection | undefined): FailureKind {
+    const errors = [err, ...(conn?.errors ?? [])];
+    if (errors.some(isAuthError)) return 'auth';
+    if (this.kind === 'http') return 'loss';
+    // exec: an unreachable tether server or a lost session is a loss, not a crash of the MCP server.
+    if (this.kind === 'exec' && errors.some(isRemoteLoss)) return 'loss';
+    const code = (err as { code?: unknown } | undefined)?.code;
+    if (code === 'ENOENT' || code === 'EACCES') return 'crash';
+    if (conn?.closed && !conn.closedByUs) return 'crash';
+    if (isConnectionClosed(err)) return 'crash';
+    return 'loss';
+  }
+
+  private describeFailure(err: unknown, conn: Connection | undefined): string {
+    const text = errorText(err);
+    const tail = conn?.stderrTail.at(-1);
+    return tail && !text.includes(tail) ? `${text}; stderr: ${tail}` : text;
+  }
+
+  /**
+   * Applies the policy to a failure. `staysFailed`: a call-triggered attempt on a failed server
+   * does not restart the retry loop.
+   */
+  private afterFailure(failure: FailureKind, staysFailed: boolean): void {
+    if (failure === 'auth') {
+      this.enterStopped('requires_reauth', `authorization failed: ${this.lastError}`);
+      return;
+    }
+    if (failure === 'crash') {
+      const limitReached = this.crashes.record();
+      if (limitReached || staysFailed) {
+        if (limitReached) {
+          this.enterStopped('failed', `crashed ${this.crashes.count} times within ${Math.round(this.options.crashWindowMs / 1000)} s; last: ${this.lastError}`);
+        } else this.setStatus('failed');
+        return;
+      }
+      // A crash is restarted at once, not after a backoff.
+      this.schedule(0);
+      return;
+    }
+    if (staysFailed) {
+      this.setStatus('failed');
+      return;
+    }
+    const max = this.options.maxRetries;
+    if (max !== undefined && this.attemptNo >= max) {
+      this.enterStopped('failed', `gave up after ${this.attemptNo} ${this.attemptNo === 1 ? 'retry' : 'retries'}: ${this.lastError}`);
+      return;
+    }
+    this.schedule(backoffDelay(this.attemptNo + 1, this.options.backoff, this.random));
+  }
+
+  /** Schedules the next attempt (number attemptNo+1) after `delayMs`. */
+  private schedule(delayMs: number): void {
+    this.clearRetry();
+    this.attemptNo += 1;
+    this.setStatus('reconnecting');
+    this.nextRetryAt = Date.now() + delayMs;
+    this.emit('server_reconnecting', { server: this.name, attempt: this.attemptNo, nextRetryMs: delayMs });
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      void this.runAttempt('retry');
+    }, delayMs);
+  }
+
+  private clearRetry(): void {
+    if (this.retryTimer) clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
+    this.nextRetryAt = null;
+  }
+
+  private enterStopped(status: 'failed' | 'requires_reauth', reason: string): void {
+    this.clearRetry();
+    this.setStatus(status);
+    this.log('error', `[${this.name}] ${status}: ${reason}`);
+    this.emit('server_failed', { server: this.name, reason, status });
+  }
+
+  private onConnected(conn: Connection): void {
+    const attemptsTaken = Math.max(1, this.attemptNo);
+    const reconnect = this.everConnected;
+    this.conn = conn;
+    this.everConnected = true;
+    this.connectedAt = Date.now();
+    this.attemptNo = 0;
+    this.clearRetry();
+    this.lastError = null;
+    const wasDegraded = this._health === 'degraded';
+    this._health = 'healthy';
+    this.consecutiveHealthFailures = 0;
+    this.pingUnsupported = false;
+    this.setStatus('connected');
+    this.log('info', `[${this.name}] connected (${this.lists.tools.length} tools)`);
+    if (reconnect) this.emit('server_reconnected', { server: this.name, attemptsTaken, capabilities: this.capabilities });
+    else this.emit('server_connected', { server: this.name, capabilities: this.capabilities });
+    if (wasDegraded) this.emit('server_health_restored', { server: this.name });
+    if (this.pendingToolsChanged) {
+      this.pendingToolsChanged = false;
+      this.emit('tools_list_changed', { server: this.name, tools: this.lists.tools.map((t) => t.name) });
+    }
+    this.scheduleHealth(conn);
+  }
+
+  /** The transport closed. Ours to ignore if we closed it; otherwise a crash or a loss. */
+  private onTransportClosed(conn: Connection): void {
+    if (conn !== this.conn || conn.closedByUs) return;
+    const reason = this.describeFailure(conn.errors.at(-1) ?? new Error(this.kind === 'http' ? 'connection closed' : 'server process exited'), conn);
+    this.dropConnection(conn, reason, this.classify(conn.errors.at(-1) ?? new Error('closed'), conn));
+  }
+
+  /** Takes a live connection down after a loss we detected, then applies the policy. */
+  private dropConnection(conn: Connection, reason: string, failure: FailureKind): void {
+    if (conn !== this.conn) return;
+    this.conn = null;
+    this.connectedAt = null;
+    this.stopHealth();
+    if (!conn.closed) {
+      conn.closedByUs = true;
+      void closeQuietly(conn.client);
+    }
+    this.lastError = reason;
+    this.attemptNo = 0;
+    this.log('warn', `[${this.name}] connection lost (${failure}): ${reason}`);
+    this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason });
+    if (this.stopped) return;
+    this.afterFailure(failure, false);
+  }
+
+  // ---------------------------------------------------------------- discovery
+
+  /** Capabilities and lists after (re)connection; a failed list keeps the last known one. */
+  private async discover(conn: Connection): Promise<void> {
+    this.capabilities = conn.client.getServerCapabilities() ?? null;
+    this.serverInfo = conn.client.getServerVersion() ?? null;
+    await Promise.all([this.fetchList(conn, 'tools'), this.fetchList(conn, 'resources'), this.fetchList(conn, 'prompts')]);
+  }
+
+  private async refresh(conn: Connection, list: keyof ServerLists): Promise<void> {
+    if (conn !== this.conn) return;
+    await this.fetchList(conn, list);
+    if (this.pendingToolsChanged && conn === this.conn) {
+      this.pendingToolsChanged = false;
+      this.emit('tools_list_changed', { server: this.name, tools: this.lists.tools.map((t) => t.name) });
+    }
+  }
+
+  private async fetchList(conn: Connection, list: keyof ServerLists): Promise<void> {
+    const caps = conn.client.getServerCapabilities();
+    if (!caps?.[list]) {
+      this.setList(list, []);
+      return;
+    }
+    const opts = { timeout: this.options.requestTimeoutMs };
+    try {
+      const items: unknown[] = [];
+      let cursor: string | undefined;
+      // Bounded pagination: a server that keeps returning cursors cannot loop us forever.
+      for (let page = 0; page < 100; page++) {
+        const params = cursor ? { cursor } : undefined;
+        const res =
+          list === 'tools'
+            ? await conn.client.listTools(params, opts).then((r) => ({ items: r.tools, next: r.nextCursor }))
+            : list === 'resources'
+              ? await conn.client.listResources(params, opts).then((r) => ({ items: r.resources, next: r.nextCursor }))
+              : await conn.client.listPrompts(params, opts).then((r) => ({ items: r.prompts, next: r.nextCursor }));
+        items.push(...res.items);
+        cursor = res.next;
+        if (!cursor) break;
+      }
+      this.setList(list, items as never[]);
+    } catch (err) {
+      this.log('warn', `[${this.name}] ${list}/list failed, keeping the last known ${list}: ${errorText(err)}`);
+    }
+  }
+
+  private setList(list: keyof ServerLists, items: never[]): void {
+    if (list === 'tools' && JSON.stringify(items) !== JSON.stringify(this.lists.tools)) this.pendingToolsChanged = true;
+    this.lists = { ...this.lists, [list]: items };
+  }
+
+  // ---------------------------------------------------------------- health
+
+  private scheduleHealth(conn: Connection): void {
+    this.stopHealth();
+    if (this.options.healthIntervalMs <= 0) return;
+    const delay = applyJitter(this.options.healthIntervalMs, this.options.healthJitter, this.random);
+    this.healthTimer = setTimeout(() => void this.probe(conn), delay);
+    // Health checks alone must not keep a process alive.
+    this.healthTimer.unref?.();
+  }
+
+  private stopHealth(): void {
+    if (this.healthTimer) clearTimeout(this.healthTimer);
+    this.healthTimer = undefined;
+  }
+
+  /** One health probe; only warns (degraded/restored), never reconnects. */
+  private async probe(conn: Connection): Promise<void> {
+    if (conn !== this.conn || this._status !== 'connected') return;
+    const opts = { timeout: this.options.healthTimeoutMs };
+    try {
+      if (!this.pingUnsupported) {
+        try {
+          await conn.client.ping(opts);
+        } catch (err) {
+          if (!isMethodNotFound(err)) throw err;
+          this.pingUnsupported = true;
+          this.log('info', `[${this.name}] ping unsupported, health checks use tools/list`);
+          await conn.client.listTools(undefined, opts);
+        }
+      } else {
+        await conn.client.listTools(undefined, opts);
+      }
+      if (conn !== this.conn) return;
+      this.lastHealthCheckAt = Date.now();
+      this.consecutiveHealthFailures = 0;
+      if (this._health === 'degraded') {
+        this._health = 'healthy';
+        this.log('info', `[${this.name}] health restored`);
+        this.emit('server_health_restored', { server: this.name });
+      }
+    } catch (err) {
+      if (conn !== this.conn) return;
+      if (isTransportLoss(err) && !isConnectionClosed(err)) {
+        // Not a slow or unwell server but a broken link (refused, session unknown): that is a
+        // transport loss, and a loss reconnects whoever notices it.
+        this.dropConnection(conn, errorText(err), 'loss');
+        return;
+      }
+      this.lastHealthCheckAt = Date.now();
+      this.consecutiveHealthFailures += 1;
+      this.lastHealthError = errorText(err);
+      this.log('warn', `[${this.name}] health check failed (${this.consecutiveHealthFailures}): ${this.lastHealthError}`);
+      if (this._health === 'healthy' && this.consecutiveHealthFailures >= this.options.healthFailureThreshold) {
+        this._health = 'degraded';
+        this.emit('server_health_degraded', { server: this.name, consecutiveFailures: this.consecutiveHealthFailures, lastError: this.lastHealthError });
+      }
+    } finally {
+      if (conn === this.conn && this._status === 'connected') this.scheduleHealth(conn);
+    }
+  }
+
+  // ---------------------------------------------------------------- status
+
+  private setStatus(status: ServerStatus): void {
+    const previous = this._status;
+    if (previous === status) return;
+    this._status = status;
+    this.emit('status', { server: this.name, status, previous });
+  }
+
+  summary(): ServerSummary {
+    return {
+      name: this.name,
+      kind: this.kind,
+      status: this._status,
+      health: this._health,
+      attempt: this.attemptNo,
+      nextRetryMs: this.nextRetryMs(),
+      lastError: this.lastError,
+      connectedAt: this.connectedAt === null ? null : new Date(this.connectedAt).toISOString(),
+      tools: this.lists.tools.map((t) => t.name),
+    };
+  }
+
+  detail(): ServerDetail {
+    return {
+      ...this.summary(),
+      nextRetryAt: this.nextRetryAt === null ? null : new Date(this.nextRetryAt).toISOString(),
+      consecutiveHealthFailures: this.consecutiveHealthFailures,
+      lastHealthError: this.lastHealthError,
+      lastHealthCheckAt: this.lastHealthCheckAt === null ? null : new Date(this.lastHealthCheckAt).toISOString(),
+      recentCrashes: this.crashes.count,
+      maxRetries: this.options.maxRetries ?? null,
+      serverInfo: this.serverInfo ? { name: this.serverInfo.name, version: this.serverInfo.version } : null,
+      capabilities: this.capabilities,
+      resources: this.lists.resources.map((r) => r.uri),
+      prompts: this.lists.prompts.map((p) => p.name),
+    };
+  }
+}
+
+/** exec-kind failures that mean the tether link (not the MCP server process) went away. */
+function isRemoteLoss(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if (err.name === 'SessionLostError') return true;
+  return isTransportLoss(err) && !isConnectionClosed(err) && !/Not connected/.test(err.message);
+}
+
+async function closeQuietly(client: Client): Promise<void> {
+  try {
+    await client.close();
+  } catch {
+    // Already closed or never opened: nothing to release.
+  }
+}

@@ -1,0 +1,68 @@
+import { readFile } from 'node:fs/promises';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import type { ExecServerSpec, ServerSpec } from './types.js';
+
+/**
+ * Makes a fresh, unstarted transport for one connection attempt. The supervisor never reuses a
+ * transport: every attempt spawns / dials anew. Injectable so tests can supply in-memory peers.
+ */
+export type TransportFactory = (spec: ServerSpec) => Transport | Promise<Transport>;
+
+export const createTransport: TransportFactory = async (spec) => {
+  switch (spec.kind) {
+    case 'stdio':
+      // stderr is piped (not inherited) so the gateway's stdout/stderr stay its own and the
+      // last lines can explain a crash in `lastError`.
+      return new StdioClientTransport({ command: spec.command, args: spec.args ?? [], env: spec.env, cwd: spec.cwd, stderr: 'pipe' });
+    case 'http':
+      return new StreamableHTTPClientTransport(new URL(spec.url), {
+        requestInit: spec.headers ? { headers: spec.headers } : undefined,
+        // The supervisor owns reconnection; the transport's own SSE-stream retry stays short.
+        reconnectionOptions: { initialReconnectionDelay: 1000, maxReconnectionDelay: 5000, reconnectionDelayGrowFactor: 2, maxRetries: 2 },
+      });
+    case 'exec':
+      return createExecTransport(spec);
+  }
+};
+
+async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
+  const { ExecStdioClientTransport } = await loadMcpModule();
+  const token = await resolveToken(spec);
+  return new ExecStdioClientTransport({
+    command: spec.command,
+    args: spec.args,
+    env: spec.env,
+    cwd: spec.cwd,
+    stderr: 'pipe',
+    url: spec.tether.url,
+    token,
+    clientName: `tether-gateway/${spec.name}`,
+    recoveryDeadlineMs: spec.tether.recoveryDeadlineMs,
+  });
+}
+
+/** The token for an exec server: tokenFile is read on every attempt (rotation), else the literal. */
+export async function resolveToken(spec: ExecServerSpec): Promise<string | undefined> {
+  if (spec.tether.tokenFile) {
+    const text = await readFile(spec.tether.tokenFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
+      throw new Error(`cannot read tether.tokenFile ${spec.tether.tokenFile}: ${err.code ?? err.message}`);
+    });
+    return text.trim();
+  }
+  return spec.tether.token;
+}
+
+interface ExecTransportConstructor {
+  new (params: {
+    command: string; args?: string[]; env?: Record<string, string>; cwd?: string; stderr?: 'pipe' | 'inherit' | 'ignore';
+    url?: string; token?: string; clientName?: string; recoveryDeadlineMs?: number;
+  }): Transport;
+}
+
+// src/mcp is written in parallel; loading it lazily keeps stdio/http usable without it.
+async function loadMcpModule(): Promise<{ ExecStdioClientTransport: ExecTransportConstructor }> {
+  const specifier = '../mcp/index.js';
+  return (await import(specifier)) as { ExecStdioClientTransport: ExecTransportConstructor };
+}
