@@ -18,7 +18,7 @@
  */
 import { PassThrough, type Readable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { ExecClient, type ExecProcess } from '../client/index.js';
 import { JsonRpcLineDecoder, MessageTooLargeError, serializeMessage } from './framing.js';
 
@@ -91,6 +91,8 @@ export class ExecStdioClientTransport implements Transport {
 
   // Delivery queue: see deliver().
   private inbox: JSONRPCMessage[] = [];
+  /** Ids of requests sent and not answered yet (see failPending). */
+  private readonly pending = new Set<RequestId>();
   private delivering = false;
   private idle: Promise<void> = Promise.resolve();
   private markIdle: () => void = () => {};
@@ -252,6 +254,7 @@ export class ExecStdioClientTransport implements Transport {
     try {
       while (this.inbox.length > 0) {
         const message = this.inbox.shift()!;
+        if (!('method' in message) && 'id' in message) this.pending.delete(message.id);
         try {
           this.onmessage?.(message);
         } catch (error) {
@@ -277,6 +280,7 @@ export class ExecStdioClientTransport implements Transport {
   async send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.process?.stdin;
     if (!stdin || this.finished || this.closing) throw new Error('Not connected');
+    if ('method' in message && 'id' in message) this.pending.add(message.id);
     const line = serializeMessage(message);
     // Resolves once the write is accepted by the remote side (after a reconnect if the link
     // is down: the client re-sends it with the same write id, so it lands exactly once).
@@ -340,7 +344,10 @@ export class ExecStdioClientTransport implements Transport {
       this.finished = true;
       this.finishing = (async () => {
         await this.idle;
-        if (error) this.onerror?.(error);
+        if (error) {
+          this.onerror?.(error);
+          this.failPending(error);
+        }
         this.onclose?.();
         if (this.ownsClient && this.execClient) await this.execClient.close().catch(() => {});
       })();
@@ -349,6 +356,27 @@ export class ExecStdioClientTransport implements Transport {
   }
 
   private finishing: Promise<void> | undefined;
+
+  /**
+   * Answers every request still waiting with an error that says why, before onclose: the
+   * SDK would otherwise reject them all with a bare "Connection closed". Same code
+   * (ConnectionClosed, -32000), so callers that test the code see no difference.
+   */
+  private failPending(error: Error): void {
+    const ids = [...this.pending];
+    this.pending.clear();
+    for (const id of ids) {
+      try {
+        this.onmessage?.({
+          jsonrpc: '2.0',
+          id,
+          error: { code: ErrorCode.ConnectionClosed, message: `Connection closed: ${error.message}` },
+        });
+      } catch {
+        // a throwing handler must not stop the others from being answered
+      }
+    }
+  }
 
   /** After a failed start: release what was acquired without firing onclose. */
   private finishQuietly(): void {

@@ -1,0 +1,39 @@
+/**
+ * The real MCP servers used as test peers (devDependencies), run by absolute path with
+ * the current node binary: no npx, no network at test time.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+
+export const repoRoot = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../..');
+export const node = process.execPath;
+export const tetherBin = path.join(repoRoot, 'bin/tether.js');
+
+/** server-everything; its launcher takes the transport name ('stdio' is also the default). */
+export const everything = {
+  command: node,
+  args: [path.join(repoRoot, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'],
+};
+
+/** server-memory writes its knowledge graph to MEMORY_FILE_PATH: one temp file per use. */
+export function memoryServer(): { command: string; args: string[]; env: Record<string, string>; cleanup(): void } {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tether-mcp-memory-'));
+  return {
+    command: node,
+    args: [path.join(repoRoot, 'node_modules/@modelcontextprotocol/server-memory/dist/index.js')],
+    env: { MEMORY_FILE_PATH: path.join(dir, 'memory.jsonl') },
+    cleanup: () => rmSync(dir, { recursive: true, force: true }),
+  };
+}
+
+/** The text of the first content block of a tools/call result. */
+export function text(result: unknown): string {
+  const content = (result as { content?: { type: string; text?: string }[] }).content;
+  const first = content?.[0];
+  if (!first || first.type !== 'text' || typeof first.text !== 'string') {
+    throw new Error(`expected a text result, got ${JSON.stringify(result).slice(0, 300)}`);
+  }
+  return first.text;
+}

@@ -1,0 +1,207 @@
+/**
+ * The `tether mcp` bridge, driven the way an MCP host drives it: an SDK Client spawns
+ * `node bin/tether.js mcp --url … -- <server>` with the SDK's own StdioClientTransport.
+ * The chaos proxy sits between the bridge and the tether server.
+ */
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { spawn } from 'node:child_process';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { startTetherServer } from './helpers/tether.js';
+import { ChaosProxy } from './helpers/chaos-proxy.js';
+import type { Target } from './helpers/target.js';
+import { everything, memoryServer, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
+import { EXIT_SESSION_LOST } from '../src/mcp/index.js';
+import { parseMcpArgs } from '../src/cli/mcp.js';
+
+let server: Target;
+let proxy: ChaosProxy;
+const cleanups: (() => Promise<void> | void)[] = [];
+
+beforeAll(async () => {
+  server = await startTetherServer({});
+  proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
+});
+afterEach(async () => {
+  proxy?.stopCutting();
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+afterAll(async () => {
+  await proxy?.close();
+  await server?.stop();
+});
+
+function bridgeArgs(url: string, remote: { command: string; args: string[]; env?: Record<string, string> }): string[] {
+  const env = Object.entries(remote.env ?? {}).flatMap(([k, v]) => ['--env', `${k}=${v}`]);
+  return [tetherBin, 'mcp', '--url', url, ...env, '--', remote.command, ...remote.args];
+}
+
+async function hostThroughBridge(remote: { command: string; args: string[]; env?: Record<string, string> }) {
+  const transport = new StdioClientTransport({ command: node, args: bridgeArgs(proxy.url, remote), cwd: repoRoot, stderr: 'pipe' });
+  const stderr: string[] = [];
+  transport.stderr!.on('data', (d: Buffer) => stderr.push(d.toString()));
+  const client = new Client({ name: 'mcp-host', version: '0.0.0' });
+  const errors: Error[] = [];
+  let closes = 0;
+  client.onerror = (e) => errors.push(e);
+  client.onclose = () => closes++;
+  await client.connect(transport);
+  cleanups.push(() => client.close());
+  return { client, errors, stderr, closes: () => closes };
+}
+
+/** Runs the bridge as a plain child, for exit codes and stdout purity. */
+function runBridgeProcess(args: string[], input?: string) {
+  const child = spawn(node, [tetherBin, 'mcp', ...args], { cwd: repoRoot, stdio: ['pipe', 'pipe', 'pipe'] });
+  let stdout = '';
+  let stderr = '';
+  child.stdout.on('data', (d: Buffer) => (stdout += d.toString()));
+  child.stderr.on('data', (d: Buffer) => (stderr += d.toString()));
+  if (input !== undefined) child.stdin.end(input);
+  const exited = new Promise<number | null>((resolve) => child.on('close', (code) => resolve(code)));
+  cleanups.push(() => {
+    if (child.exitCode === null) child.kill('SIGKILL');
+  });
+  return { child, exited, out: () => stdout, err: () => stderr };
+}
+
+const initialize = JSON.stringify({
+  jsonrpc: '2.0',
+  id: 1,
+  method: 'initialize',
+  params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'raw', version: '0' } },
+});
+
+describe('tether mcp bridge', () => {
+  it('serves a remote server-everything to an SDK host: tools, progress, resources, prompts', async () => {
+    const h = await hostThroughBridge(everything);
+    expect(h.client.getServerVersion()?.name).toBe('mcp-servers/everything');
+    expect((await h.client.listTools()).tools.map((t) => t.name)).toContain('echo');
+    expect(text(await h.client.callTool({ name: 'echo', arguments: { message: 'via bridge' } }))).toBe('Echo: via bridge');
+    expect(text(await h.client.callTool({ name: 'get-sum', arguments: { a: 1, b: 2 } }))).toBe('The sum of 1 and 2 is 3.');
+    const progress: number[] = [];
+    await h.client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 0.4, steps: 4 } }, undefined, {
+      onprogress: (p) => progress.push(p.progress),
+    });
+    // The host's SDK may drop the last one when it shares a chunk with the result (its
+    // own behaviour with any stdio server); those that arrive are in order.
+    expect(progress.length).toBeGreaterThanOrEqual(3);
+    expect(progress).toEqual(progress.map((_, i) => i + 1));
+    expect((await h.client.listResources()).resources.length).toBeGreaterThan(0);
+    expect((await h.client.listPrompts()).prompts.map((p) => p.name)).toContain('simple-prompt');
+    // Anything but protocol on the bridge's stdout would have surfaced as a parse error.
+    expect(h.errors).toEqual([]);
+  });
+
+  it('survives repeated cuts between bridge and server during a burst and a long-running call', async () => {
+    const h = await hostThroughBridge(everything);
+    proxy.cutRandomly({ minMs: 50, maxMs: 200 });
+    const cutsBefore = proxy.cuts;
+    const progress: number[] = [];
+    const long = h.client.callTool(
+      { name: 'trigger-long-running-operation', arguments: { duration: 2, steps: 10 } },
+      undefined,
+      { onprogress: (p) => progress.push(p.progress), timeout: 20_000 },
+    );
+    const calls: Promise<void>[] = [];
+    for (let wave = 0; wave < 8; wave++) {
+      for (let i = 0; i < 15; i++) {
+        const n = wave * 15 + i;
+        calls.push(h.client.callTool({ name: 'echo', arguments: { message: `b${n}` } }).then((r) => expect(text(r)).toBe(`Echo: b${n}`)));
+      }
+      await new Promise((r) => setTimeout(r, 200));
+    }
+    await Promise.all(calls);
+    expect(text(await long)).toBe('Long running operation completed. Duration: 2 seconds, Steps: 10.');
+    proxy.stopCutting();
+    expect(proxy.cuts - cutsBefore).toBeGreaterThan(3);
+    expect(progress.length).toBeGreaterThanOrEqual(9);
+    expect(progress).toEqual(progress.map((_, i) => i + 1));
+    expect(h.errors).toEqual([]);
+    expect(h.closes()).toBe(0);
+    // The reconnects were reported on stderr, never on stdout.
+    expect(h.stderr.join('')).toMatch(/tether mcp: link lost.*reconnecting/);
+  });
+
+  it('server-memory through the bridge: N create_entities during cuts give exactly N entities', async () => {
+    const memory = memoryServer();
+    cleanups.push(() => memory.cleanup());
+    const h = await hostThroughBridge(memory);
+    const N = 25;
+    proxy.cutRandomly({ minMs: 30, maxMs: 120 });
+    for (let i = 0; i < N; i++) {
+      const r = await h.client.callTool({
+        name: 'create_entities',
+        arguments: { entities: [{ name: `b${i}`, entityType: 'test', observations: [] }] },
+      });
+      expect((r.structuredContent as { entities: unknown[] }).entities).toHaveLength(1);
+    }
+    proxy.stopCutting();
+    const graph = (await h.client.callTool({ name: 'read_graph', arguments: {} })).structuredContent as { entities: { name: string }[] };
+    expect(graph.entities.map((e) => e.name).sort()).toEqual(Array.from({ length: N }, (_, i) => `b${i}`).sort());
+    expect(h.errors).toEqual([]);
+  });
+
+  it('stdin EOF closes the remote server and exits 0; stdout carries only protocol', async () => {
+    const b = runBridgeProcess(['--url', server.url, '--', ...[everything.command, ...everything.args]], `${initialize}\n`);
+    expect(await b.exited).toBe(0);
+    const lines = b.out().split('\n').filter((l) => l !== '');
+    expect(lines.length).toBeGreaterThan(0);
+    for (const line of lines) expect(JSON.parse(line)).toMatchObject({ jsonrpc: '2.0' });
+    expect(JSON.parse(lines[0]!)).toMatchObject({ id: 1, result: { serverInfo: { name: 'mcp-servers/everything' } } });
+  });
+
+  it("mirrors the remote process's exit code", async () => {
+    const b = runBridgeProcess(['--url', server.url, '--', node, '-e', "console.error('bye'); process.exit(7)"]);
+    expect(await b.exited).toBe(7);
+    expect(b.err()).toMatch(/bye/);
+    expect(b.out()).toBe('');
+  });
+
+  it('session really lost: exits non-zero with a clear message on stderr', async () => {
+    const own = await startTetherServer({});
+    const port = Number(new URL(own.url).port);
+    let restarted: Target | undefined;
+    cleanups.push(async () => {
+      await restarted?.stop();
+      await own.stop().catch(() => {});
+    });
+    const b = runBridgeProcess(['--url', own.url, '--', ...[everything.command, ...everything.args]]);
+    b.child.stdin.write(`${initialize}\n`);
+    await expect.poll(() => b.out().includes('"id":1'), { timeout: 10_000 }).toBe(true);
+    await own.stop();
+    restarted = await startTetherServer({ port });
+    expect(await b.exited).toBe(EXIT_SESSION_LOST);
+    expect(b.err()).toMatch(/tether mcp: session lost.*session .*lost/);
+  });
+
+  it('a remote command that cannot start: non-zero exit and the reason on stderr', async () => {
+    const b = runBridgeProcess(['--url', server.url, '--', '/nonexistent/server'], '');
+    expect(await b.exited).not.toBe(0);
+    expect(b.err()).toMatch(/could not start '\/nonexistent\/server'/);
+    expect(b.out()).toBe('');
+  });
+
+  it('usage errors exit 2 and explain', async () => {
+    const noCommand = runBridgeProcess(['--url', server.url]);
+    expect(await noCommand.exited).toBe(2);
+    expect(noCommand.err()).toMatch(/no remote command/);
+    const noUrl = runBridgeProcess(['--', 'x']);
+    expect(await noUrl.exited).toBe(2);
+    expect(noUrl.err()).toMatch(/--url is required/);
+  });
+
+  it('parses flags', () => {
+    expect(parseMcpArgs(['--url=ws://127.0.0.1:1', '--env', 'A=1=2', '--cwd', '/tmp', '--', 'npx', '-y', 'pkg'], {})).toEqual({
+      url: 'ws://127.0.0.1:1',
+      cwd: '/tmp',
+      env: { A: '1=2' },
+      inheritEnv: 'core',
+      argv: ['npx', '-y', 'pkg'],
+    });
+    expect(() => parseMcpArgs(['--url', 'http://x', '--', 'a'], {})).toThrow(/ws:\/\//);
+    expect(() => parseMcpArgs(['--url', 'ws://x', 'npx'], {})).toThrow(/put '--' before the remote command/);
+    expect(() => parseMcpArgs(['--env', 'NOEQ', '--url', 'ws://x', '--', 'a'], {})).toThrow(/NAME=VALUE/);
+    expect(parseMcpArgs(['--', 'a'], { TETHER_URL: 'ws://h:1' })).toMatchObject({ url: 'ws://h:1' });
+  });
+});
