@@ -96,6 +96,10 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     const endedWithin = (ms: number) =>
       Promise.race([ended.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
 
+    const outputDone = new Promise<void>((resolveDone) => {
+      proc.stdout.once('end', resolveDone);
+      proc.stdout.once('close', resolveDone);
+    });
     proc.stdout.pipe(output, { end: false });
     proc.stderr.pipe(diagnostics, { end: false });
     if (proc.stdin) {
@@ -108,13 +112,19 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     proc.on('exit', (code: number) => {
       exitCode = code;
     });
+    // Both ends wait for the remote stdout to be fully relayed: the last protocol messages
+    // must reach the host before we report anything or exit.
     proc.once('close', () => {
-      if (closingFor) settle({ exitCode: closingFor === 'aborted' ? 130 : 0, reason: closingFor });
-      else settle({ exitCode: exitCode ?? 0, reason: 'exited' });
+      void outputDone.then(() => {
+        if (closingFor) settle({ exitCode: closingFor === 'aborted' ? 130 : 0, reason: closingFor });
+        else settle({ exitCode: exitCode ?? 0, reason: 'exited' });
+      });
     });
     proc.once('error', (error: Error) => {
-      say(`session lost, the remote MCP server is gone: ${message(error)}`);
-      settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });
+      void outputDone.then(() => {
+        say(`session lost, the remote MCP server is gone: ${message(error)}`);
+        settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });
+      });
     });
 
     // The host is done with us: close the remote server gently, as the SDK would locally.

@@ -196,9 +196,13 @@ export class ExecStdioClientTransport implements Transport {
       this.exitCode = code;
     });
     proc.on('close', () => {
-      this.markEnded();
-      const unexpected = !this.closing && this.exitCode !== undefined && this.exitCode !== 0;
-      void this.finish(unexpected ? new ServerProcessExitedError(this.exitCode!, this.stderrTail) : undefined);
+      // 'close' can come before the stdout stream has emitted what it buffered: wait for
+      // its end so that the last messages reach onmessage before onclose.
+      void whenEnded(proc.stdout).then(() => {
+        this.markEnded();
+        const unexpected = !this.closing && this.exitCode !== undefined && this.exitCode !== 0;
+        void this.finish(unexpected ? new ServerProcessExitedError(this.exitCode!, this.stderrTail) : undefined);
+      });
     });
     // SessionLostError (the client is Failed) or OutputLostError (output evicted while the
     // link was down, so the JSON-RPC stream has a hole): either way this MCP session is over.
@@ -254,7 +258,7 @@ export class ExecStdioClientTransport implements Transport {
     try {
       while (this.inbox.length > 0) {
         const message = this.inbox.shift()!;
-        if (!('method' in message) && 'id' in message) this.pending.delete(message.id);
+        if (!('method' in message) && 'id' in message && message.id !== undefined) this.pending.delete(message.id);
         try {
           this.onmessage?.(message);
         } catch (error) {
@@ -385,6 +389,16 @@ export class ExecStdioClientTransport implements Transport {
     this.markEnded();
     if (this.ownsClient && this.execClient) void this.execClient.close().catch(() => {});
   }
+}
+
+/** Resolves once a readable has emitted 'end' (or can never emit more). */
+function whenEnded(stream: Readable): Promise<void> {
+  if (stream.readableEnded || stream.destroyed) return Promise.resolve();
+  return new Promise((resolve) => {
+    stream.once('end', resolve);
+    stream.once('close', resolve);
+    stream.once('error', resolve);
+  });
 }
 
 function asError(error: unknown): Error {
