@@ -1,0 +1,90 @@
+/**
+ * MCP benchmark (issue 4): tools/call round trip of server-everything's `echo` tool, made
+ * by an MCP SDK Client,
+ *   - locally: the SDK's own StdioClientTransport (the baseline an MCP host has today);
+ *   - through tether: ExecStdioClientTransport to a `tether serve` process on loopback;
+ *   - through the bridge: the SDK's StdioClientTransport running `tether mcp` (what an MCP
+ *     host configured with `"command": "tether"` does), to the same server.
+ * Target: tether adds under 1 ms at p50 over local stdio.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { ExecStdioClientTransport } from '../src/mcp/index.js';
+import { ms, summarize, table, verdict, type Summary } from './lib/stats.js';
+import { startTetherProcess } from './lib/servers.js';
+
+const SAMPLES = Number(process.env.BENCH_MCP_SAMPLES ?? 500);
+const WARMUP = Number(process.env.BENCH_MCP_WARMUP ?? 100);
+const CALL_TIMEOUT_MS = 30_000;
+
+const repoRoot = fileURLToPath(new URL('../', import.meta.url));
+const everythingArgs = [path.join(repoRoot, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'];
+
+async function measure(transport: Transport): Promise<Summary> {
+  const client = new Client({ name: 'tether-bench', version: '0.0.0' });
+  await client.connect(transport);
+  try {
+    const call = () => client.callTool({ name: 'echo', arguments: { message: 'ping' } }, undefined, { timeout: CALL_TIMEOUT_MS });
+    for (let i = 0; i < WARMUP; i++) await call();
+    const samples: number[] = [];
+    for (let i = 0; i < SAMPLES; i++) {
+      const t0 = performance.now();
+      await call();
+      samples.push(performance.now() - t0);
+    }
+    return summarize(samples);
+  } finally {
+    await client.close();
+  }
+}
+
+export async function run(): Promise<void> {
+  const server = await startTetherProcess();
+  try {
+    const local = await measure(new StdioClientTransport({ command: process.execPath, args: everythingArgs, stderr: 'ignore' }));
+    const viaTransport = await measure(
+      new ExecStdioClientTransport({ url: server.url, command: process.execPath, args: everythingArgs, stderr: 'ignore' }),
+    );
+    const viaBridge = await measure(
+      new StdioClientTransport({
+        command: process.execPath,
+        args: [path.join(repoRoot, 'bin/tether.js'), 'mcp', '--url', server.url, '--', process.execPath, ...everythingArgs],
+        cwd: repoRoot,
+        stderr: 'ignore',
+      }),
+    );
+
+    const row = (name: string, s: Summary): string[] => [
+      name,
+      ms(s.p50),
+      ms(s.p99),
+      ms(s.mean),
+      name === 'local stdio (SDK)' ? '' : `+${ms(s.p50 - local.p50)}`,
+      name === 'local stdio (SDK)' ? '' : `${(s.p50 / local.p50).toFixed(2)}x`,
+    ];
+    process.stdout.write(
+      `\nMCP tools/call round trip (server-everything echo, ${SAMPLES} sequential calls after ${WARMUP} warm-up, loopback)\n`,
+    );
+    process.stdout.write(
+      table([
+        ['path', 'p50', 'p99', 'mean', 'added p50', 'p50 ratio'],
+        row('local stdio (SDK)', local),
+        row('tether ExecStdioClientTransport', viaTransport),
+        row('tether mcp bridge', viaBridge),
+      ]) + '\n',
+    );
+    const added = viaTransport.p50 - local.p50;
+    process.stdout.write(`target: tether adds < 1 ms at p50 over local stdio: ${verdict(added < 1)} (+${ms(added)})\n`);
+  } finally {
+    await server.stop();
+  }
+}
+
+// `node --import tsx bench/mcp.ts` runs just this one.
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  await run();
+}
