@@ -1,0 +1,288 @@
+/**
+ * Server benchmark (issue 2): tether and the real Codex exec-server side by side, each a
+ * separate process driven by the same raw WebSocket JSON-RPC client on loopback.
+ *   - echo round trip through `cat`: process/write → the process/output notification back;
+ *   - spawn-to-closed of /bin/true: process/start → process/closed;
+ *   - stdout throughput of 64 MiB (`head -c 67108864 /dev/zero`);
+ *   - server RSS while a client reads `yes` output slowly (sampled over time), and with
+ *     1,000 idle sessions.
+ * Targets: echo p50 < 1 ms, spawn p50 < 10 ms, throughput ≥ Codex, RSS flat under a slow reader.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { mib, ms, ratioHigherBetter, ratioLowerBetter, summarize, table, verdict, type Summary } from './lib/stats.js';
+import { readMemory, RssSampler } from './lib/rss.js';
+import { startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+import { startParams, WsRpc } from './lib/ws-rpc.js';
+
+const ECHO_SAMPLES = Number(process.env.BENCH_ECHO_SAMPLES ?? 200);
+const SPAWN_SAMPLES = Number(process.env.BENCH_SPAWN_SAMPLES ?? 100);
+const THROUGHPUT_BYTES = 64 * 1024 * 1024;
+const THROUGHPUT_RUNS = 3;
+const SLOW_READER_MS = Number(process.env.BENCH_SLOW_READER_MS ?? 10_000);
+const IDLE_SESSIONS = Number(process.env.BENCH_IDLE_SESSIONS ?? 1_000);
+/** Upper bound for any single wait in this file, so a stuck server cannot hang the bench. */
+const STEP_TIMEOUT_MS = 60_000;
+
+let processCounter = 0;
+const newProcessId = (kind: string): string => `bench-${kind}-${process.pid}-${++processCounter}`;
+
+/** Decoded size of a base64 string without decoding it. */
+function base64Bytes(chunk: string): number {
+  const padding = chunk.endsWith('==') ? 2 : chunk.endsWith('=') ? 1 : 0;
+  return (chunk.length / 4) * 3 - padding;
+}
+
+function withTimeout<T>(promise: Promise<T>, what: string, timeoutMs = STEP_TIMEOUT_MS): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => {
+      timer = setTimeout(() => reject(new Error(`${what} did not finish within ${timeoutMs} ms`)), timeoutMs);
+    }),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** process/write of one line to `cat` → its process/output notification. */
+async function echoRoundTrip(rpc: WsRpc, samples: number): Promise<Summary> {
+  const processId = newProcessId('echo');
+  let received = '';
+  let waiting: { token: string; resolve: () => void } | undefined;
+  rpc.onProcess(processId, (method, params) => {
+    if (method !== 'process/output') return;
+    received += Buffer.from(params.chunk, 'base64').toString('utf8');
+    if (waiting && received.includes(waiting.token)) {
+      const { resolve } = waiting;
+      waiting = undefined;
+      received = '';
+      resolve();
+    }
+  });
+  await rpc.request('process/start', startParams(processId, ['/bin/cat'], { pipeStdin: true }));
+  const times: number[] = [];
+  const warmup = 20;
+  for (let i = 0; i < warmup + samples; i++) {
+    const token = `echo-${i}\n`;
+    const echoed = new Promise<void>((resolve) => {
+      waiting = { token, resolve };
+    });
+    const started = performance.now();
+    const write = rpc.request<{ status: string }>('process/write', {
+      processId,
+      chunk: Buffer.from(token).toString('base64'),
+      writeId: `${processId}-w${i}`,
+    });
+    await withTimeout(echoed, 'echo');
+    const elapsed = performance.now() - started;
+    const { status } = await write;
+    if (status !== 'accepted') throw new Error(`process/write answered ${status}`);
+    if (i >= warmup) times.push(elapsed);
+  }
+  await rpc.request('process/terminate', { processId });
+  rpc.offProcess(processId);
+  return summarize(times);
+}
+
+/** process/start of /bin/true → its process/closed notification. */
+async function spawnToClosed(rpc: WsRpc, samples: number): Promise<Summary> {
+  const times: number[] = [];
+  const warmup = 5;
+  for (let i = 0; i < warmup + samples; i++) {
+    const processId = newProcessId('spawn');
+    const closed = new Promise<void>((resolve) => {
+      rpc.onProcess(processId, (method) => {
+        if (method === 'process/closed') resolve();
+      });
+    });
+    const started = performance.now();
+    await rpc.request('process/start', startParams(processId, ['/bin/true']));
+    await withTimeout(closed, 'spawn');
+    const elapsed = performance.now() - started;
+    rpc.offProcess(processId);
+    if (i >= warmup) times.push(elapsed);
+  }
+  return summarize(times);
+}
+
+/** MiB/s of `head -c 64MiB /dev/zero` from process/start to process/closed (best of runs). */
+async function throughput(rpc: WsRpc, runs: number): Promise<{ best: number; all: number[] }> {
+  const rates: number[] = [];
+  for (let run = 0; run < runs; run++) {
+    const processId = newProcessId('throughput');
+    let bytes = 0;
+    const closed = new Promise<void>((resolve) => {
+      rpc.onProcess(processId, (method, params) => {
+        if (method === 'process/output') bytes += base64Bytes(params.chunk);
+        else if (method === 'process/closed') resolve();
+      });
+    });
+    const started = performance.now();
+    await rpc.request('process/start', startParams(processId, ['/usr/bin/head', '-c', String(THROUGHPUT_BYTES), '/dev/zero']));
+    await withTimeout(closed, 'throughput');
+    const seconds = (performance.now() - started) / 1000;
+    rpc.offProcess(processId);
+    if (bytes !== THROUGHPUT_BYTES) throw new Error(`throughput run received ${bytes} bytes, expected ${THROUGHPUT_BYTES}`);
+    rates.push(THROUGHPUT_BYTES / 1024 / 1024 / seconds);
+  }
+  return { best: Math.max(...rates), all: rates };
+}
+
+interface SlowReaderResult {
+  samples: number[];
+  min: number;
+  max: number;
+  hwm: number;
+  /** Max RSS in the last third of the run minus max RSS in the first third. */
+  growth: number;
+  bytesRead: number;
+}
+
+/**
+ * `yes` (an endless fast producer) while the client reads slowly: its TCP socket is paused
+ * whenever it has taken SLOW_READ_BYTES_PER_TICK in the current 100 ms tick (about 640 KiB/s).
+ * A server that buffers whatever the child writes grows without bound; one with backpressure
+ * (or one that drops output) stays flat.
+ */
+const SLOW_READ_BYTES_PER_TICK = 64 * 1024;
+
+async function slowReader(server: BenchServer, durationMs: number): Promise<SlowReaderResult> {
+  const rpc = await WsRpc.session(server.url);
+  const processId = newProcessId('yes');
+  let bytesRead = 0;
+  rpc.onProcess(processId, (method, params) => {
+    if (method === 'process/output') bytesRead += base64Bytes(params.chunk);
+  });
+  let tickBytes = 0;
+  const onData = (chunk: Buffer): void => {
+    tickBytes += chunk.length;
+    if (tickBytes >= SLOW_READ_BYTES_PER_TICK) rpc.socket.pause();
+  };
+  rpc.socket.on('data', onData);
+  await rpc.request('process/start', startParams(processId, ['/usr/bin/yes', 'tether slow reader line']));
+  const sampler = new RssSampler(server.pid, 250);
+  const throttle = setInterval(() => {
+    tickBytes = 0;
+    rpc.socket.resume();
+  }, 100);
+  await sleep(durationMs);
+  clearInterval(throttle);
+  rpc.socket.off('data', onData);
+  const { samples, min, max, hwm } = sampler.stop();
+  rpc.socket.resume();
+  // terminate waits behind queued output on the socket; do not let a slow drain stall the run.
+  await withTimeout(rpc.request('process/terminate', { processId }), 'terminate after slow reader', 30_000).catch(() => undefined);
+  await rpc.close();
+  const third = Math.max(1, Math.floor(samples.length / 3));
+  const growth = Math.max(...samples.slice(-third)) - Math.max(...samples.slice(0, third));
+  return { samples, min, max, hwm, growth, bytesRead };
+}
+
+/** RSS before and after opening `count` initialized sessions that then sit idle. */
+async function idleSessions(server: BenchServer, count: number): Promise<{ before: number; after: number; hwm: number; perSession: number }> {
+  await sleep(200);
+  const before = readMemory(server.pid).rss;
+  const clients: WsRpc[] = [];
+  const batch = 50;
+  for (let i = 0; i < count; i += batch) {
+    const opened = await Promise.all(
+      Array.from({ length: Math.min(batch, count - i) }, () => withTimeout(WsRpc.session(server.url), 'idle session')),
+    );
+    clients.push(...opened);
+  }
+  await sleep(1_000);
+  const { rss: after, hwm } = readMemory(server.pid);
+  await Promise.all(clients.map((client) => client.close()));
+  return { before, after, hwm, perSession: (after - before) / count };
+}
+
+interface ServerResults {
+  echo: Summary;
+  spawn: Summary;
+  throughput: { best: number; all: number[] };
+  slow: SlowReaderResult;
+  idle: { before: number; after: number; hwm: number; perSession: number };
+}
+
+const NO_SUMMARY: Summary = { n: 0, p50: NaN, p99: NaN, min: NaN, max: NaN, mean: NaN };
+const EMPTY: ServerResults = {
+  echo: NO_SUMMARY,
+  spawn: NO_SUMMARY,
+  throughput: { best: NaN, all: [] },
+  slow: { samples: [], min: NaN, max: NaN, hwm: NaN, growth: NaN, bytesRead: NaN },
+  idle: { before: NaN, after: NaN, hwm: NaN, perSession: NaN },
+};
+
+async function measure(start: () => Promise<BenchServer>): Promise<ServerResults> {
+  const server = await start();
+  try {
+    const rpc = await WsRpc.session(server.url);
+    const echo = await echoRoundTrip(rpc, ECHO_SAMPLES);
+    const spawn = await spawnToClosed(rpc, SPAWN_SAMPLES);
+    const tp = await throughput(rpc, THROUGHPUT_RUNS);
+    await rpc.close();
+    const slow = await slowReader(server, SLOW_READER_MS);
+    const idle = await idleSessions(server, IDLE_SESSIONS);
+    return { echo, spawn, throughput: tp, slow, idle };
+  } finally {
+    await server.stop();
+  }
+}
+
+export async function run(): Promise<void> {
+  console.log('## Server: tether vs Codex exec-server 0.169 (loopback, separate processes, raw ws JSON-RPC client)\n');
+  // BENCH_ONLY=tether|codex measures one side (the other column shows n/a).
+  const only = process.env.BENCH_ONLY;
+  const tether = only === 'codex' ? EMPTY : await measure(() => startTetherProcess());
+  const codex = only === 'tether' ? EMPTY : await measure(startCodexProcess);
+
+  console.log(
+    table([
+      ['metric', 'tether', 'codex', 'tether vs codex', 'target', 'status'],
+      [`echo p50 (n=${tether.echo.n})`, ms(tether.echo.p50), ms(codex.echo.p50), ratioLowerBetter(tether.echo.p50, codex.echo.p50), '< 1 ms', verdict(tether.echo.p50 < 1)],
+      ['echo p99', ms(tether.echo.p99), ms(codex.echo.p99), ratioLowerBetter(tether.echo.p99, codex.echo.p99), '', ''],
+      [`spawn→closed p50 (n=${tether.spawn.n})`, ms(tether.spawn.p50), ms(codex.spawn.p50), ratioLowerBetter(tether.spawn.p50, codex.spawn.p50), '< 10 ms', verdict(tether.spawn.p50 < 10)],
+      ['spawn→closed p99', ms(tether.spawn.p99), ms(codex.spawn.p99), ratioLowerBetter(tether.spawn.p99, codex.spawn.p99), '', ''],
+      [
+        `64 MiB stdout (best of ${THROUGHPUT_RUNS})`,
+        `${tether.throughput.best.toFixed(0)} MiB/s`,
+        `${codex.throughput.best.toFixed(0)} MiB/s`,
+        ratioHigherBetter(tether.throughput.best, codex.throughput.best),
+        '≥ codex',
+        verdict(tether.throughput.best >= codex.throughput.best),
+      ],
+      [
+        `slow reader RSS min/max (${SLOW_READER_MS / 1000} s)`,
+        `${mib(tether.slow.min)} / ${mib(tether.slow.max)}`,
+        `${mib(codex.slow.min)} / ${mib(codex.slow.max)}`,
+        '',
+        'flat',
+        verdict(tether.slow.growth < 16 * 1024 * 1024),
+      ],
+      ['slow reader RSS growth (last third − first third)', mib(tether.slow.growth), mib(codex.slow.growth), '', '< 16 MiB', ''],
+      ['slow reader peak RSS (VmHWM)', mib(tether.slow.hwm), mib(codex.slow.hwm), '', '', ''],
+      ['slow reader bytes delivered', mib(tether.slow.bytesRead), mib(codex.slow.bytesRead), '', '', ''],
+      [`RSS idle → ${IDLE_SESSIONS} idle sessions`, `${mib(tether.idle.before)} → ${mib(tether.idle.after)}`, `${mib(codex.idle.before)} → ${mib(codex.idle.after)}`, '', '', ''],
+      ['  per idle session', `${(tether.idle.perSession / 1024).toFixed(1)} KiB`, `${(codex.idle.perSession / 1024).toFixed(1)} KiB`, '', '', ''],
+      ['  peak RSS (VmHWM) after sessions', mib(tether.idle.hwm), mib(codex.idle.hwm), '', '', ''],
+    ]),
+  );
+  const series = (r: SlowReaderResult): string => r.samples.map((s) => (s / 1024 / 1024).toFixed(0)).join(' ');
+  console.log(`\nslow-reader RSS series, MiB every 250 ms:\n  tether: ${series(tether.slow)}\n  codex:  ${series(codex.slow)}`);
+  console.log(
+    `\nthroughput runs, MiB/s: tether ${tether.throughput.all.map((r) => r.toFixed(0)).join(', ')}; codex ${codex.throughput.all.map((r) => r.toFixed(0)).join(', ')}`,
+  );
+  console.log(
+    `echo min/mean/max: tether ${ms(tether.echo.min)}/${ms(tether.echo.mean)}/${ms(tether.echo.max)}; codex ${ms(codex.echo.min)}/${ms(codex.echo.mean)}/${ms(codex.echo.max)}\n`,
+  );
+}
+
+// Runnable on its own: `node --import tsx bench/server.ts`.
+if (import.meta.url === `file://${process.argv[1]}`) {
+  run().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
+}
