@@ -16,7 +16,7 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import type { EnvPolicy } from '../protocol/index.js';
-import type { ExecClient, ExecProcess } from '../client/index.js';
+import type { ExecClient, ExecProcess, RecoveredEvent, StateChange } from '../client/index.js';
 
 /** EX_UNAVAILABLE (sysexits.h): distinct from the codes an MCP server itself tends to use. */
 export const EXIT_SESSION_LOST = 69;
@@ -50,11 +50,19 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
   const say = (line: string) => diagnostics.write(`tether mcp: ${line}\n`);
   const program = options.argv[0] ?? '';
 
-  const onState = ({ state, previous, attempt, reason }: { state: string; previous: string; attempt?: number; reason?: string }) => {
+  // One line per drop and one per recovery: enough for a human reading the host's logs.
+  const onState = ({ state, previous, reason }: StateChange) => {
     if (state === 'recovering' && previous !== 'recovering') say(`link lost${reason ? ` (${reason})` : ''}; reconnecting…`);
-    else if (state === 'connected' && previous === 'recovering') say(`reconnected${attempt ? ` after ${attempt} attempt(s)` : ''}; session resumed`);
+  };
+  const onRecovered = ({ attempts, downtimeMs }: RecoveredEvent) => {
+    say(`reconnected, session resumed (${Math.round(downtimeMs)} ms, ${attempts} attempt${attempts === 1 ? '' : 's'})`);
   };
   client.on('state', onState);
+  client.on('recovered', onRecovered);
+  const unlisten = () => {
+    client.off('state', onState);
+    client.off('recovered', onRecovered);
+  };
 
   let proc: ExecProcess;
   try {
@@ -69,7 +77,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       proc.once('error', reject);
     });
   } catch (error) {
-    client.off('state', onState);
+    unlisten();
     say(`could not start '${program}' on the remote host: ${message(error)}`);
     return { exitCode: EXIT_START_FAILED, reason: 'start-failed' };
   }
@@ -82,7 +90,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     const settle = (result: BridgeResult) => {
       if (settled) return;
       settled = true;
-      client.off('state', onState);
+      unlisten();
       input.unpipe(proc.stdin ?? undefined);
       input.pause();
       options.signal?.removeEventListener('abort', onAbort);
