@@ -149,8 +149,7 @@ export async function run(argv: string[]): Promise<void> {
   }
 
   const aborter = new AbortController();
-  const onSignal = () => aborter.abort();
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(sig, onSignal);
+  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(sig, () => aborter.abort(sig));
 
   const envPolicy: EnvPolicy = {
     inherit: options.inheritEnv,

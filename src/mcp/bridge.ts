@@ -14,6 +14,7 @@
  *   closes a local stdio server (end stdin, 2 s, SIGTERM, 2 s, kill), then 0;
  * - the session is really lost (expired, deadline, auth, output lost): EXIT_SESSION_LOST.
  */
+import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { EnvPolicy } from '../protocol/index.js';
 import type { ExecClient, ExecProcess, RecoveredEvent, StateChange } from '../client/index.js';
@@ -36,7 +37,7 @@ export interface BridgeOptions {
   output: Writable;
   /** Diagnostics and the remote process's stderr (local stderr). */
   diagnostics: Writable;
-  /** Aborting it (e.g. on SIGTERM) stops the remote process at once and ends the bridge. */
+  /** Aborting it (e.g. on SIGTERM) stops the remote process at once and ends the bridge; a signal name as the reason sets the exit code (128 + its number). */
   signal?: AbortSignal;
 }
 
@@ -86,6 +87,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     let settled = false;
     let exitCode: number | undefined;
     let closingFor: 'input-ended' | 'aborted' | undefined;
+    let abortCode = 130;
 
     const settle = (result: BridgeResult) => {
       if (settled) return;
@@ -124,7 +126,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     // must reach the host before we report anything or exit.
     proc.once('close', () => {
       void outputDone.then(() => {
-        if (closingFor) settle({ exitCode: closingFor === 'aborted' ? 130 : 0, reason: closingFor });
+        if (closingFor) settle({ exitCode: closingFor === 'aborted' ? abortCode : 0, reason: closingFor });
         else settle({ exitCode: exitCode ?? 0, reason: 'exited' });
       });
     });
@@ -156,12 +158,19 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     function onAbort() {
       if (settled) return;
       closingFor = 'aborted';
+      abortCode = signalExitCode(options.signal?.reason);
       void proc.terminate().catch(() => false);
-      void endedWithin(CLOSE_STEP_MS).then(() => settle({ exitCode: 130, reason: 'aborted' }));
+      void endedWithin(CLOSE_STEP_MS).then(() => settle({ exitCode: abortCode, reason: 'aborted' }));
     }
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+/** 128 + the signal number when the abort reason names a signal (SIGTERM → 143), else 130. */
+function signalExitCode(reason: unknown): number {
+  const signo = typeof reason === 'string' ? osConstants.signals[reason as NodeJS.Signals] : undefined;
+  return signo ? 128 + signo : 130;
 }
 
 function message(error: unknown): string {
