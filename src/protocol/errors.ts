@@ -32,7 +32,7 @@ export const methodNotFound = (method: string): RpcError =>
 export const Messages = {
   notInitialized: 'client must call initialize before using exec methods',
   notInitializedNotified: 'client must send initialized before using exec methods',
-  alreadyInitialized: 'initialize may only be called once per connection',
+  alreadyInitialized: 'initialize may only be sent once per connection',
   unknownSession: (id: string) => `unknown session id ${id}`,
   sessionAttached: (id: string) => `session ${id} is already attached to another connection`,
   unknownProcess: (id: string) => `unknown process id ${id}`,
