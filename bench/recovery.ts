@@ -1,4 +1,148 @@
-/** Placeholder until the recovery bench lands (needs src/client). */
+/**
+ * Recovery benchmark (issue 3): how long a cut link keeps output from flowing. The tether
+ * ExecClient drives each server through the chaos proxy; a child prints a numbered line every
+ * 5 ms; the proxy resets every connection (`cutAll()`) CUTS times, each once output flows
+ * again. Measured per cut: time from the cut to the first byte delivered after it (output
+ * printed meanwhile can only arrive through the resume + `process/read` replay), and the
+ * client's own downtime (drop noticed → catch-up done). Checked: every line arrives exactly
+ * once, in order, and the exit code is right.
+ */
+import { performance } from 'node:perf_hooks';
+import { setTimeout as sleep } from 'node:timers/promises';
+import { ExecClient } from '../src/client/index.js';
+import type { RecoveredEvent } from '../src/client/index.js';
+import { ChaosProxy } from '../test/helpers/chaos-proxy.js';
+import { ms, ratioLowerBetter, summarize, table, type Summary } from './lib/stats.js';
+import { startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+
+const CUTS = Number(process.env.BENCH_RECOVERY_CUTS ?? 25);
+/** Pause after output resumes before the next cut, so each cut hits a flowing stream. */
+const BETWEEN_CUTS_MS = 150;
+const LINE_INTERVAL_S = 0.005;
+/** Enough lines to outlast every cut (each costs recovery + BETWEEN_CUTS_MS). */
+const LINES = Number(process.env.BENCH_RECOVERY_LINES ?? 4_000);
+const EXIT_CODE = 7;
+const RUN_TIMEOUT_MS = 90_000;
+
+interface RecoveryResult {
+  firstByte: Summary;
+  downtime: Summary;
+  cuts: number;
+  linesOk: boolean;
+  detail: string;
+}
+
+async function measure(server: BenchServer): Promise<RecoveryResult> {
+  const proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
+  const client = await ExecClient.connect(proxy.url, { clientName: 'tether-bench-recovery', recoveryDeadlineMs: 20_000 });
+  const recoveries: RecoveredEvent[] = [];
+  client.on('recovered', (event: RecoveredEvent) => recoveries.push(event));
+  try {
+    const script = `$|=1; for my $i (0..${LINES - 1}) { print "line-$i\\n"; select(undef, undef, undef, ${LINE_INTERVAL_S}); } exit ${EXIT_CODE};`;
+    const child = client.spawn(['/usr/bin/perl', '-e', script], { env: { PATH: process.env.PATH ?? '/usr/bin:/bin' } });
+    let text = '';
+    let lastByteAt = 0;
+    let onByte: (() => void) | undefined;
+    child.stdout.on('data', (chunk: Buffer) => {
+      lastByteAt = performance.now();
+      text += chunk.toString('utf8');
+      onByte?.();
+    });
+    child.stderr.resume();
+    const exited = child.exited;
+    let running = true;
+    void exited.finally(() => {
+      running = false;
+    });
+
+    const firstByteTimes: number[] = [];
+    const deadline = Date.now() + RUN_TIMEOUT_MS;
+    // Wait for output to flow before the first cut.
+    while (lastByteAt === 0 && Date.now() < deadline) await sleep(5);
+    for (let cut = 0; cut < CUTS && running && Date.now() < deadline; cut++) {
+      await sleep(BETWEEN_CUTS_MS);
+      if (!running) break;
+      const byteAfterCut = new Promise<number>((resolve) => {
+        onByte = () => {
+          onByte = undefined;
+          resolve(performance.now());
+        };
+      });
+      const cutAt = performance.now();
+      if (proxy.cutAll() === 0) throw new Error('the client had no live connection to cut');
+      const firstByteAt = await Promise.race([byteAfterCut, exited.then(() => Number.NaN)]);
+      if (Number.isNaN(firstByteAt)) break;
+      firstByteTimes.push(firstByteAt - cutAt);
+    }
+    onByte = undefined;
+    const exitCode = await exited;
+    await child.closed;
+
+    const lines = text.split('\n').filter((line) => line.length > 0);
+    const expected = Array.from({ length: LINES }, (_, i) => `line-${i}`);
+    const missing = expected.filter((line) => !lines.includes(line)).length;
+    const duplicates = lines.length - new Set(lines).size;
+    const inOrder = lines.every((line, i) => line === expected[i]);
+    const linesOk = lines.length === LINES && missing === 0 && duplicates === 0 && inOrder && exitCode === EXIT_CODE;
+    const detail = `${lines.length}/${LINES} lines, ${missing} missing, ${duplicates} duplicated, ${inOrder ? 'in order' : 'OUT OF ORDER'}, exit ${exitCode}`;
+    return {
+      firstByte: summarize(firstByteTimes),
+      downtime: summarize(recoveries.map((r) => r.downtimeMs)),
+      cuts: firstByteTimes.length,
+      linesOk,
+      detail,
+    };
+  } finally {
+    await client.close().catch(() => undefined);
+    await proxy.close();
+  }
+}
+
+async function measureOn(start: () => Promise<BenchServer>): Promise<RecoveryResult> {
+  const server = await start();
+  try {
+    return await measure(server);
+  } finally {
+    await server.stop();
+  }
+}
+
 export async function run(): Promise<void> {
-  console.log('## Recovery: not measured yet\n');
+  console.log(`## Recovery: cut → first replayed byte (tether ExecClient through the chaos proxy, ${CUTS} cuts, a line every ${LINE_INTERVAL_S * 1000} ms)\n`);
+  const only = process.env.BENCH_ONLY;
+  const tether = only === 'codex' ? undefined : await measureOn(() => startTetherProcess());
+  const codex = only === 'tether' ? undefined : await measureOn(startCodexProcess);
+  const cell = (r: RecoveryResult | undefined, f: (r: RecoveryResult) => string): string => (r ? f(r) : 'n/a');
+  console.log(
+    table([
+      ['metric', 'tether server', 'codex server', 'tether vs codex'],
+      ['cuts measured', cell(tether, (r) => String(r.cuts)), cell(codex, (r) => String(r.cuts)), ''],
+      [
+        'cut → first byte p50',
+        cell(tether, (r) => ms(r.firstByte.p50)),
+        cell(codex, (r) => ms(r.firstByte.p50)),
+        tether && codex ? ratioLowerBetter(tether.firstByte.p50, codex.firstByte.p50) : '',
+      ],
+      [
+        'cut → first byte max',
+        cell(tether, (r) => ms(r.firstByte.max)),
+        cell(codex, (r) => ms(r.firstByte.max)),
+        tether && codex ? ratioLowerBetter(tether.firstByte.max, codex.firstByte.max) : '',
+      ],
+      ['client downtime p50 (drop → caught up)', cell(tether, (r) => ms(r.downtime.p50)), cell(codex, (r) => ms(r.downtime.p50)), ''],
+      ['client downtime max', cell(tether, (r) => ms(r.downtime.max)), cell(codex, (r) => ms(r.downtime.max)), ''],
+      ['every line exactly once', cell(tether, (r) => (r.linesOk ? 'yes' : 'NO')), cell(codex, (r) => (r.linesOk ? 'yes' : 'NO')), ''],
+    ]),
+  );
+  console.log(`\ntether: ${cell(tether, (r) => r.detail)}\ncodex:  ${cell(codex, (r) => r.detail)}\n`);
+}
+
+if (import.meta.url === `file://${process.argv[1]}`) {
+  run().then(
+    () => process.exit(0),
+    (error: unknown) => {
+      console.error(error);
+      process.exit(1);
+    },
+  );
 }
