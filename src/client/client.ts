@@ -1,0 +1,656 @@
+/**
+ * `ExecClient`: one logical client of an exec-server that outlives its connections
+ * (PROTOCOL.md section 6). States: connected → recovering → connected, or → failed.
+ *
+ * - Every connection is a numbered generation; only the current one can start a recovery.
+ * - While recovering, calls wait; process handles stay open.
+ * - Recovery resumes the session, then catches every live process up with `process/read`.
+ * - Requests lost with a socket are re-sent: writes with the same `writeId` (the server
+ *   dedups), a start whose answer was lost is settled by asking the server about its id.
+ * - Failed (session expired, deadline, auth refused, closed) releases every waiter and every
+ *   process with one `SessionLostError`.
+ */
+import { EventEmitter } from 'node:events';
+import { randomUUID } from 'node:crypto';
+import { performance } from 'node:perf_hooks';
+import { pathToFileURL } from 'node:url';
+import {
+  ErrorCode,
+  Method,
+  RpcError,
+  type EnvironmentInfo,
+  type EnvPolicy,
+  type InitializeResult,
+  type OutputStream,
+  type ProcessReadResult,
+  type ProcessStartParams,
+  type ProcessStartResult,
+  type ProcessTerminateResult,
+  type ProcessWriteResult,
+  type SignalName,
+} from '../protocol/index.js';
+import { reconnectDelayMs } from './backoff.js';
+import { Connection } from './connection.js';
+import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
+import { ExecProcess, type ProcessHost } from './process.js';
+
+export type ClientState = 'connected' | 'recovering' | 'failed';
+
+export interface ExecClientOptions {
+  /** Bearer token for the WebSocket upgrade. */
+  token?: string;
+  /** Sent in `initialize` (default "tether-client"). */
+  clientName?: string;
+  /** How long a recovery may take, from the drop, before the session counts as lost (25 s). */
+  recoveryDeadlineMs?: number;
+  /** Client ping period (default: a third of the timeout, at most 5 s). 0 turns the keepalive off. */
+  keepaliveIntervalMs?: number;
+  /** An unanswered ping older than this means a dead link and starts a recovery (10 s). */
+  keepaliveTimeoutMs?: number;
+  /** Aborting closes the client (or cancels `connect`). */
+  signal?: AbortSignal;
+  /** Send `jsonrpc: "2.0"` on every message (default true; both dialects are accepted in). */
+  jsonrpc?: boolean;
+  /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
+  logger?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
+}
+
+export interface StateChange {
+  state: ClientState;
+  previous: ClientState;
+  /** Generation of the current (or last) connection. */
+  generation: number;
+  /** Recovery attempt (1 = the immediate one); 0 when not recovering. */
+  attempt: number;
+  /** Why: the transport error that started a recovery, or the failure. */
+  reason?: string;
+  error?: Error;
+}
+
+export interface RecoveredEvent {
+  generation: number;
+  /** Attempts it took (1 = the first, immediate one succeeded). */
+  attempts: number;
+  /** `performance.now()` when the drop was noticed, and when the catch-up finished. */
+  lostAt: number;
+  recoveredAt: number;
+  /** recoveredAt - lostAt: the time the session was unusable. */
+  downtimeMs: number;
+  reason: string;
+}
+
+export interface SpawnOptions {
+  /** Working directory: an absolute path, a `file://` URI, or a path relative to the server's cwd. Default: the server's cwd. */
+  cwd?: string;
+  /** Without `envPolicy`, exactly the child's environment. Default (neither given): the server's core variables (`envPolicy {inherit: "core"}`). */
+  env?: Record<string, string>;
+  /** Build the environment from the server's own, then lay `env` over it (PROTOCOL.md section 4). */
+  envPolicy?: EnvPolicy | null;
+  /** Run on a pseudo-terminal (all output arrives on `stdout`). */
+  tty?: boolean;
+  /** Give the process a stdin pipe (default false, as in the protocol; implied by `tty`). */
+  pipeStdin?: boolean;
+  /** Client-chosen id (default a random UUID); must be unique in the session. */
+  processId?: string;
+  arg0?: string;
+}
+
+interface Waiter {
+  resolve: (connection: Connection) => void;
+  reject: (error: Error) => void;
+}
+
+const DEFAULT_DEADLINE_MS = 25_000;
+const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
+
+export class ExecClient extends EventEmitter implements ProcessHost {
+  private _state: ClientState = 'recovering';
+  private _generation = 0;
+  private _sessionId = '';
+  private connection: Connection | null = null;
+  private nextGeneration = 1;
+  private waiters: Waiter[] = [];
+  private failure: SessionLostError | null = null;
+  private readonly processes = new Map<string, ExecProcess>();
+  private readonly filling = new Set<string>();
+  private envInfo: EnvironmentInfo | undefined;
+  private envInfoPromise: Promise<EnvironmentInfo> | undefined;
+  private readonly recoveryDeadlineMs: number;
+  private readonly keepaliveTimeoutMs: number;
+  private readonly keepaliveIntervalMs: number;
+  private readonly clientName: string;
+  private readonly wakeRecovery = new Set<() => void>();
+  private closing = false;
+
+  private constructor(
+    readonly url: string,
+    private readonly options: ExecClientOptions,
+  ) {
+    super();
+    this.recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;
+    this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
+    this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
+    this.clientName = options.clientName ?? 'tether-client';
+  }
+
+  /** Connects, creates a session and returns the client. Rejects with the transport error, or `SessionLostError('auth')`. */
+  static async connect(url: string, options: ExecClientOptions = {}): Promise<ExecClient> {
+    const client = new ExecClient(url, options);
+    await client.firstConnect();
+    return client;
+  }
+
+  get state(): ClientState {
+    return this._state;
+  }
+
+  get generation(): number {
+    return this._generation;
+  }
+
+  get sessionId(): string {
+    return this._sessionId;
+  }
+
+  /** Processes this client still follows. */
+  get liveProcesses(): ExecProcess[] {
+    return [...this.processes.values()].filter((p) => p.live);
+  }
+
+  /**
+   * Any exec-server method. Waits while recovering and re-sends if the connection dies before
+   * the answer (the protocol's methods are idempotent or made so; `process/start` is settled
+   * by asking the server, as `spawn` does).
+   */
+  async request<T = unknown>(method: string, params: object = {}): Promise<T> {
+    if (method === Method.processStart) {
+      const p = params as ProcessStartParams;
+      await this.startOnServer(p, () => {});
+      return { processId: p.processId, sandboxType: 'none' } as T;
+    }
+    return this.call<T>(method, params);
+  }
+
+  /** The server's `environment/info` (from `initialize` when it sent it). */
+  environmentInfo(): Promise<EnvironmentInfo> {
+    if (this.envInfo) return Promise.resolve(this.envInfo);
+    this.envInfoPromise ??= this.call<EnvironmentInfo>(Method.environmentInfo, {}).then(
+      (info) => (this.envInfo = info),
+      (err) => {
+        this.envInfoPromise = undefined;
+        throw err;
+      },
+    );
+    return this.envInfoPromise;
+  }
+
+  /** Starts `argv` on the server. The handle is usable at once; 'spawn' fires when the server confirmed. */
+  spawn(argv: string[], options: SpawnOptions = {}): ExecProcess {
+    if (!Array.isArray(argv) || argv.length === 0 || argv.some((a) => typeof a !== 'string')) {
+      throw new TypeError('spawn: argv must be a non-empty array of strings');
+    }
+    const processId = options.processId ?? randomUUID();
+    if (this.processes.has(processId)) throw new Error(`spawn: process id ${processId} is already in use by this client`);
+    const tty = options.tty ?? false;
+    const proc = new ExecProcess(processId, argv, { tty, pipeStdin: options.pipeStdin ?? false }, this);
+    // Register before sending: output may arrive before the start answer.
+    this.processes.set(processId, proc);
+    proc.once('close', () => this.forget(proc));
+    proc.closed.catch(() => this.forget(proc));
+    if (this.failure) {
+      proc.fail(this.failure);
+      return proc;
+    }
+    void this.spawnOnServer(proc, argv, options);
+    return proc;
+  }
+
+  /** Kills every live process (bounded wait), then closes the session's socket. */
+  async close(): Promise<void> {
+    if (this.closing || this._state === 'failed') return;
+    this.closing = true;
+    const connection = this.connection;
+    if (this._state === 'connected' && connection?.isOpen) {
+      const live = this.liveProcesses.filter((p) => p.started);
+      const kills = Promise.allSettled(live.map((p) => connection.request(Method.processTerminate, { processId: p.id })));
+      let timer: NodeJS.Timeout | undefined;
+      await Promise.race([kills, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
+      clearTimeout(timer);
+    }
+    this.fail('closed');
+    connection?.close();
+  }
+
+  // ---- ProcessHost ----------------------------------------------------------------------
+
+  /** @internal */
+  async writeStdin(proc: ExecProcess, data: Buffer): Promise<void> {
+    await this.write(proc, { processId: proc.id, chunk: data.toString('base64'), writeId: randomUUID() });
+  }
+
+  /**
+   * @internal The protocol has no way to close a child's stdin; tether servers accept
+   * `closeStdin: true` on `process/write` as an extension (Codex ignores the member and
+   * writes nothing, so this is harmless there).
+   */
+  async closeStdin(proc: ExecProcess): Promise<void> {
+    if (!proc.live) return;
+    await this.write(proc, { processId: proc.id, chunk: '', writeId: randomUUID(), closeStdin: true }).catch(() => {});
+  }
+
+  /** @internal Signals are re-sent after a lost answer only while the process is still running. */
+  async signal(proc: ExecProcess, signal: SignalName): Promise<void> {
+    await proc.startedPromise;
+    for (;;) {
+      if (proc.sequencer.exitSeen || !proc.live) return;
+      const connection = await this.ready();
+      try {
+        await connection.request(Method.processSignal, { processId: proc.id, signal });
+        return;
+      } catch (err) {
+        if (!(err instanceof ConnectionLostError)) throw err;
+      }
+    }
+  }
+
+  /** @internal A terminate whose answer was lost is not re-sent if the process exited meanwhile (137 = ours). */
+  async terminate(proc: ExecProcess): Promise<boolean> {
+    await proc.startedPromise.catch(() => {});
+    if (!proc.started) return false;
+    let lostOnce = false;
+    for (;;) {
+      if (proc.sequencer.exitSeen || !proc.live) return lostOnce && proc.exitCode === 137;
+      const connection = await this.ready();
+      try {
+        const result = await connection.request<ProcessTerminateResult>(Method.processTerminate, { processId: proc.id });
+        return result.running || (lostOnce && proc.exitCode === 137);
+      } catch (err) {
+        if (!(err instanceof ConnectionLostError)) throw err;
+        lostOnce = true;
+      }
+    }
+  }
+
+  /** @internal Single flight per process: read what the notifications skipped. */
+  fillHole(proc: ExecProcess): void {
+    if (this.filling.has(proc.id) || !proc.started) return;
+    this.filling.add(proc.id);
+    const afterSeq = proc.sequencer.lastDelivered;
+    this.call<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq })
+      .then((result) => proc.mergeRead(afterSeq, result))
+      .catch((err) => {
+        if (isUnknownProcess(err)) proc.fail(new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process'));
+      })
+      .finally(() => {
+        this.filling.delete(proc.id);
+        if (proc.live && proc.sequencer.hasHole) this.fillHole(proc);
+      });
+  }
+
+  // ---- requests ---------------------------------------------------------------------------
+
+  /** The current connection, waiting while recovering; rejects once failed. */
+  private ready(): Promise<Connection> {
+    if (this.failure) return Promise.reject(this.failure);
+    if (this._state === 'connected' && this.connection?.isOpen) return Promise.resolve(this.connection);
+    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+  }
+
+  /** A request that is re-sent, unchanged, on the next connection if its socket dies. */
+  private async call<T>(method: string, params: object): Promise<T> {
+    for (;;) {
+      const connection = await this.ready();
+      try {
+        return await connection.request<T>(method, params);
+      } catch (err) {
+        if (!(err instanceof ConnectionLostError)) throw err;
+      }
+    }
+  }
+
+  private async write(proc: ExecProcess, params: { processId: string; chunk: string; writeId: string; closeStdin?: boolean }): Promise<void> {
+    await proc.startedPromise;
+    for (let starting = 0; ; starting++) {
+      if (!proc.live) throw new Error(`process ${proc.id} has closed; its stdin cannot be written`);
+      // Same params (same writeId) on every try: the server writes a repeated id only once.
+      const { status } = await this.call<ProcessWriteResult>(Method.processWrite, params);
+      switch (status) {
+        case 'accepted':
+          return;
+        case 'starting':
+          await delay(Math.min(100, 5 * 2 ** Math.min(starting, 5)));
+          continue;
+        case 'stdinClosed':
+          throw Object.assign(new Error(`stdin of process ${proc.id} is closed`), { code: 'EPIPE' });
+        case 'unknownProcess':
+          throw Object.assign(new Error(`process ${proc.id} is unknown to the server`), { code: 'EPIPE' });
+        default:
+          throw new Error(`process/write answered an unknown status ${JSON.stringify(status)}`);
+      }
+    }
+  }
+
+  private async spawnOnServer(proc: ExecProcess, argv: string[], options: SpawnOptions): Promise<void> {
+    try {
+      const cwd = await this.resolveCwd(options.cwd);
+      const useDefaultEnv = options.env === undefined && options.envPolicy === undefined;
+      const params: ProcessStartParams = {
+        processId: proc.id,
+        argv,
+        cwd,
+        env: options.env ?? {},
+        tty: options.tty ?? false,
+        pipeStdin: options.pipeStdin ?? false,
+      };
+      if (useDefaultEnv) params.envPolicy = fullEnvPolicy({ inherit: 'core' });
+      else if (options.envPolicy) params.envPolicy = fullEnvPolicy(options.envPolicy);
+      if (options.arg0 !== undefined) params.arg0 = options.arg0;
+      await this.startOnServer(params, (read) => {
+        proc.markStarted();
+        proc.mergeRead(0, read);
+      });
+      proc.markStarted();
+    } catch (err) {
+      proc.fail(err as Error);
+    }
+  }
+
+  /**
+   * `process/start`, exactly once. If the socket dies before the answer, the start may or may
+   * not have happened: ask the server about the (client-chosen) id. Known → adopt it (and
+   * hand its output so far to `adopt`); unknown → start it. A duplicate-id answer after a lost
+   * attempt means our own earlier start landed: adopt too. Never started twice, never leaked.
+   */
+  private async startOnServer(params: ProcessStartParams, adopt: (read: ProcessReadResult) => void): Promise<void> {
+    let uncertain = false;
+    for (;;) {
+      const connection = await this.ready();
+      try {
+        if (uncertain) {
+          try {
+            const read = await connection.request<ProcessReadResult>(Method.processRead, { processId: params.processId, afterSeq: 0 });
+            adopt(read);
+            return;
+          } catch (err) {
+            if (!isUnknownProcess(err)) throw err;
+          }
+        }
+        await connection.request<ProcessStartResult>(Method.processStart, params);
+        return;
+      } catch (err) {
+        if (err instanceof ConnectionLostError) {
+          uncertain = true;
+          continue;
+        }
+        if (uncertain && isDuplicateProcess(err)) continue; // ours landed earlier: the read adopts it
+        throw err;
+      }
+    }
+  }
+
+  private async resolveCwd(cwd: string | undefined): Promise<string> {
+    if (cwd !== undefined && cwd.startsWith('file://')) return cwd;
+    if (cwd !== undefined && cwd.startsWith('/')) return pathToFileURL(cwd).href;
+    const info = await this.environmentInfo();
+    if (cwd === undefined || cwd === '' || cwd === '.') return info.cwd;
+    const base = info.cwd.endsWith('/') ? info.cwd : `${info.cwd}/`;
+    return new URL(cwd.split('/').map(encodeURIComponent).join('/'), base).href;
+  }
+
+  // ---- connections and recovery -----------------------------------------------------------
+
+  private openConnection(handshakeTimeoutMs: number): Promise<Connection> {
+    return Connection.open({
+      url: this.url,
+      token: this.options.token,
+      generation: this.nextGeneration++,
+      handshakeTimeoutMs,
+      keepaliveIntervalMs: this.keepaliveIntervalMs,
+      keepaliveTimeoutMs: this.keepaliveTimeoutMs,
+      jsonrpc: this.options.jsonrpc ?? true,
+      onNotification: (method, params) => this.onNotification(method, params),
+      onClose: (reason, connection) => this.onConnectionClosed(reason, connection),
+      onStrayError: (error) => this.log('warn', `server reported an error for an unidentifiable message: ${error.code} ${error.message}`),
+    });
+  }
+
+  private async firstConnect(): Promise<void> {
+    const signal = this.options.signal;
+    signal?.throwIfAborted();
+    let connection: Connection | undefined;
+    const onAbort = () => connection?.destroy(new Error('aborted'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      connection = await this.openConnection(Math.max(this.keepaliveTimeoutMs, 5000));
+      signal?.throwIfAborted();
+      const init = await connection.request<InitializeResult>(Method.initialize, { clientName: this.clientName });
+      if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
+      connection.notify(Method.initialized, {});
+      this._sessionId = init.sessionId;
+      if (init.environmentInfo) this.envInfo = init.environmentInfo;
+      this.connection = connection;
+      this._generation = connection.generation;
+      this._state = 'connected';
+    } catch (err) {
+      connection?.destroy(err as Error);
+      if (signal?.aborted) throw signal.reason;
+      if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+    signal?.addEventListener('abort', () => void this.close(), { once: true });
+  }
+
+  private onConnectionClosed(reason: Error, connection: Connection): void {
+    // Only the current generation matters: a candidate that dies during recovery fails its
+    // attempt through its requests, and an old socket's late close changes nothing.
+    if (connection !== this.connection || this._state !== 'connected') return;
+    this.log('info', `connection ${connection.generation} lost: ${reason.message}`);
+    this._state = 'recovering';
+    this.emitState('connected', 1, reason);
+    void this.recover(reason, performance.now());
+  }
+
+  private async recover(cause: Error, lostAt: number): Promise<void> {
+    const deadline = Date.now() + this.recoveryDeadlineMs;
+    let lastError: Error = cause;
+    for (let attempt = 1; this._state === 'recovering'; attempt++) {
+      const wait = reconnectDelayMs(attempt);
+      if (Date.now() + wait >= deadline) {
+        await this.sleep(Math.max(0, deadline - Date.now()));
+        this.fail('deadline', lastError);
+        return;
+      }
+      if (wait > 0) await this.sleep(wait);
+      if (this._state !== 'recovering') return;
+      const remaining = deadline - Date.now();
+      if (remaining <= 0) {
+        this.fail('deadline', lastError);
+        return;
+      }
+      let candidate: Connection | undefined;
+      // The attempt may not outlive the deadline, whatever the link does.
+      const timer = setTimeout(() => candidate?.destroy(new Error('recovery deadline reached')), remaining);
+      try {
+        candidate = await this.openConnection(Math.min(remaining, Math.max(this.keepaliveTimeoutMs, 1000)));
+        const init = await candidate.request<InitializeResult>(Method.initialize, {
+          clientName: this.clientName,
+          resumeSessionId: this._sessionId,
+        });
+        if (!init || init.sessionId !== this._sessionId) {
+          this.fail('expired', new Error(`the server resumed a different session (${String(init?.sessionId)})`));
+          candidate.destroy(new Error('wrong session'));
+          return;
+        }
+        candidate.notify(Method.initialized, {});
+        await this.catchUp(candidate);
+        clearTimeout(timer);
+        if (this._state !== 'recovering' || !candidate.isOpen) {
+          if (this._state !== 'recovering') candidate.close();
+          if (this._state !== 'recovering') return;
+          throw new Error('connection lost during catch-up');
+        }
+        this.becomeConnected(candidate, attempt, lostAt, cause);
+        return;
+      } catch (err) {
+        clearTimeout(timer);
+        candidate?.destroy(err as Error);
+        if (this._state !== 'recovering') return;
+        if (err instanceof AuthRefusedError) {
+          this.fail('auth', err);
+          return;
+        }
+        if (isUnknownSession(err)) {
+          this.fail('expired', err);
+          return;
+        }
+        lastError = err as Error;
+        this.log('debug', `recovery attempt ${attempt} failed: ${(err as Error).message}`);
+        this.emit('retry', { attempt, error: err as Error });
+      }
+    }
+  }
+
+  /** Reads what every live, started process produced since its last delivered event. */
+  private async catchUp(connection: Connection): Promise<void> {
+    const live = [...this.processes.values()].filter((p) => p.live && p.started);
+    await Promise.all(
+      live.map(async (proc) => {
+        const afterSeq = proc.sequencer.lastDelivered;
+        try {
+          const result = await connection.request<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq });
+          proc.mergeRead(afterSeq, result);
+        } catch (err) {
+          if (err instanceof ConnectionLostError) throw err;
+          if (isUnknownProcess(err)) {
+            proc.fail(new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process'));
+          } else {
+            throw err;
+          }
+        }
+      }),
+    );
+  }
+
+  private becomeConnected(connection: Connection, attempts: number, lostAt: number, cause: Error): void {
+    const old = this.connection;
+    this.connection = connection;
+    this._generation = connection.generation;
+    this._state = 'connected';
+    if (old && old !== connection) old.destroy(new Error('replaced by a newer connection'));
+    this.emitState('recovering', 0);
+    const recoveredAt = performance.now();
+    const event: RecoveredEvent = {
+      generation: connection.generation,
+      attempts,
+      lostAt,
+      recoveredAt,
+      downtimeMs: recoveredAt - lostAt,
+      reason: cause.message,
+    };
+    this.log('info', `session resumed on connection ${connection.generation} after ${Math.round(event.downtimeMs)} ms (${attempts} attempt(s))`);
+    this.emit('recovered', event);
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.resolve(connection);
+  }
+
+  private fail(reason: SessionLostReason, cause?: unknown): void {
+    if (this._state === 'failed') return;
+    const previous = this._state;
+    const error = new SessionLostError(reason, { cause, sessionId: this._sessionId });
+    this.failure = error;
+    this._state = 'failed';
+    for (const wake of this.wakeRecovery) wake();
+    this.wakeRecovery.clear();
+    if (reason !== 'closed') this.connection?.destroy(error);
+    const waiters = this.waiters;
+    this.waiters = [];
+    for (const waiter of waiters) waiter.reject(error);
+    for (const proc of [...this.processes.values()]) proc.fail(error);
+    this.processes.clear();
+    this.log(reason === 'closed' ? 'debug' : 'error', error.message);
+    this.emitState(previous, 0, error);
+  }
+
+  private emitState(previous: ClientState, attempt: number, reason?: Error): void {
+    const change: StateChange = {
+      state: this._state,
+      previous,
+      generation: this._generation,
+      attempt,
+      reason: reason?.message,
+      error: reason,
+    };
+    this.emit('state', change);
+  }
+
+  private onNotification(method: string, params: unknown): void {
+    if (!params || typeof params !== 'object') return;
+    const p = params as Record<string, unknown>;
+    if (typeof p.processId !== 'string' || typeof p.seq !== 'number') return;
+    const proc = this.processes.get(p.processId);
+    if (!proc) return; // closed and forgotten, or not ours
+    switch (method) {
+      case Method.processOutput:
+        if (typeof p.chunk !== 'string') return;
+        proc.accept({ type: 'output', seq: p.seq, stream: (p.stream as OutputStream) ?? 'stdout', data: Buffer.from(p.chunk, 'base64') });
+        return;
+      case Method.processExited:
+        proc.accept({ type: 'exit', seq: p.seq, exitCode: typeof p.exitCode === 'number' ? p.exitCode : -1 });
+        return;
+      case Method.processClosed:
+        proc.accept({ type: 'close', seq: p.seq });
+        return;
+    }
+  }
+
+  private forget(proc: ExecProcess): void {
+    if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+  }
+
+  /** A sleep that `fail`/`close` cut short. */
+  private sleep(ms: number): Promise<void> {
+    return new Promise((resolve) => {
+      const done = () => {
+        clearTimeout(timer);
+        this.wakeRecovery.delete(done);
+        resolve();
+      };
+      const timer = setTimeout(done, ms);
+      this.wakeRecovery.add(done);
+    });
+  }
+
+  private log(level: 'debug' | 'info' | 'warn' | 'error', message: string): void {
+    this.options.logger?.(level, message);
+  }
+}
+
+/** Codex requires every member of `envPolicy`; fill in the protocol's defaults. */
+export function fullEnvPolicy(policy: EnvPolicy): Required<EnvPolicy> {
+  return {
+    inherit: policy.inherit ?? 'all',
+    ignoreDefaultExcludes: policy.ignoreDefaultExcludes ?? false,
+    exclude: policy.exclude ?? [],
+    set: policy.set ?? {},
+    includeOnly: policy.includeOnly ?? [],
+  };
+}
+
+function delay(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
+
+function isUnknownProcess(err: unknown): boolean {
+  return err instanceof RpcError && err.code === ErrorCode.InvalidRequest && /unknown process id/i.test(err.message);
+}
+
+function isDuplicateProcess(err: unknown): boolean {
+  return err instanceof RpcError && err.code === ErrorCode.InvalidRequest && /already exists/i.test(err.message);
+}
+
+function isUnknownSession(err: unknown): boolean {
+  return err instanceof RpcError && err.code === ErrorCode.InvalidRequest && /unknown session id/i.test(err.message);
+}

@@ -1,0 +1,242 @@
+/**
+ * One WebSocket connection (one "generation") of a client: JSON-RPC requests and
+ * notifications in the exec-server dialect, plus the client-side keepalive. It knows
+ * nothing about sessions or recovery; when it dies it says why, once, through `onClose`,
+ * and every request still in flight rejects with `ConnectionLostError`.
+ */
+import WebSocket from 'ws';
+import { decodeFrame, RpcError, type JsonRpcId } from '../protocol/index.js';
+import { AuthRefusedError, ConnectionLostError } from './errors.js';
+
+export interface ConnectionOptions {
+  url: string;
+  token?: string;
+  generation: number;
+  /** How long the upgrade may take before the attempt counts as failed. */
+  handshakeTimeoutMs: number;
+  /** Send a ping this often (0 disables the keepalive). */
+  keepaliveIntervalMs: number;
+  /** A ping unanswered for this long means the link is dead (half-open TCP, black hole). */
+  keepaliveTimeoutMs: number;
+  /** Send `jsonrpc: "2.0"` on every message (both servers accept either). */
+  jsonrpc: boolean;
+  /** Called for every notification, from the first frame on (before any handshake completes). */
+  onNotification: (method: string, params: unknown, connection: Connection) => void;
+  onClose: (reason: Error, connection: Connection) => void;
+  /** Error replies the server could not tie to a request (id null / -1). */
+  onStrayError?: (error: { code: number; message: string }) => void;
+}
+
+interface Pending {
+  resolve: (value: unknown) => void;
+  reject: (error: Error) => void;
+}
+
+export class Connection {
+  readonly generation: number;
+  private readonly pending = new Map<JsonRpcId, Pending>();
+  private nextId = 1;
+  private closedReason: Error | null = null;
+  private pingTimer: NodeJS.Timeout | undefined;
+  private pongTimer: NodeJS.Timeout | undefined;
+
+  private constructor(
+    private readonly ws: WebSocket,
+    private readonly options: ConnectionOptions,
+  ) {
+    this.generation = options.generation;
+  }
+
+  /** Opens the socket; rejects with `AuthRefusedError` on 401/403, otherwise with the transport error. */
+  static open(options: ConnectionOptions): Promise<Connection> {
+    return new Promise((resolve, reject) => {
+      const headers: Record<string, string> = {};
+      if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
+      let ws: WebSocket;
+      try {
+        ws = new WebSocket(options.url, {
+          headers,
+          perMessageDeflate: false,
+          handshakeTimeout: options.handshakeTimeoutMs,
+          maxPayload: 256 * 1024 * 1024,
+        });
+      } catch (err) {
+        reject(err as Error);
+        return;
+      }
+      const connection = new Connection(ws, options);
+      let settled = false;
+      const fail = (err: Error) => {
+        if (settled) return;
+        settled = true;
+        ws.removeAllListeners();
+        ws.on('error', () => {});
+        try {
+          ws.terminate();
+        } catch {
+          /* already gone */
+        }
+        reject(err);
+      };
+      ws.on('unexpected-response', (_req, res) => {
+        const status = res.statusCode ?? 0;
+        const parts: Buffer[] = [];
+        let size = 0;
+        const done = () => {
+          const body = Buffer.concat(parts).toString('utf8').trim().slice(0, 300);
+          fail(
+            status === 401 || status === 403
+              ? new AuthRefusedError(status, body)
+              : new Error(`server answered the WebSocket upgrade with HTTP ${status}${body ? `: ${body}` : ''}`),
+          );
+        };
+        res.on('data', (chunk: Buffer) => {
+          if (size < 4096) parts.push(chunk);
+          size += chunk.length;
+        });
+        res.on('end', done);
+        res.on('error', done);
+        res.on('close', done);
+      });
+      ws.once('error', (err) => fail(err));
+      ws.once('close', () => fail(new Error('connection closed during the WebSocket handshake')));
+      // Frames can arrive in the same tick as 'open'; listen before it so none is missed.
+      ws.on('message', (data, isBinary) => connection.onMessage(data, isBinary));
+      ws.once('open', () => {
+        if (settled) return;
+        settled = true;
+        ws.removeAllListeners('error');
+        ws.removeAllListeners('close');
+        ws.removeAllListeners('unexpected-response');
+        connection.attach();
+        resolve(connection);
+      });
+    });
+  }
+
+  get isOpen(): boolean {
+    return this.closedReason === null;
+  }
+
+  request<T = unknown>(method: string, params?: unknown): Promise<T> {
+    if (this.closedReason) {
+      return Promise.reject(new ConnectionLostError(`connection lost: ${this.closedReason.message}`, this.generation));
+    }
+    const id = this.nextId++;
+    return new Promise<T>((resolve, reject) => {
+      this.pending.set(id, { resolve: resolve as (v: unknown) => void, reject });
+      this.send({ id, method, params: params ?? {} });
+    });
+  }
+
+  notify(method: string, params?: unknown): void {
+    if (this.closedReason) return;
+    this.send({ method, params: params ?? {} });
+  }
+
+  /** Orderly close (close frame), e.g. when the client is closed. */
+  close(reason = 'closed by the client'): void {
+    if (this.closedReason) return;
+    try {
+      this.ws.close(1000);
+    } catch {
+      /* ignore */
+    }
+    // Do not wait for the peer's close frame: the link may be dead.
+    this.shutdown(new Error(reason));
+    setTimeout(() => this.ws.terminate(), 1000).unref();
+  }
+
+  /** Abrupt close: the link is considered dead. */
+  destroy(reason: Error): void {
+    if (this.closedReason) return;
+    this.ws.terminate();
+    this.shutdown(reason);
+  }
+
+  private send(message: Record<string, unknown>): void {
+    const framed = this.options.jsonrpc ? { jsonrpc: '2.0', ...message } : message;
+    this.ws.send(JSON.stringify(framed), (err) => {
+      if (err) this.destroy(new Error(`send failed: ${err.message}`));
+    });
+  }
+
+  private attach(): void {
+    const ws = this.ws;
+    ws.on('error', (err) => this.shutdown(err));
+    ws.on('close', (code, reason) => {
+      const text = reason.toString('utf8');
+      this.shutdown(new Error(`connection closed (${code}${text ? ` ${text}` : ''})`));
+    });
+    ws.on('pong', () => this.onPong());
+    if (this.options.keepaliveIntervalMs > 0) {
+      this.pingTimer = setInterval(() => this.ping(), this.options.keepaliveIntervalMs);
+      this.pingTimer.unref();
+    }
+  }
+
+  private ping(): void {
+    if (this.closedReason) return;
+    try {
+      this.ws.ping();
+    } catch {
+      return;
+    }
+    // One deadline per outstanding ping: an answer to any ping proves the link is alive.
+    if (!this.pongTimer) {
+      this.pongTimer = setTimeout(() => {
+        this.destroy(new Error(`no pong within ${this.options.keepaliveTimeoutMs} ms (link dead)`));
+      }, this.options.keepaliveTimeoutMs);
+      this.pongTimer.unref();
+    }
+  }
+
+  private onPong(): void {
+    clearTimeout(this.pongTimer);
+    this.pongTimer = undefined;
+  }
+
+  private onMessage(data: WebSocket.RawData, _isBinary: boolean): void {
+    if (this.closedReason) return;
+    const decoded = decodeFrame(data as Buffer | ArrayBuffer | Buffer[]);
+    if (!decoded.ok) return; // garbage from the server: nothing sensible to do but ignore it
+    const message = decoded.message;
+    switch (message.kind) {
+      case 'notification':
+        this.options.onNotification(message.method, message.params, this);
+        return;
+      case 'request':
+        // The exec-server does not call clients for the methods tether uses; say so politely.
+        this.send({ id: message.id, error: { code: -32601, message: `method not found: ${message.method}` } });
+        return;
+      case 'response': {
+        const waiter = message.id === null ? undefined : this.pending.get(message.id);
+        if (!waiter) {
+          // id null (tether) or -1 (Codex): the server could not parse something we sent.
+          if (message.error) this.options.onStrayError?.(message.error);
+          return;
+        }
+        this.pending.delete(message.id!);
+        if (message.error) {
+          const e = message.error;
+          waiter.reject(new RpcError(typeof e.code === 'number' ? e.code : -32603, String(e.message ?? 'error'), e.data));
+        } else {
+          waiter.resolve(message.result);
+        }
+      }
+    }
+  }
+
+  private shutdown(reason: Error): void {
+    if (this.closedReason) return;
+    this.closedReason = reason;
+    clearInterval(this.pingTimer);
+    clearTimeout(this.pongTimer);
+    // Tell the owner first, so it is already recovering when the requests below reject and
+    // their callers ask for the next connection.
+    this.options.onClose(reason, this);
+    const lost = new ConnectionLostError(`connection lost: ${reason.message}`, this.generation, { cause: reason });
+    for (const waiter of this.pending.values()) waiter.reject(lost);
+    this.pending.clear();
+  }
+}

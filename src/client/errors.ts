@@ -1,0 +1,86 @@
+/**
+ * The client's typed errors. A caller needs exactly two kinds of failure beyond a JSON-RPC
+ * error answer (`RpcError`): the whole session is gone (`SessionLostError`), or one process
+ * lost output it can never get back (`OutputLostError`).
+ */
+
+export type SessionLostReason = 'expired' | 'deadline' | 'auth' | 'closed';
+
+const reasonText: Record<SessionLostReason, string> = {
+  expired: 'the server no longer knows the session (it expired or the server restarted)',
+  deadline: 'the server could not be reached again before the recovery deadline',
+  auth: 'the server refused the credentials',
+  closed: 'the client was closed',
+};
+
+/**
+ * The session cannot be used any more. One instance is shared by every waiter and every
+ * process of the client, so callers can compare by identity and see the same `cause`.
+ */
+export class SessionLostError extends Error {
+  override readonly name = 'SessionLostError';
+  constructor(
+    readonly reason: SessionLostReason,
+    options?: { cause?: unknown; sessionId?: string; detail?: string },
+  ) {
+    const id = options?.sessionId ? ` ${shortId(options.sessionId)}` : '';
+    const detail = options?.detail ?? causeText(options?.cause);
+    super(`session${id} lost: ${reasonText[reason]}${detail ? ` (${detail})` : ''}`, { cause: options?.cause });
+  }
+}
+
+/**
+ * Output of one process was evicted by the server before this client could read it, so the
+ * stream can no longer be delivered exactly once and in order. Only that process fails.
+ * `toSeq` is `Infinity` when the server forgot the process altogether (its closed-process
+ * retention ran out), so the end of the loss is unknown.
+ */
+export class OutputLostError extends Error {
+  override readonly name = 'OutputLostError';
+  constructor(
+    readonly processId: string,
+    readonly fromSeq: number,
+    readonly toSeq: number,
+    detail?: string,
+  ) {
+    const range = Number.isFinite(toSeq)
+      ? fromSeq === toSeq
+        ? `event ${fromSeq}`
+        : `events ${fromSeq}-${toSeq} (${toSeq - fromSeq + 1} events)`
+      : `every event from ${fromSeq} on`;
+    super(`process ${processId} lost output: ${range} ${detail ?? 'were evicted by the server before they could be read'}`);
+  }
+}
+
+/** The socket under a request went away; the client recovers and re-sends (internal). */
+export class ConnectionLostError extends Error {
+  override readonly name = 'ConnectionLostError';
+  constructor(
+    message: string,
+    readonly generation: number,
+    options?: { cause?: unknown },
+  ) {
+    super(message, options);
+  }
+}
+
+/** The server answered the WebSocket upgrade with 401/403: retrying cannot help. */
+export class AuthRefusedError extends Error {
+  override readonly name = 'AuthRefusedError';
+  constructor(
+    readonly status: number,
+    readonly body: string,
+  ) {
+    super(`server refused the connection with HTTP ${status}${body ? `: ${body}` : ''}`);
+  }
+}
+
+/** Session ids are resume credentials: show only a prefix. */
+export function shortId(id: string): string {
+  return id.length > 8 ? `${id.slice(0, 8)}…` : id;
+}
+
+function causeText(cause: unknown): string {
+  if (cause instanceof Error) return cause.message;
+  return cause === undefined ? '' : String(cause);
+}

@@ -1,0 +1,11 @@
+/**
+ * The tether client: one logical exec-server client across connection generations,
+ * exactly-once process I/O through drops (PROTOCOL.md section 6).
+ */
+export { ExecClient } from './client.js';
+export type { ClientState, ExecClientOptions, RecoveredEvent, SpawnOptions, StateChange } from './client.js';
+export { ExecProcess } from './process.js';
+export type { ProcessEvent } from './process.js';
+export { SessionLostError, OutputLostError, AuthRefusedError } from './errors.js';
+export type { SessionLostReason } from './errors.js';
+export { reconnectDelayMs } from './backoff.js';

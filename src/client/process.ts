@@ -1,0 +1,250 @@
+/**
+ * `ExecProcess`: a remote process in Node's `child_process` idiom. It owns no I/O: the
+ * client feeds it ordered events and performs its writes, signals and terminate through
+ * `ProcessHost`, so the handle survives any number of reconnects unchanged.
+ */
+import { EventEmitter } from 'node:events';
+import { Readable, Writable } from 'node:stream';
+import type { SignalName } from '../protocol/index.js';
+import { OutputLostError } from './errors.js';
+import { Sequencer, type Gap, type ProcessEvent } from './sequencer.js';
+import type { ProcessReadResult } from '../protocol/index.js';
+
+export type { ProcessEvent } from './sequencer.js';
+
+/** What a process handle needs from its client. */
+export interface ProcessHost {
+  writeStdin(process: ExecProcess, data: Buffer): Promise<void>;
+  closeStdin(process: ExecProcess): Promise<void>;
+  signal(process: ExecProcess, signal: SignalName): Promise<void>;
+  terminate(process: ExecProcess): Promise<boolean>;
+  /** A later event arrived before an earlier one: ask the server for what is missing. */
+  fillHole(process: ExecProcess): void;
+}
+
+interface Deferred<T> {
+  promise: Promise<T>;
+  resolve: (value: T) => void;
+  reject: (error: Error) => void;
+}
+
+function deferred<T>(): Deferred<T> {
+  let resolve!: (value: T) => void;
+  let reject!: (error: Error) => void;
+  const promise = new Promise<T>((res, rej) => {
+    resolve = res;
+    reject = rej;
+  });
+  // A failure is also reported through events and streams: never crash on an unobserved one.
+  promise.catch(() => {});
+  return { promise, resolve, reject };
+}
+
+type IteratorSink = { push(event: ProcessEvent): void; end(error?: Error): void };
+
+export class ExecProcess extends EventEmitter {
+  readonly id: string;
+  readonly argv: readonly string[];
+  readonly tty: boolean;
+  /** stdout, and all pty output when `tty` is set. */
+  readonly stdout: Readable;
+  readonly stderr: Readable;
+  /** Remote stdin (null unless `tty` or `pipeStdin`). `write`'s callback fires once the server accepted the bytes. */
+  readonly stdin: Writable | null;
+  /** Resolves with the exit code (128+N when killed by signal N). */
+  readonly exited: Promise<number>;
+  /** Resolves once the process exited and all its output was delivered. */
+  readonly closed: Promise<void>;
+  /** Exit code once known, like `ChildProcess.exitCode`. */
+  exitCode: number | null = null;
+  /** Set when the handle failed (spawn error, lost output, lost session). */
+  error: Error | null = null;
+
+  /** @internal */ readonly sequencer = new Sequencer();
+  /** @internal true once the server confirmed (or was found to have) the process. */
+  started = false;
+  /** @internal resolves when started; rejects if the start failed. */
+  readonly startedPromise: Promise<void>;
+
+  private readonly startDeferred = deferred<void>();
+  private readonly exitDeferred = deferred<number>();
+  private readonly closeDeferred = deferred<void>();
+  private readonly iterators = new Set<IteratorSink>();
+  private finished = false;
+
+  /** @internal created by `ExecClient.spawn`. */
+  constructor(
+    id: string,
+    argv: readonly string[],
+    options: { tty: boolean; pipeStdin: boolean },
+    private readonly host: ProcessHost,
+  ) {
+    super();
+    this.id = id;
+    this.argv = argv;
+    this.tty = options.tty;
+    this.startedPromise = this.startDeferred.promise;
+    this.exited = this.exitDeferred.promise;
+    this.closed = this.closeDeferred.promise;
+    // Output cannot be paused on the server side, so the streams buffer what the reader has not taken.
+    this.stdout = new Readable({ read() {} });
+    this.stderr = new Readable({ read() {} });
+    this.stdin =
+      options.tty || options.pipeStdin
+        ? new Writable({
+            highWaterMark: 64 * 1024,
+            writev: (chunks, callback) => {
+              const data = Buffer.concat(chunks.map((c) => toBuffer(c.chunk, c.encoding)));
+              host.writeStdin(this, data).then(() => callback(), callback);
+            },
+            final: (callback) => {
+              host.closeStdin(this).then(() => callback(), callback);
+            },
+          })
+        : null;
+    // Failures are also visible through `exited`/`closed`; an unobserved stream error must
+    // not crash the host program (a dropped network is not a programming error).
+    for (const stream of [this.stdout, this.stderr, this.stdin]) stream?.on('error', () => {});
+  }
+
+  /** Sends a signal (default `interrupt`, the only one Codex knows; tether also takes terminate, kill, hangup…). */
+  kill(signal: SignalName = 'interrupt'): Promise<void> {
+    return this.host.signal(this, signal);
+  }
+
+  /** Kills the process (exit 137). Resolves `true` if it was running. */
+  terminate(): Promise<boolean> {
+    return this.host.terminate(this);
+  }
+
+  /** Ordered events from the moment iteration starts (start it in the tick of `spawn` to see all). */
+  [Symbol.asyncIterator](): AsyncIterator<ProcessEvent> {
+    const queue: ProcessEvent[] = [];
+    let ended = false;
+    let failure: Error | undefined;
+    let wake: (() => void) | undefined;
+    const sink: IteratorSink = {
+      push(event) {
+        queue.push(event);
+        wake?.();
+      },
+      end(error) {
+        ended = true;
+        failure = error;
+        wake?.();
+      },
+    };
+    if (this.finished) sink.end(this.error ?? undefined);
+    else this.iterators.add(sink);
+    return {
+      next: async (): Promise<IteratorResult<ProcessEvent>> => {
+        for (;;) {
+          if (queue.length > 0) return { value: queue.shift()!, done: false };
+          if (ended) {
+            if (failure) throw failure;
+            return { value: undefined, done: true };
+          }
+          await new Promise<void>((resolve) => (wake = resolve));
+          wake = undefined;
+        }
+      },
+      return: async (): Promise<IteratorResult<ProcessEvent>> => {
+        this.iterators.delete(sink);
+        ended = true;
+        return { value: undefined, done: true };
+      },
+    };
+  }
+
+  // ---- driven by the client ------------------------------------------------------------
+
+  /** @internal the server has the process. */
+  markStarted(): void {
+    if (this.started || this.finished) return;
+    this.started = true;
+    this.startDeferred.resolve();
+    this.emit('spawn');
+  }
+
+  /** @internal one event from a notification. */
+  accept(event: ProcessEvent): void {
+    if (this.finished) return;
+    this.deliver(this.sequencer.push(event));
+    if (!this.finished && this.sequencer.hasHole) this.host.fillHole(this);
+  }
+
+  /** @internal a `process/read` answer for `afterSeq`. */
+  mergeRead(afterSeq: number, result: ProcessReadResult): void {
+    if (this.finished) return;
+    const { events, gap } = this.sequencer.mergeRead(afterSeq, result);
+    if (gap) {
+      this.fail(lostError(this.id, gap));
+      return;
+    }
+    this.deliver(events);
+  }
+
+  /** @internal the process can no longer be followed (start refused, output lost, session lost). */
+  fail(error: Error): void {
+    if (this.finished) return;
+    this.finished = true;
+    this.error = error;
+    this.startDeferred.reject(error);
+    this.exitDeferred.reject(error);
+    this.closeDeferred.reject(error);
+    // End (not destroy) the output streams: what was delivered stays readable; the failure
+    // is reported by `exited`, `closed`, the iterator and the 'error' event.
+    this.stdout.push(null);
+    this.stderr.push(null);
+    this.stdin?.destroy(error);
+    for (const sink of this.iterators) sink.end(error);
+    this.iterators.clear();
+    if (this.listenerCount('error') > 0) this.emit('error', error);
+  }
+
+  /** @internal true while the handle still expects events. */
+  get live(): boolean {
+    return !this.finished;
+  }
+
+  private deliver(events: ProcessEvent[]): void {
+    for (const event of events) {
+      for (const sink of this.iterators) sink.push(event);
+      switch (event.type) {
+        case 'output':
+          (event.stream === 'stderr' ? this.stderr : this.stdout).push(event.data);
+          break;
+        case 'exit':
+          this.exitCode = event.exitCode;
+          this.exitDeferred.resolve(event.exitCode);
+          this.emit('exit', event.exitCode);
+          break;
+        case 'close':
+          this.finished = true;
+          this.stdout.push(null);
+          this.stderr.push(null);
+          // Nothing can be written any more; end quietly rather than fail pending writes later.
+          if (this.stdin && !this.stdin.writableEnded) this.stdin.destroy();
+          if (this.exitCode === null) {
+            // Defensive: a close without an exit would leave `exited` pending forever.
+            this.exitDeferred.reject(new Error(`process ${this.id} closed without an exit status`));
+          }
+          this.closeDeferred.resolve();
+          for (const sink of this.iterators) sink.end();
+          this.iterators.clear();
+          this.emit('close', this.exitCode);
+          return;
+      }
+    }
+  }
+}
+
+function lostError(processId: string, gap: Gap): OutputLostError {
+  return new OutputLostError(processId, gap.fromSeq, gap.toSeq);
+}
+
+function toBuffer(chunk: unknown, encoding: BufferEncoding | 'buffer'): Buffer {
+  if (Buffer.isBuffer(chunk)) return chunk;
+  if (typeof chunk === 'string') return Buffer.from(chunk, encoding === 'buffer' ? 'utf8' : encoding);
+  return Buffer.from(chunk as Uint8Array);
+}
