@@ -1,4 +1,194 @@
-export async function run(_argv: string[]): Promise<void> {
-  process.stderr.write('tether serve: not implemented yet\n');
-  process.exitCode = 2;
+/**
+ * `tether serve`: runs the exec-server. The bound URL is the first line of stdout (scripts
+ * and tests read it); everything else goes to stderr.
+ */
+import { readFileSync } from 'node:fs';
+import { parseArgs } from 'node:util';
+import { Defaults, startServer, type LogLevel, type TetherServerOptions } from '../server/index.js';
+
+export const SERVE_USAGE = `usage: tether serve [options]
+
+Runs the tether exec-server (Codex exec-server compatible WebSocket JSON-RPC).
+Prints the bound URL (ws://HOST:PORT) as the first line of stdout; logs go to stderr.
+
+options:
+  --listen URL               ws://HOST:PORT to bind (default ws://127.0.0.1:8765; port 0 = any free port)
+  --session-ttl DURATION     how long a detached session survives (default 30s)
+  --token-file FILE          require "Authorization: Bearer <token>" (token read from FILE;
+                             or set TETHER_TOKEN)
+  --output-retention SIZE    output kept per process for replay (default 1MiB)
+  --closed-retention DURATION  how long a closed process stays readable (default 30s)
+  --allow-origin ORIGIN      accept WebSocket upgrades carrying this Origin (repeatable;
+                             any other Origin gets 403)
+  --max-sessions N           sessions per server (default ${Defaults.maxSessions})
+  --max-processes N          live processes per session (default ${Defaults.maxProcessesPerSession})
+  --max-message-size SIZE    largest incoming message (default 16MiB)
+  --log-level LEVEL          debug | info | warn | error (default info)
+  -h, --help                 show this help
+
+DURATION: 500ms, 30s, 5m (a bare number is milliseconds). SIZE: 512B, 64KiB, 1MiB, 1GiB
+(also KB/MB/GB as powers of 1024; a bare number is bytes).`;
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
+const SIZE_UNITS: Record<string, number> = {
+  b: 1,
+  k: 1024,
+  kb: 1024,
+  kib: 1024,
+  m: 1024 ** 2,
+  mb: 1024 ** 2,
+  mib: 1024 ** 2,
+  g: 1024 ** 3,
+  gb: 1024 ** 3,
+  gib: 1024 ** 3,
+};
+
+export function parseDuration(flag: string, text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/i.exec(text);
+  if (!m) throw new UsageError(`${flag}: invalid duration '${text}' (expected e.g. 500ms, 30s, 5m)`);
+  const ms = Math.round(Number(m[1]) * DURATION_UNITS[(m[2] ?? 'ms').toLowerCase()]!);
+  if (ms <= 0) throw new UsageError(`${flag}: duration must be greater than zero (got '${text}')`);
+  return ms;
+}
+
+export function parseSize(flag: string, text: string): number {
+  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]+)?\s*$/i.exec(text);
+  const unit = m ? SIZE_UNITS[(m[2] ?? 'b').toLowerCase()] : undefined;
+  if (!m || unit === undefined) throw new UsageError(`${flag}: invalid size '${text}' (expected e.g. 512B, 64KiB, 1MiB, 1GiB)`);
+  const bytes = Math.floor(Number(m[1]) * unit);
+  if (bytes <= 0) throw new UsageError(`${flag}: size must be greater than zero (got '${text}')`);
+  return bytes;
+}
+
+export function parseCount(flag: string, text: string): number {
+  if (!/^\s*\d+\s*$/.test(text) || Number(text) <= 0) throw new UsageError(`${flag}: expected a positive integer, got '${text}'`);
+  return Number(text);
+}
+
+export function parseListen(text: string): { host: string; port: number } {
+  let url: URL;
+  try {
+    url = new URL(text);
+  } catch {
+    throw new UsageError(`--listen: invalid URL '${text}' (expected ws://HOST:PORT, e.g. ws://127.0.0.1:8765)`);
+  }
+  if (url.protocol !== 'ws:') throw new UsageError(`--listen: only ws:// is supported (got '${url.protocol}//'); put a TLS proxy in front for wss`);
+  if (url.pathname !== '/' && url.pathname !== '') throw new UsageError(`--listen: a path is not supported ('${url.pathname}')`);
+  const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
+  const port = url.port === '' ? Defaults.port : Number(url.port);
+  return { host, port };
+}
+
+export interface ServeConfig {
+  options: TetherServerOptions;
+  logLevel: LogLevel;
+  help: boolean;
+}
+
+/** Parses `tether serve` flags; throws `UsageError` with a message naming the flag. */
+export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServeConfig {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      allowPositionals: false,
+      strict: true,
+      options: {
+        listen: { type: 'string' },
+        'session-ttl': { type: 'string' },
+        'token-file': { type: 'string' },
+        'output-retention': { type: 'string' },
+        'closed-retention': { type: 'string' },
+        'allow-origin': { type: 'string', multiple: true },
+        'max-sessions': { type: 'string' },
+        'max-processes': { type: 'string' },
+        'max-message-size': { type: 'string' },
+        'log-level': { type: 'string' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const v = parsed.values;
+  const options: TetherServerOptions = {};
+  if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
+  if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
+  if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
+  if (v['output-retention'] !== undefined) options.outputRetentionBytes = parseSize('--output-retention', v['output-retention']);
+  if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
+  if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);
+  if (v['max-processes'] !== undefined) options.maxProcessesPerSession = parseCount('--max-processes', v['max-processes']);
+  if (v['allow-origin'] !== undefined) options.allowedOrigins = v['allow-origin'];
+  if (v['token-file'] !== undefined) {
+    let token: string;
+    try {
+      token = readFileSync(v['token-file'], 'utf8').trim();
+    } catch (err) {
+      throw new UsageError(`--token-file: cannot read '${v['token-file']}': ${(err as Error).message}`);
+    }
+    if (!token) throw new UsageError(`--token-file: '${v['token-file']}' is empty`);
+    options.token = token;
+  } else if (env.TETHER_TOKEN) {
+    options.token = env.TETHER_TOKEN.trim();
+  }
+  const logLevel = (v['log-level'] ?? 'info') as LogLevel;
+  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
+    throw new UsageError(`--log-level: expected debug, info, warn or error, got '${v['log-level']}'`);
+  }
+  return { options, logLevel, help: v.help ?? false };
+}
+
+const LEVELS: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
+
+export async function run(argv: string[]): Promise<void> {
+  let config: ServeConfig;
+  try {
+    config = parseServeArgs(argv);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`tether serve: ${err.message}\n\n${SERVE_USAGE}\n`);
+    process.exitCode = 2;
+    return;
+  }
+  if (config.help) {
+    process.stdout.write(`${SERVE_USAGE}\n`);
+    return;
+  }
+  const min = LEVELS[config.logLevel];
+  const logger = (level: LogLevel, msg: string) => {
+    if (LEVELS[level] >= min) process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`);
+  };
+  let server;
+  try {
+    server = await startServer({ ...config.options, logger });
+  } catch (err) {
+    process.stderr.write(`tether serve: cannot listen: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  process.stdout.write(`${server.url}\n`);
+  const host = config.options.host ?? Defaults.host;
+  if (!config.options.token && host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {
+    logger('warn', `listening on ${host} WITHOUT a token: anyone who can reach this port can run commands (use --token-file)`);
+  }
+  logger('info', `tether serve listening on ${server.url}${config.options.token ? ' (bearer token required)' : ''}`);
+
+  await new Promise<void>((resolve) => {
+    const shutdown = (signal: NodeJS.Signals) => {
+      logger('info', `${signal}: shutting down, killing every child process`);
+      process.off('SIGINT', shutdown);
+      process.off('SIGTERM', shutdown);
+      server.close().then(resolve, (err: unknown) => {
+        logger('error', `shutdown: ${(err as Error).message}`);
+        resolve();
+      });
+    };
+    process.on('SIGINT', shutdown);
+    process.on('SIGTERM', shutdown);
+  });
 }

@@ -1,0 +1,124 @@
+/**
+ * One WebSocket connection: decodes frames in the Codex dialect, dispatches requests through
+ * the shared `json-rpc-2.0` server WITHOUT awaiting one before the next (a long-poll read
+ * never delays a write), answers in the client's dialect, and tracks the handshake state and
+ * the send-buffer backpressure of the session attached to it.
+ */
+import type WebSocket from 'ws';
+import type { JSONRPCServer } from 'json-rpc-2.0';
+import { decodeFrame, Dialect, withJsonrpc } from '../protocol/index.js';
+import type { OutputStream } from '../protocol/index.js';
+import type { Session, SessionLink } from './session.js';
+
+export type HandshakeState = 'new' | 'initializing' | 'ready';
+
+export interface ConnectionContext {
+  conn: Connection;
+}
+
+export interface BackpressureMarks {
+  /** Stop reading the session's pipes above this many buffered bytes. */
+  highWaterBytes: number;
+  /** Resume below this. */
+  lowWaterBytes: number;
+}
+
+export class Connection implements SessionLink {
+  readonly dialect = new Dialect();
+  state: HandshakeState = 'new';
+  session: Session | null = null;
+  backpressured = false;
+  closed = false;
+  /** Pong seen since the last ping (server heartbeat). */
+  alive = true;
+
+  constructor(
+    readonly ws: WebSocket,
+    /** sha256 of the bearer token this connection presented (empty when auth is off). */
+    readonly credential: Buffer,
+    private readonly rpc: JSONRPCServer<ConnectionContext>,
+    private readonly marks: BackpressureMarks,
+    readonly remote: string,
+  ) {
+    ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
+    ws.on('pong', () => (this.alive = true));
+  }
+
+  private onMessage(data: Buffer | Buffer[], _isBinary: boolean): void {
+    const decoded = decodeFrame(data);
+    if (!decoded.ok) {
+      this.send({ id: decoded.id, error: decoded.error });
+      return;
+    }
+    this.dialect.observe(decoded.hasJsonrpc);
+    const message = decoded.message;
+    if (message.kind === 'response') return; // the server sends no requests; stray replies are ignored
+    const ctx: ConnectionContext = { conn: this };
+    this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
+      (response) => {
+        if (response) this.send(response);
+      },
+      (err: unknown) => {
+        if (message.kind === 'request') {
+          this.send({ id: message.id, error: { code: -32603, message: err instanceof Error ? err.message : String(err) } });
+        }
+      },
+    );
+  }
+
+  send(message: object): void {
+    if (this.closed) return;
+    this.ws.send(this.dialect.encode(message), this.afterSend);
+    this.checkBackpressure();
+  }
+
+  // SessionLink
+  sendNotification(method: string, params: object): void {
+    this.send({ method, params });
+  }
+
+  /** The hot path: build the frame by hand (the base64 needs no escaping, JSON.stringify need not scan it). */
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void {
+    if (this.closed) return;
+    const frame =
+      (this.dialect.usesJsonrpc ? '{"jsonrpc":"2.0","method":"process/output","params":{"processId":' : '{"method":"process/output","params":{"processId":') +
+      JSON.stringify(processId) +
+      ',"seq":' +
+      seq +
+      ',"stream":"' +
+      stream +
+      '","chunk":"' +
+      chunk +
+      '"}}';
+    this.ws.send(frame, (err) => {
+      if (!err) onWritten();
+      this.afterSend();
+    });
+    this.checkBackpressure();
+  }
+
+  private checkBackpressure(): void {
+    if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) {
+      this.backpressured = true;
+      this.session?.flowChanged();
+    }
+  }
+
+  /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
+  private readonly afterSend = (): void => {
+    if (this.backpressured && (this.closed || this.ws.bufferedAmount <= this.marks.lowWaterBytes)) {
+      this.backpressured = false;
+      this.session?.flowChanged();
+    }
+  };
+
+  /** The socket is gone: the session (if any) becomes detached and its TTL starts. */
+  onClosed(): void {
+    if (this.closed) return;
+    this.closed = true;
+    this.backpressured = false;
+    const session = this.session;
+    this.session = null;
+    session?.detach(this);
+  }
+}

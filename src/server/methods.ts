@@ -1,0 +1,226 @@
+/**
+ * The exec-server methods (PROTOCOL.md sections 3-4), registered on one shared
+ * `json-rpc-2.0` server. Handlers throw `RpcError`; `createRpcServer` maps it to the wire
+ * error and anything else to -32603.
+ */
+import { randomUUID } from 'node:crypto';
+import { fileURLToPath } from 'node:url';
+import { JSONRPCServer, type JSONRPCErrorResponse, type JSONRPCID } from 'json-rpc-2.0';
+import {
+  EmptyParamsSchema,
+  ErrorCode,
+  InitializeParamsSchema,
+  Messages,
+  Method,
+  ProcessReadParamsSchema,
+  ProcessSignalParamsSchema,
+  ProcessStartParamsSchema,
+  ProcessTerminateParamsSchema,
+  ProcessWriteParamsSchema,
+  RpcError,
+  invalidParams,
+  invalidRequest,
+  methodNotFound,
+  parseParams,
+} from '../protocol/index.js';
+import type {
+  InitializeResult,
+  ProcessReadResult,
+  ProcessStartResult,
+  ProcessTerminateResult,
+  ProcessWriteResult,
+} from '../protocol/index.js';
+import type { Connection, ConnectionContext } from './connection.js';
+import { buildChildEnv } from './env.js';
+import { environmentInfo } from './environment-info.js';
+import { ManagedProcess } from './process.js';
+import { Session } from './session.js';
+import type { SessionLimits } from './session.js';
+
+export interface ServerState {
+  sessions: Map<string, Session>;
+  limits: SessionLimits;
+  maxSessions: number;
+  log(level: 'debug' | 'info' | 'warn' | 'error', msg: string): void;
+}
+
+/** Which words Codex uses in its "client must call initialize before using … methods" texts. */
+type Family = 'exec' | 'environment info' | 'environment status' | 'filesystem';
+
+const notInitialized = (family: Family) => `client must call initialize before using ${family} methods`;
+const notInitializedNotified = (family: Family) => `client must send initialized before using ${family} methods`;
+
+function requireReady(conn: Connection, family: Family): Session {
+  if (conn.state === 'new') throw invalidRequest(notInitialized(family));
+  if (conn.state === 'initializing') throw invalidRequest(notInitializedNotified(family));
+  return conn.session!;
+}
+
+function requireProcess(session: Session, processId: string): ManagedProcess {
+  const proc = session.processes.get(processId);
+  if (!proc) throw invalidRequest(Messages.unknownProcess(processId));
+  return proc;
+}
+
+/** file:///x → /x, with a -32602 naming the field when it is not a usable file URI. */
+function cwdPath(uri: string): string {
+  try {
+    return fileURLToPath(uri);
+  } catch (err) {
+    throw invalidParams(`invalid params for process/start: cwd: ${(err as Error).message}`);
+  }
+}
+
+export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionContext> {
+  // Errors are answered on the wire (and internal ones logged below): the library need not print them.
+  const rpc = new JSONRPCServer<ConnectionContext>({ errorListener: () => {} });
+
+  rpc.mapErrorToJSONRPCErrorResponse = (id: JSONRPCID, error: unknown): JSONRPCErrorResponse => {
+    if (error instanceof RpcError) return { jsonrpc: '2.0', id, error: error.toJSON() };
+    state.log('error', `internal error: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`);
+    return {
+      jsonrpc: '2.0',
+      id,
+      error: { code: ErrorCode.InternalError, message: error instanceof Error ? error.message : String(error) },
+    };
+  };
+  rpc.handleMethodNotFound = async (request, ctx) => {
+    if (request.id === undefined || request.id === null) return null; // unknown notifications are ignored
+    try {
+      // tether has no fs/* methods yet, but like Codex it checks the handshake first.
+      if (request.method.startsWith('fs/')) requireReady((ctx as unknown as ConnectionContext).conn, 'filesystem');
+      throw methodNotFound(request.method);
+    } catch (err) {
+      return { jsonrpc: '2.0', id: request.id, error: (err as RpcError).toJSON() };
+    }
+  };
+
+  rpc.addMethod(Method.initialize, (params, { conn }): InitializeResult => {
+    if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
+    const p = parseParams(Method.initialize, InitializeParamsSchema, params);
+    let session: Session;
+    if (p.resumeSessionId) {
+      const existing = state.sessions.get(p.resumeSessionId);
+      // A session created with another credential is reported unknown: its existence is not revealed.
+      if (!existing || existing.isExpired || !existing.ownedBy(conn.credential)) {
+        throw invalidRequest(Messages.unknownSession(p.resumeSessionId));
+      }
+      if (existing.attached) {
+        throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
+      }
+      session = existing;
+      state.log('info', `session ${session.shortId} resumed by ${conn.remote} (${p.clientName})`);
+    } else {
+      if (state.sessions.size >= state.maxSessions) {
+        throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
+      }
+      session = new Session(randomUUID(), conn.credential, state.limits, (s) => {
+        state.sessions.delete(s.id);
+        state.log('info', `session ${s.shortId} expired; its processes were killed`);
+      });
+      state.sessions.set(session.id, session);
+      state.log('info', `session ${session.shortId} created for ${conn.remote} (${p.clientName})`);
+    }
+    conn.state = 'initializing';
+    conn.session = session;
+    session.attach(conn);
+    return { sessionId: session.id, environmentInfo: environmentInfo() };
+  });
+
+  rpc.addMethod(Method.initialized, (_params, { conn }) => {
+    // Before initialize it is ignored (Codex drops the connection; a serious server need not).
+    if (conn.state === 'initializing') conn.state = 'ready';
+    return {};
+  });
+
+  rpc.addMethod(Method.environmentInfo, (params, { conn }) => {
+    requireReady(conn, 'environment info');
+    parseParams(Method.environmentInfo, EmptyParamsSchema, params);
+    return environmentInfo();
+  });
+
+  rpc.addMethod(Method.environmentStatus, (params, { conn }) => {
+    requireReady(conn, 'environment status');
+    parseParams(Method.environmentStatus, EmptyParamsSchema, params);
+    return { status: 'ready' };
+  });
+
+  rpc.addMethod(Method.processStart, async (params, { conn }): Promise<ProcessStartResult> => {
+    const session = requireReady(conn, 'exec');
+    const p = parseParams(Method.processStart, ProcessStartParamsSchema, params);
+    if (p.sandbox !== undefined && p.sandbox !== null) {
+      throw invalidParams('invalid params for process/start: sandbox: tether does not sandbox processes; refusing to run with less isolation than requested (send sandbox: null)');
+    }
+    if (p.enforceManagedNetwork === true) {
+      throw invalidParams('invalid params for process/start: enforceManagedNetwork: tether does not sandbox processes and cannot enforce a managed network');
+    }
+    const cwd = cwdPath(p.cwd);
+    if (session.processes.has(p.processId) || session.starting.has(p.processId)) {
+      throw invalidRequest(Messages.processExists(p.processId));
+    }
+    if (session.liveProcessCount >= state.limits.maxProcesses) {
+      throw invalidRequest(
+        `too many processes: this session already runs ${state.limits.maxProcesses}, the limit (--max-processes)`,
+      );
+    }
+    session.starting.add(p.processId);
+    try {
+      const proc = await ManagedProcess.start(
+        {
+          processId: p.processId,
+          argv: p.argv,
+          cwd,
+          env: buildChildEnv(p.env, p.envPolicy),
+          tty: p.tty,
+          pipeStdin: p.pipeStdin ?? false,
+          arg0: p.arg0,
+          retentionBytes: state.limits.outputRetentionBytes,
+        },
+        session,
+      );
+      if (session.isExpired) {
+        proc.killGroup('SIGKILL');
+        throw invalidRequest(Messages.unknownSession(session.id));
+      }
+      session.processes.set(p.processId, proc);
+      proc.updateFlow();
+      state.log('debug', `session ${session.shortId} started ${p.processId} (pid ${proc.pid}): ${p.argv.join(' ')}`);
+    } finally {
+      session.starting.delete(p.processId);
+    }
+    return { processId: p.processId, sandboxType: 'none' };
+  });
+
+  rpc.addMethod(Method.processRead, async (params, { conn }): Promise<ProcessReadResult> => {
+    const session = requireReady(conn, 'exec');
+    const p = parseParams(Method.processRead, ProcessReadParamsSchema, params);
+    const afterSeq = p.afterSeq ?? 0;
+    const proc = requireProcess(session, p.processId);
+    await proc.waitForNews(afterSeq, p.waitMs ?? 0);
+    return proc.read(afterSeq, p.maxBytes ?? null);
+  });
+
+  rpc.addMethod(Method.processWrite, (params, { conn }): ProcessWriteResult => {
+    const session = requireReady(conn, 'exec');
+    const p = parseParams(Method.processWrite, ProcessWriteParamsSchema, params);
+    const proc = session.processes.get(p.processId);
+    if (!proc) return { status: 'unknownProcess' };
+    return { status: proc.write(Buffer.from(p.chunk, 'base64'), p.writeId) };
+  });
+
+  rpc.addMethod(Method.processSignal, (params, { conn }) => {
+    const session = requireReady(conn, 'exec');
+    const p = parseParams(Method.processSignal, ProcessSignalParamsSchema, params);
+    session.processes.get(p.processId)?.signal(p.signal);
+    return {};
+  });
+
+  rpc.addMethod(Method.processTerminate, (params, { conn }): ProcessTerminateResult => {
+    const session = requireReady(conn, 'exec');
+    const p = parseParams(Method.processTerminate, ProcessTerminateParamsSchema, params);
+    const proc = session.processes.get(p.processId);
+    return { running: proc ? proc.terminate() : false };
+  });
+
+  return rpc;
+}

@@ -1,0 +1,138 @@
+/**
+ * A session outlives its connections: it owns the processes, is attached to at most one
+ * connection at a time, and once detached lives for the session TTL before it is removed and
+ * every process it started is killed (whole process groups: no orphans).
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { OutputStream } from '../protocol/index.js';
+import type { ManagedProcess, ProcessHost } from './process.js';
+
+/** What a session needs from the connection it is attached to. */
+export interface SessionLink {
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void;
+  sendNotification(method: string, params: object): void;
+  readonly backpressured: boolean;
+}
+
+export interface SessionLimits {
+  ttlMs: number;
+  closedRetentionMs: number;
+  outputRetentionBytes: number;
+  maxProcesses: number;
+}
+
+export class Session implements ProcessHost {
+  readonly processes = new Map<string, ManagedProcess>();
+  /** Process ids whose start is in flight (reserved so a duplicate is refused at once). */
+  readonly starting = new Set<string>();
+  private link: SessionLink | null = null;
+  private ttlTimer: NodeJS.Timeout | null = null;
+  private removalTimers = new Map<ManagedProcess, NodeJS.Timeout>();
+  private expired = false;
+
+  constructor(
+    readonly id: string,
+    /** sha256 of the bearer token that created it (empty when auth is off). */
+    private readonly credential: Buffer,
+    readonly limits: SessionLimits,
+    private readonly onExpire: (session: Session) => void,
+  ) {}
+
+  /** Short form for logs: the id is the resume credential. */
+  get shortId(): string {
+    return `${this.id.slice(0, 8)}…`;
+  }
+
+  get attached(): boolean {
+    return this.link !== null;
+  }
+
+  get isExpired(): boolean {
+    return this.expired;
+  }
+
+  ownedBy(credential: Buffer): boolean {
+    return credential.length === this.credential.length && timingSafeEqual(credential, this.credential);
+  }
+
+  get backpressured(): boolean {
+    return this.link?.backpressured ?? false;
+  }
+
+  attach(link: SessionLink): void {
+    this.link = link;
+    if (this.ttlTimer) {
+      clearTimeout(this.ttlTimer);
+      this.ttlTimer = null;
+    }
+    // Closed processes kept while detached get their full readable window again.
+    for (const proc of this.processes.values()) if (proc.closed) this.scheduleRemoval(proc);
+    this.flowChanged();
+  }
+
+  detach(link: SessionLink): void {
+    if (this.link !== link) return;
+    this.link = null;
+    this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
+    this.ttlTimer.unref?.();
+    this.flowChanged();
+  }
+
+  /** Backpressure or attachment changed: every process re-evaluates whether to read its pipes. */
+  flowChanged(): void {
+    for (const proc of this.processes.values()) proc.updateFlow();
+  }
+
+  /** Kills every process of the session and forgets it. */
+  expire(): void {
+    if (this.expired) return;
+    this.expired = true;
+    if (this.ttlTimer) clearTimeout(this.ttlTimer);
+    for (const timer of this.removalTimers.values()) clearTimeout(timer);
+    this.removalTimers.clear();
+    for (const proc of this.processes.values()) {
+      proc.killGroup('SIGKILL');
+      proc.release();
+    }
+    this.onExpire(this);
+  }
+
+  /** Resolves when every process has closed (after `expire`), bounded by `timeoutMs`. */
+  async waitAllClosed(timeoutMs: number): Promise<void> {
+    await Promise.all([...this.processes.values()].map((p) => p.waitClosed(timeoutMs)));
+  }
+
+  get liveProcessCount(): number {
+    let n = this.starting.size;
+    for (const proc of this.processes.values()) if (!proc.closed) n++;
+    return n;
+  }
+
+  // ProcessHost
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void {
+    this.link?.sendOutput(processId, seq, stream, chunk, onWritten);
+  }
+
+  sendNotification(method: string, params: object): void {
+    this.link?.sendNotification(method, params);
+  }
+
+  processClosed(proc: ManagedProcess): void {
+    if (this.expired) return;
+    this.scheduleRemoval(proc);
+  }
+
+  /** A closed process stays readable for closedRetentionMs — counted only while a client is attached. */
+  private scheduleRemoval(proc: ManagedProcess): void {
+    const previous = this.removalTimers.get(proc);
+    if (previous) clearTimeout(previous);
+    const timer = setTimeout(() => {
+      this.removalTimers.delete(proc);
+      if (!this.link) return; // detached: keep it for the returning client; re-armed on attach
+      if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+      proc.release();
+    }, this.limits.closedRetentionMs);
+    timer.unref?.();
+    this.removalTimers.set(proc, timer);
+  }
+}
