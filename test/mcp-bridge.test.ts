@@ -65,6 +65,15 @@ function runBridgeProcess(args: string[], input?: string) {
   return { child, exited, out: () => stdout, err: () => stderr };
 }
 
+/**
+ * The host's own SDK reports a progress notification that it read in the same chunk as the
+ * result, after the result, as an "unknown token" (it dispatches notifications a microtask
+ * late); it does so with any local stdio server too. Everything else is a real error.
+ */
+function hostErrors(errors: Error[]): Error[] {
+  return errors.filter((e) => !/Received a progress notification for an unknown token/.test(e.message));
+}
+
 const initialize = JSON.stringify({
   jsonrpc: '2.0',
   id: 1,
@@ -90,7 +99,7 @@ describe('tether mcp bridge', () => {
     expect((await h.client.listResources()).resources.length).toBeGreaterThan(0);
     expect((await h.client.listPrompts()).prompts.map((p) => p.name)).toContain('simple-prompt');
     // Anything but protocol on the bridge's stdout would have surfaced as a parse error.
-    expect(h.errors).toEqual([]);
+    expect(hostErrors(h.errors)).toEqual([]);
   });
 
   it('survives repeated cuts between bridge and server during a burst and a long-running call', async () => {
@@ -117,7 +126,7 @@ describe('tether mcp bridge', () => {
     expect(proxy.cuts - cutsBefore).toBeGreaterThan(3);
     expect(progress.length).toBeGreaterThanOrEqual(9);
     expect(progress).toEqual(progress.map((_, i) => i + 1));
-    expect(h.errors).toEqual([]);
+    expect(hostErrors(h.errors)).toEqual([]);
     expect(h.closes()).toBe(0);
     // The reconnects were reported on stderr, never on stdout.
     expect(h.stderr.join('')).toMatch(/tether mcp: link lost.*reconnecting/);
