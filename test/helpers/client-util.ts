@@ -19,3 +19,22 @@ export function waitFor<T>(emitter: NodeJS.EventEmitter, name: string, predicate
     emitter.on(name, listener);
   });
 }
+
+/** Resolves once `path` exists (watching its directory; no polling guesses). */
+export async function waitForFile(path: string): Promise<void> {
+  const { watch, existsSync } = await import('node:fs');
+  const { dirname } = await import('node:path');
+  if (existsSync(path)) return;
+  await new Promise<void>((resolve) => {
+    const watcher = watch(dirname(path), () => {
+      if (existsSync(path)) {
+        watcher.close();
+        resolve();
+      }
+    });
+    if (existsSync(path)) {
+      watcher.close();
+      resolve();
+    }
+  });
+}
