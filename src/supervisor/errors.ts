@@ -1,4 +1,5 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { ServerStatus } from './types.js';
 
 /**
@@ -32,6 +33,9 @@ function describeUnavailable(server: string, status: ServerStatus, attempt: numb
 
 /** The text of any thrown value, one line. */
 export function errorText(err: unknown): string {
+  if (err instanceof StreamableHTTPError && typeof err.code === 'number') {
+    return `HTTP ${err.code}: ${err.message.replace(/^Streamable HTTP error: /, '')}`.replace(/\s+/g, ' ').trim();
+  }
   if (err instanceof Error) {
     const cause = (err as { cause?: unknown }).cause;
     const causeText = cause instanceof Error && !err.message.includes(cause.message) ? ` (${cause.message})` : '';
@@ -47,7 +51,7 @@ export function errorText(err: unknown): string {
 export function isAuthError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const e = err as Error & { code?: unknown; status?: unknown; reason?: unknown };
-  if (e.name === 'UnauthorizedError') return true;
+  if (e.name === 'UnauthorizedError' || e.name === 'AuthRefusedError') return true;
   // StreamableHTTPError carries the HTTP status in `code`; tether's SessionLostError says 'auth'.
   if (e.code === 401 || e.code === 403 || e.status === 401 || e.status === 403) return true;
   if (e.name === 'SessionLostError' && e.reason === 'auth') return true;
@@ -83,8 +87,8 @@ export function isTransportLoss(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (isConnectionClosed(err)) return true;
   const e = err as Error & { code?: unknown; cause?: unknown };
-  if (e.name === 'SessionLostError') return true;
-  if (e.name === 'StreamableHTTPError' || /^Streamable HTTP error/.test(e.message)) {
+  if (e.name === 'SessionLostError' || e.name === 'ConnectionLostError') return true;
+  if (err instanceof StreamableHTTPError) {
     return e.code === 404 || e.code === 502 || e.code === 503 || e.code === 504 || e.code === undefined;
   }
   if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return true;

@@ -16,7 +16,7 @@ import {
 import { applyJitter, backoffDelay } from './backoff.js';
 import { CrashWindow } from './crash-window.js';
 import { errorText, isAuthError, isConnectionClosed, isMethodNotFound, isTransportLoss, ServerUnavailableError } from './errors.js';
-import { createTransport, type TransportFactory } from './transports.js';
+import { createTransport, describeExit, type TransportFactory } from './transports.js';
 import {
   resolveSupervisorOptions,
   type Logger,
@@ -235,21 +235,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   /** Resolves with a live connection or throws ServerUnavailableError; never waits unboundedly. */
   private async ensureConnected(): Promise<Connection> {
-    for (let round = 0; round < 2; round++) {
-      const conn = this.conn;
-      if (this._status === 'connected' && conn) return conn;
-      switch (this._status) {
-        case 'connecting':
-        case 'reconnecting':
-        case 'failed':
-          // Joins the attempt in flight, or cancels the scheduled retry and tries at once.
-          await this.runAttempt('call');
-          break;
-        default:
-          throw this.unavailable();
-      }
-    }
     if (this._status === 'connected' && this.conn) return this.conn;
+    if (this._status === 'connecting' || this._status === 'reconnecting' || this._status === 'failed') {
+      // Joins the attempt in flight, or cancels the scheduled retry and tries at once: one
+      // attempt per call, bounded by connectTimeoutMs.
+      await this.runAttempt('call');
+      if (this._status === 'connected' && this.conn) return this.conn;
+    }
     throw this.unavailable();
   }
 
@@ -387,7 +379,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   private describeFailure(err: unknown, conn: Connection | undefined): string {
-    const text = errorText(err);
+    const exit = conn ? describeExit(conn.transport) : null;
+    // "Connection closed" says nothing when we know how the process ended.
+    const text = exit && (isConnectionClosed(err) || /server process exited|Not connected/.test(errorText(err))) ? exit : errorText(err);
     const tail = conn?.stderrTail.at(-1);
     return tail && !text.includes(tail) ? `${text}; stderr: ${tail}` : text;
   }
