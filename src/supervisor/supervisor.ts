@@ -240,7 +240,8 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       // Joins the attempt in flight, or cancels the scheduled retry and tries at once: one
       // attempt per call, bounded by connectTimeoutMs.
       await this.runAttempt('call');
-      if (this._status === 'connected' && this.conn) return this.conn;
+      // (re-read: the attempt changed the status)
+      if ((this._status as ServerStatus) === 'connected' && this.conn) return this.conn;
     }
     throw this.unavailable();
   }
