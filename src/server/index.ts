@@ -87,6 +87,17 @@ export class TetherServer extends EventEmitter {
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
       log,
+      sessionHooks: {
+        expired: (s) => {
+          this.state.sessions.delete(s.id);
+          log('info', `session ${s.shortId} expired; its processes were killed`);
+          this.emit('session-expired', s.id);
+        },
+        detached: (s) => {
+          log('info', `session ${s.shortId} detached; expires in ${s.limits.ttlMs} ms unless resumed`);
+          this.emit('session-detached', s.id);
+        },
+      },
     };
     const rpc = createRpcServer(this.state);
     const marks: BackpressureMarks = {

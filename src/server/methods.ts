@@ -41,6 +41,7 @@ export interface ServerState {
   sessions: Map<string, Session>;
   limits: SessionLimits;
   maxSessions: number;
+  sessionHooks: { expired(session: Session): void; detached(session: Session): void };
   log(level: 'debug' | 'info' | 'warn' | 'error', msg: string): void;
 }
 
@@ -71,6 +72,7 @@ function cwdPath(uri: string): string {
   }
 }
 
+// Like Codex, every handler validates its params first and checks the handshake state second.
 export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionContext> {
   // Errors are answered on the wire (and internal ones logged below): the library need not print them.
   const rpc = new JSONRPCServer<ConnectionContext>({ errorListener: () => {} });
@@ -114,10 +116,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       if (state.sessions.size >= state.maxSessions) {
         throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
       }
-      session = new Session(randomUUID(), conn.credential, state.limits, (s) => {
-        state.sessions.delete(s.id);
-        state.log('info', `session ${s.shortId} expired; its processes were killed`);
-      });
+      session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks);
       state.sessions.set(session.id, session);
       state.log('info', `session ${session.shortId} created for ${conn.remote} (${p.clientName})`);
     }
@@ -134,20 +133,20 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   });
 
   rpc.addMethod(Method.environmentInfo, (params, { conn }) => {
-    requireReady(conn, 'environment info');
     parseParams(Method.environmentInfo, EmptyParamsSchema, params);
+    requireReady(conn, 'environment info');
     return environmentInfo();
   });
 
   rpc.addMethod(Method.environmentStatus, (params, { conn }) => {
-    requireReady(conn, 'environment status');
     parseParams(Method.environmentStatus, EmptyParamsSchema, params);
+    requireReady(conn, 'environment status');
     return { status: 'ready' };
   });
 
   rpc.addMethod(Method.processStart, async (params, { conn }): Promise<ProcessStartResult> => {
-    const session = requireReady(conn, 'exec');
     const p = parseParams(Method.processStart, ProcessStartParamsSchema, params);
+    const session = requireReady(conn, 'exec');
     if (p.sandbox !== undefined && p.sandbox !== null) {
       throw invalidParams('invalid params for process/start: sandbox: tether does not sandbox processes; refusing to run with less isolation than requested (send sandbox: null)');
     }
@@ -192,8 +191,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   });
 
   rpc.addMethod(Method.processRead, async (params, { conn }): Promise<ProcessReadResult> => {
-    const session = requireReady(conn, 'exec');
     const p = parseParams(Method.processRead, ProcessReadParamsSchema, params);
+    const session = requireReady(conn, 'exec');
     const afterSeq = p.afterSeq ?? 0;
     const proc = requireProcess(session, p.processId);
     await proc.waitForNews(afterSeq, p.waitMs ?? 0);
@@ -201,23 +200,23 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   });
 
   rpc.addMethod(Method.processWrite, (params, { conn }): ProcessWriteResult => {
-    const session = requireReady(conn, 'exec');
     const p = parseParams(Method.processWrite, ProcessWriteParamsSchema, params);
+    const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
     if (!proc) return { status: 'unknownProcess' };
     return { status: proc.write(Buffer.from(p.chunk, 'base64'), p.writeId) };
   });
 
   rpc.addMethod(Method.processSignal, (params, { conn }) => {
-    const session = requireReady(conn, 'exec');
     const p = parseParams(Method.processSignal, ProcessSignalParamsSchema, params);
+    const session = requireReady(conn, 'exec');
     session.processes.get(p.processId)?.signal(p.signal);
     return {};
   });
 
   rpc.addMethod(Method.processTerminate, (params, { conn }): ProcessTerminateResult => {
-    const session = requireReady(conn, 'exec');
     const p = parseParams(Method.processTerminate, ProcessTerminateParamsSchema, params);
+    const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
     return { running: proc ? proc.terminate() : false };
   });

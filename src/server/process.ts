@@ -411,6 +411,11 @@ export class ManagedProcess {
     }
   }
 
+  /** Bytes of output currently kept for replay. */
+  get retained(): number {
+    return this.retainedBytes;
+  }
+
   /** Resolves when the child has closed (used by shutdown), or after `timeoutMs`. */
   async waitClosed(timeoutMs: number): Promise<void> {
     let timer: NodeJS.Timeout | undefined;

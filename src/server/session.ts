@@ -35,7 +35,7 @@ export class Session implements ProcessHost {
     /** sha256 of the bearer token that created it (empty when auth is off). */
     private readonly credential: Buffer,
     readonly limits: SessionLimits,
-    private readonly onExpire: (session: Session) => void,
+    private readonly hooks: { expired(session: Session): void; detached(session: Session): void },
   ) {}
 
   /** Short form for logs: the id is the resume credential. */
@@ -76,6 +76,7 @@ export class Session implements ProcessHost {
     this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
     this.ttlTimer.unref?.();
     this.flowChanged();
+    this.hooks.detached(this);
   }
 
   /** Backpressure or attachment changed: every process re-evaluates whether to read its pipes. */
@@ -94,7 +95,7 @@ export class Session implements ProcessHost {
       proc.killGroup('SIGKILL');
       proc.release();
     }
-    this.onExpire(this);
+    this.hooks.expired(this);
   }
 
   /** Resolves when every process has closed (after `expire`), bounded by `timeoutMs`. */
