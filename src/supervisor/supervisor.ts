@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Readable } from 'node:stream';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
   PromptListChangedNotificationSchema,
@@ -217,20 +218,31 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    * a ServerUnavailableError. Bounded by `timeoutMs` (default requestTimeoutMs).
    */
   async callTool(tool: string, args: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<CallToolResult> {
-    const conn = await this.ensureConnected();
-    try {
-      const result = await conn.client.callTool({ name: tool, arguments: args ?? {} }, undefined, {
-        timeout: opts.timeoutMs ?? this.options.requestTimeoutMs,
-        signal: opts.signal,
-      });
-      return result as CallToolResult;
-    } catch (err) {
-      this.noteCallFailure(conn, err);
-      // The connection is gone (the SDK runs onclose before failing pending calls): say so
-      // with the supervisor's view, not just the raw error.
-      if (this.conn !== conn) throw this.unavailable(errorText(err));
-      throw err;
+    for (let round = 0; ; round++) {
+      const conn = await this.ensureConnected();
+      try {
+        const result = await conn.client.callTool({ name: tool, arguments: args ?? {} }, undefined, {
+          timeout: opts.timeoutMs ?? this.options.requestTimeoutMs,
+          signal: opts.signal,
+        });
+        return result as CallToolResult;
+      } catch (err) {
+        this.noteCallFailure(conn, err);
+        // A request the server provably never ran (its HTTP session was gone) is safe to send
+        // again once, on a fresh connection: a restarted HTTP server then costs the caller nothing.
+        if (round === 0 && this.conn !== conn && isUndelivered(err) && !opts.signal?.aborted) continue;
+        // The connection is gone (the SDK runs onclose before failing pending calls): say so
+        // with the supervisor's view, not just the raw error.
+        if (this.conn !== conn) throw this.unavailable(errorText(err));
+        throw err;
+      }
     }
+  }
+
+  /** The server process id of a connected local stdio server (for operators and tests). */
+  get pid(): number | null {
+    const pid = (this.conn?.transport as { pid?: unknown } | undefined)?.pid;
+    return typeof pid === 'number' ? pid : null;
   }
 
   /** Resolves with a live connection or throws ServerUnavailableError; never waits unboundedly. */
@@ -648,6 +660,11 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       prompts: this.lists.prompts.map((p) => p.name),
     };
   }
+}
+
+/** The HTTP server answered 404 for our session: it did not run the request. */
+function isUndelivered(err: unknown): boolean {
+  return err instanceof StreamableHTTPError && err.code === 404;
 }
 
 /** exec-kind failures that mean the tether link (not the MCP server process) went away. */
