@@ -5,6 +5,9 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { startTetherServer } from './helpers/tether.js';
@@ -189,6 +192,31 @@ describe('tether mcp bridge', () => {
     expect(await b.exited).not.toBe(0);
     expect(b.err()).toMatch(/could not start '\/nonexistent\/server'/);
     expect(b.out()).toBe('');
+  });
+
+  it('passes --env and --token-file; a wrong token exits non-zero saying why', async () => {
+    const secured = await startTetherServer({ token: 'tok-42' });
+    cleanups.push(() => secured.stop());
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-mcp-token-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const good = path.join(dir, 'good');
+    const bad = path.join(dir, 'bad');
+    writeFileSync(good, 'tok-42\n');
+    writeFileSync(bad, 'nope\n');
+    const getEnv = JSON.stringify({ jsonrpc: '2.0', id: 2, method: 'tools/call', params: { name: 'get-env', arguments: {} } });
+    const initialized = JSON.stringify({ jsonrpc: '2.0', method: 'notifications/initialized' });
+    const b = runBridgeProcess(
+      ['--url', secured.url, '--token-file', good, '--env', 'GREETING=hello there', '--', everything.command, ...everything.args],
+      [initialize, initialized, getEnv, ''].join('\n'),
+    );
+    expect(await b.exited).toBe(0);
+    const reply = b.out().split('\n').filter(Boolean).map((l) => JSON.parse(l)).find((m) => m.id === 2);
+    expect(JSON.parse(reply.result.content[0].text)).toMatchObject({ GREETING: 'hello there' });
+
+    const refused = runBridgeProcess(['--url', secured.url, '--token-file', bad, '--', 'true'], '');
+    expect(await refused.exited).toBe(EXIT_SESSION_LOST);
+    expect(refused.err()).toMatch(/tether mcp: cannot connect to .*(401|invalid websocket bearer token)/);
+    expect(refused.out()).toBe('');
   });
 
   it('usage errors exit 2 and explain', async () => {

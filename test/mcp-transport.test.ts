@@ -109,6 +109,48 @@ describe('SDK Client over ExecStdioClientTransport (server-everything)', () => {
   });
 });
 
+describe('environment and credentials', () => {
+  it('env is laid over the remote core environment; nothing else of the server host leaks in', async () => {
+    // The in-process server shares this process's environment: a variable set here is a
+    // variable of the "remote" host, and must not be inherited (core names only).
+    process.env.TETHER_MCP_TEST_HOST_ONLY = 'should-not-leak';
+    cleanups.push(() => void delete process.env.TETHER_MCP_TEST_HOST_ONLY);
+    const { client } = await connect(everythingTransport({ env: { GREETING: 'olá', PATH: `/opt/extra:${process.env.PATH}` } }));
+    const env = JSON.parse(text(await client.callTool({ name: 'get-env', arguments: {} }))) as Record<string, string>;
+    expect(env.GREETING).toBe('olá');
+    expect(env.PATH).toBe(`/opt/extra:${process.env.PATH}`);
+    expect(env.HOME).toBe(process.env.HOME);
+    expect(env.TETHER_MCP_TEST_HOST_ONLY).toBeUndefined();
+  });
+
+  it('runs in the given cwd', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-mcp-cwd-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const transport = new ExecStdioClientTransport({
+      url: server.url,
+      command: node,
+      args: ['-e', "process.stdout.write(JSON.stringify({jsonrpc:'2.0',method:'cwd',params:{cwd:process.cwd()}})+'\\n')"],
+      cwd: dir,
+      stderr: 'ignore',
+    });
+    const got = new Promise<unknown>((resolve) => (transport.onmessage = resolve));
+    const closed = new Promise<void>((resolve) => (transport.onclose = resolve));
+    await transport.start();
+    expect(await got).toEqual({ jsonrpc: '2.0', method: 'cwd', params: { cwd: dir } });
+    await closed;
+  });
+
+  it('with a token: the right one works, a wrong one fails start() clearly', async () => {
+    const secured = await startTetherServer({ token: 'sesame-123' });
+    cleanups.push(() => secured.stop());
+    const ok = new ExecStdioClientTransport({ url: secured.url, token: 'sesame-123', ...everything, stderr: 'ignore' });
+    const { client } = await connect(ok);
+    expect(text(await client.callTool({ name: 'echo', arguments: { message: 'authorised' } }))).toBe('Echo: authorised');
+    const bad = new ExecStdioClientTransport({ url: secured.url, token: 'wrong', ...everything, stderr: 'ignore' });
+    await expect(bad.start()).rejects.toThrow(/401|invalid websocket bearer token|refused/i);
+  });
+});
+
 describe('lifecycle', () => {
   it('close() ends the remote server and fires onclose once; an own client is closed too', async () => {
     const transport = everythingTransport();
