@@ -65,6 +65,7 @@ export class TetherServer extends EventEmitter {
   private readonly wss: WebSocketServer;
   private readonly pingTimer: NodeJS.Timeout;
   private closing: Promise<void> | null = null;
+  private readonly maxMessageBytes: number;
 
   /** Use `startServer`. */
   constructor(
@@ -77,6 +78,7 @@ export class TetherServer extends EventEmitter {
     this.port = typeof address === 'object' && address ? address.port : (opts.port ?? Defaults.port);
     this.url = `ws://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
     const log = opts.logger ?? (() => {});
+    this.maxMessageBytes = opts.maxMessageBytes ?? Defaults.maxMessageBytes;
     this.state = {
       sessions: new Map(),
       maxSessions: opts.maxSessions ?? Defaults.maxSessions,
@@ -109,7 +111,7 @@ export class TetherServer extends EventEmitter {
     this.wss = new WebSocketServer({
       noServer: true,
       perMessageDeflate: false,
-      maxPayload: opts.maxMessageBytes ?? Defaults.maxMessageBytes,
+      maxPayload: this.maxMessageBytes,
       clientTracking: false,
     });
 
@@ -154,6 +156,11 @@ export class TetherServer extends EventEmitter {
     marks: BackpressureMarks,
   ): void {
     const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
+    // ws closes an oversized message with a bare 1009; give the peer a reason it can act on.
+    const close = ws.close.bind(ws);
+    const limit = this.maxMessageBytes;
+    ws.close = (code?: number, reason?: string | Buffer) =>
+      close(code, code === 1009 && !reason ? `message exceeds the server's ${formatBytes(limit)} limit (max payload)` : reason);
     const conn = new Connection(ws, credential, rpc, marks, remote);
     this.connections.add(conn);
     this.state.log('debug', `connection from ${remote}`);
@@ -198,6 +205,13 @@ export class TetherServer extends EventEmitter {
     })();
     return this.closing;
   }
+}
+
+function formatBytes(n: number): string {
+  for (const [unit, size] of [['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
+    if (n >= size && n % size === 0) return `${n / size} ${unit}`;
+  }
+  return `${n} bytes`;
 }
 
 function rejectUpgrade(socket: Duplex, status: number, body: string): void {

@@ -1,0 +1,140 @@
+/**
+ * tether-only: limits answer with clear errors and never crash the server; retention
+ * behaves as PROTOCOL.md says while attached (oldest evicted, a visible gap).
+ */
+import { tmpdir } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../src/protocol/index.js';
+import { RawClient } from './helpers/raw-client.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+const CWD = pathToFileURL(tmpdir()).href;
+const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+
+let target: TetherTarget | undefined;
+const clients: RawClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.drop()));
+  await target?.stop();
+  target = undefined;
+});
+
+async function client(): Promise<RawClient> {
+  const c = await RawClient.connect(target!.url);
+  clients.push(c);
+  return c;
+}
+
+describe('limits', () => {
+  it('closes a connection that sends a message over the size limit with 1009, and keeps serving', async () => {
+    target = await startTetherServer({ maxMessageBytes: 64 * 1024 });
+    const c = await client();
+    await c.handshake();
+    c.send({ id: 99, method: 'environment/status', params: { pad: 'x'.repeat(100 * 1024) } });
+    const closed = await c.closed;
+    expect(closed.code).toBe(1009);
+    expect(closed.reason).toMatch(/max payload/i);
+    const d = await client();
+    await d.handshake();
+    expect(await d.request('environment/status', {})).toEqual({ status: 'ready' });
+  });
+
+  it('refuses processes beyond the per-session limit with -32600 naming it, and counts only live ones', async () => {
+    target = await startTetherServer({ maxProcessesPerSession: 2 });
+    const c = await client();
+    await c.handshake();
+    const start = (id: string, argv: string[]) => c.call('process/start', { processId: id, argv, cwd: CWD, env: ENV, tty: false });
+    expect((await start('a', ['sleep', '30'])).result).toBeDefined();
+    expect((await start('b', ['/bin/true'])).result).toBeDefined();
+    const refused = await start('c', ['sleep', '30']);
+    expect(refused.error?.code).toBe(ErrorCode.InvalidRequest);
+    expect(refused.error?.message).toMatch(/too many processes.*2.*--max-processes/);
+    await c.waitClosed('b');
+    expect((await start('c', ['sleep', '30'])).result).toBeDefined(); // b closed: room again
+    await c.request('process/terminate', { processId: 'a' });
+    await c.request('process/terminate', { processId: 'c' });
+  });
+
+  it('refuses sessions beyond the limit with -32600 naming it; resuming an existing one still works', async () => {
+    target = await startTetherServer({ maxSessions: 1 });
+    const a = await client();
+    const { sessionId } = await a.handshake();
+    const b = await client();
+    const refused = await b.call('initialize', { clientName: 'b' });
+    expect(refused.error?.code).toBe(ErrorCode.InvalidRequest);
+    expect(refused.error?.message).toMatch(/too many sessions.*1.*--max-sessions/);
+    await a.close();
+    let resumed;
+    for (let i = 0; i < 100 && !resumed; i++) {
+      const r = await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId });
+      if (r.result) resumed = r.result;
+      else await new Promise((res) => setTimeout(res, 20)); // until the server saw the close
+    }
+    expect(resumed?.sessionId).toBe(sessionId);
+  });
+
+  it('allows a listed Origin and refuses others', async () => {
+    target = await startTetherServer({ allowedOrigins: ['https://ok.example'] });
+    const ok = await RawClient.connect(target.url, { headers: { origin: 'https://ok.example' } });
+    clients.push(ok);
+    await ok.handshake();
+    await expect(RawClient.connect(target.url, { headers: { origin: 'https://evil.example' } })).rejects.toMatchObject({ status: 403 });
+  });
+
+  it('evicts the oldest output while attached: a read after the fact shows the gap', async () => {
+    target = await startTetherServer({ outputRetentionBytes: 64 * 1024 });
+    const c = await client();
+    await c.handshake();
+    await c.request('process/start', {
+      processId: 'big',
+      argv: ['/bin/sh', '-c', `yes 0123456789abcdef | head -c ${1024 * 1024}`],
+      cwd: CWD,
+      env: ENV,
+      tty: false,
+    });
+    await c.waitClosed('big', 20_000);
+    expect(c.outputBuffer('big').length).toBe(1024 * 1024); // the live stream lost nothing
+    const r = await c.request('process/read', { processId: 'big', afterSeq: 0 });
+    expect(r.chunks[0].seq).toBeGreaterThan(1);
+    const kept = r.chunks.reduce((n: number, ch: { chunk: string }) => n + Buffer.from(ch.chunk, 'base64').length, 0);
+    expect(kept).toBeLessThanOrEqual(64 * 1024);
+    expect(kept).toBeGreaterThan(0);
+    expect(r.closed).toBe(true);
+  });
+
+  it('forgets a closed process after the closed-retention time (while attached)', async () => {
+    target = await startTetherServer({ closedRetentionMs: 100 });
+    const c = await client();
+    await c.handshake();
+    await c.request('process/start', { processId: 'x', argv: ['/bin/true'], cwd: CWD, env: ENV, tty: false });
+    await c.waitClosed('x');
+    expect((await c.call('process/read', { processId: 'x' })).result).toBeDefined();
+    const session = [...target.server.sessions.values()][0]!;
+    const start = Date.now();
+    while (session.processes.has('x') && Date.now() - start < 5_000) await new Promise((r) => setTimeout(r, 20));
+    const gone = await c.call('process/read', { processId: 'x' });
+    expect(gone.error).toEqual({ code: ErrorCode.InvalidRequest, message: 'unknown process id x' });
+    // and the id may be used again
+    expect((await c.call('process/start', { processId: 'x', argv: ['/bin/true'], cwd: CWD, env: ENV, tty: false })).result).toBeDefined();
+  });
+
+  it('keeps a closed process readable while detached, beyond the closed-retention time', async () => {
+    target = await startTetherServer({ closedRetentionMs: 50, sessionTtlMs: 10_000 });
+    const c = await client();
+    const { sessionId } = await c.handshake();
+    await c.request('process/start', { processId: 'x', argv: ['/bin/sh', '-c', 'sleep 0.2; echo done'], cwd: CWD, env: ENV, tty: false });
+    const detached = new Promise((r) => target!.server.once('session-detached', r));
+    await c.drop();
+    await detached;
+    const session = target.server.sessions.get(sessionId)!;
+    const proc = session.processes.get('x')!;
+    await proc.whenClosed;
+    await new Promise((r) => setTimeout(r, 150)); // longer than closedRetentionMs: what is checked is that nothing happens
+    const b = await client();
+    await b.handshake('b', sessionId);
+    const r = await b.request('process/read', { processId: 'x' });
+    expect(r).toMatchObject({ exited: true, exitCode: 0, closed: true });
+    expect(Buffer.from(r.chunks[0].chunk, 'base64').toString()).toBe('done\n');
+  });
+});
