@@ -5,7 +5,7 @@
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -51,6 +51,15 @@ async function hostThroughBridge(remote: { command: string; args: string[]; env?
   await client.connect(transport);
   cleanups.push(() => client.close());
   return { client, errors, stderr, closes: () => closes };
+}
+
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
 }
 
 /** Runs the bridge as a plain child, for exit codes and stdout purity. */
@@ -217,6 +226,19 @@ describe('tether mcp bridge', () => {
     expect(await refused.exited).toBe(EXIT_SESSION_LOST);
     expect(refused.err()).toMatch(/tether mcp: cannot connect to .*(401|invalid websocket bearer token)/);
     expect(refused.out()).toBe('');
+  });
+
+  it('SIGTERM to the bridge kills the remote server and exits 143', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-mcp-sig-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const pidFile = path.join(dir, 'pid');
+    const script = `require('fs').writeFileSync(${JSON.stringify(pidFile)}, String(process.pid)); process.stdin.resume(); setInterval(() => {}, 1000);`;
+    const b = runBridgeProcess(['--url', server.url, '--', node, '-e', script]);
+    await expect.poll(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8') !== '', { timeout: 10_000 }).toBe(true);
+    const pid = Number(readFileSync(pidFile, 'utf8'));
+    b.child.kill('SIGTERM');
+    expect(await b.exited).toBe(143);
+    await expect.poll(() => isAlive(pid), { timeout: 5000 }).toBe(false);
   });
 
   it('usage errors exit 2 and explain', async () => {

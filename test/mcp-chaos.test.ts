@@ -22,6 +22,7 @@ beforeAll(async () => {
 });
 afterEach(async () => {
   proxy?.stopCutting();
+  proxy?.refuse(false);
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 afterAll(async () => {
@@ -125,6 +126,24 @@ describe('link cuts under an MCP session', () => {
 });
 
 describe('session really lost', () => {
+  it('link down past the recovery deadline: pending calls fail with the reason, onclose fires once', async () => {
+    const transport = new ExecStdioClientTransport({ url: proxy.url, ...everything, stderr: 'ignore', recoveryDeadlineMs: 1500 });
+    const client = new Client({ name: 'tether-deadline', version: '0.0.0' });
+    const errors: Error[] = [];
+    let closes = 0;
+    client.onerror = (e) => errors.push(e);
+    client.onclose = () => closes++;
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    const pending = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 3 } });
+    proxy.refuse(true);
+    proxy.cutAll();
+    await expect(pending).rejects.toThrow(/Connection closed: .*recovery deadline/);
+    await expect.poll(() => closes, { timeout: 10_000 }).toBe(1);
+    const lost = errors.filter((e) => e instanceof SessionLostError) as SessionLostError[];
+    expect(lost.map((e) => e.reason)).toEqual(['deadline']);
+  });
+
   it('server restarted without the session: onerror says so once, onclose fires once, pending calls fail clearly', async () => {
     const own = await startTetherServer({});
     const port = Number(new URL(own.url).port);
