@@ -334,9 +334,15 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     client.onerror = (error) => {
       conn.errors.push(error);
       if (conn.errors.length > 10) conn.errors.shift();
-      // The HTTP transport gives up on its SSE stream silently except for this error: the
-      // server is gone even though no call has failed yet.
-      if (/Maximum reconnection attempts/.test(error.message) && conn === this.conn) this.dropConnection(conn, errorText(error), 'loss');
+      if (conn !== this.conn) return;
+      // The HTTP transport reports trouble on its SSE stream only here: a 404 means the server
+      // forgot our session (it restarted); giving up its retries means the server is gone.
+      // Either way the connection is lost even though no call has failed yet.
+      // (A 404 answering a POST is left to the call that made it: it may resend once.)
+      if ((isUndelivered(error) && /SSE stream/.test(error.message)) || /Maximum reconnection attempts/.test(error.message)) {
+        this.dropConnection(conn, errorText(error), 'loss');
+      }
+      else if (isAuthError(error)) this.dropConnection(conn, errorText(error), 'auth');
     };
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh(conn, 'tools'));
     client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.refresh(conn, 'resources'));

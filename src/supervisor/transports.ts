@@ -50,7 +50,7 @@ export const createTransport: TransportFactory = async (spec) => {
       return new StreamableHTTPClientTransport(new URL(spec.url), {
         requestInit: spec.headers ? { headers: spec.headers } : undefined,
         // The supervisor owns reconnection; the transport's own SSE-stream retry stays short.
-        reconnectionOptions: { initialReconnectionDelay: 1000, maxReconnectionDelay: 5000, reconnectionDelayGrowFactor: 2, maxRetries: 2 },
+        reconnectionOptions: { initialReconnectionDelay: 250, maxReconnectionDelay: 2000, reconnectionDelayGrowFactor: 2, maxRetries: 2 },
       });
     case 'exec':
       return createExecTransport(spec);

@@ -24,6 +24,8 @@ export interface HttpMcpBackend {
   setMode(mode: BackendMode): void;
   /** Tools offered by sessions created from now on (besides `add` and `generation`). */
   setExtraTools(names: string[]): void;
+  /** Forget every session without closing anything: the next request with an old session gets 404. */
+  forgetSessions(): void;
   /** Go down: close the listener and every connection; sessions are forgotten. */
   stop(): Promise<void>;
   /** Come back on the same port with no sessions (a restarted server). */
@@ -156,6 +158,9 @@ export async function startHttpMcpBackend(opts: { port?: number; requireHeader?:
       extraTools = names;
     },
     stop,
+    forgetSessions() {
+      sessions = new Map();
+    },
     async restart() {
       await stop();
       generation++;
