@@ -250,17 +250,22 @@ describe('tether mcp bridge', () => {
     expect(noUrl.err()).toMatch(/--url is required/);
   });
 
-  it('parses flags', () => {
-    expect(parseMcpArgs(['--url=ws://127.0.0.1:1', '--env', 'A=1=2', '--cwd', '/tmp', '--', 'npx', '-y', 'pkg'], {})).toEqual({
+  it('parses flags like tether exec, plus --env NAME forwarding and no --tty', () => {
+    const local = { SECRET_FOR_SERVER: 's3cr3t' };
+    expect(
+      parseMcpArgs(['--url=ws://127.0.0.1:1', '-e', 'A=1=2', '--env', 'SECRET_FOR_SERVER', '--env', 'UNSET_HERE', '--cwd', '/tmp', '--', 'npx', '-y', 'pkg'], local),
+    ).toMatchObject({
       url: 'ws://127.0.0.1:1',
       cwd: '/tmp',
-      env: { A: '1=2' },
-      inheritEnv: 'core',
-      argv: ['npx', '-y', 'pkg'],
+      env: { A: '1=2', SECRET_FOR_SERVER: 's3cr3t' },
+      command: ['npx', '-y', 'pkg'],
     });
     expect(() => parseMcpArgs(['--url', 'http://x', '--', 'a'], {})).toThrow(/ws:\/\//);
-    expect(() => parseMcpArgs(['--url', 'ws://x', 'npx'], {})).toThrow(/put '--' before the remote command/);
-    expect(() => parseMcpArgs(['--env', 'NOEQ', '--url', 'ws://x', '--', 'a'], {})).toThrow(/NAME=VALUE/);
+    expect(() => parseMcpArgs(['--url', 'ws://x', 'npx'], {})).toThrow(/put '--' before the remote command: tether mcp/);
+    expect(() => parseMcpArgs(['--url', 'ws://x', '--tty', '--', 'a'], {})).toThrow(/--tty cannot be used with mcp/);
+    expect(() => parseMcpArgs(['--url', 'ws://x', '--env', 'bad name', '--', 'a'], {})).toThrow(/NAME=VALUE or a variable NAME/);
     expect(parseMcpArgs(['--', 'a'], { TETHER_URL: 'ws://h:1' })).toMatchObject({ url: 'ws://h:1' });
+    // After '--', everything belongs to the remote command, even what looks like our flags.
+    expect(parseMcpArgs(['--url', 'ws://x', '--', 'srv', '--env', 'X'], {})).toMatchObject({ command: ['srv', '--env', 'X'], env: {} });
   });
 });

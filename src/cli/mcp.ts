@@ -1,138 +1,81 @@
 /**
- * `tether mcp --url ws://… [--token-file F] [--cwd DIR] [--env K=V …] -- <command> [args…]`
+ * `tether mcp --url ws://… [options] -- <command> [args…]`
  *
  * A local stdio MCP server that relays to a stdio MCP server running on a tether host, over
  * a session that survives link drops. Stdout carries protocol messages only; everything
  * else (usage errors, reconnect notices, the remote server's stderr) goes to stderr.
+ * Connection, environment and cwd flags are those of `tether exec` (remote-options.ts).
  */
-import { readFile } from 'node:fs/promises';
 import { ExecClient } from '../client/index.js';
-import { runBridge, EXIT_SESSION_LOST } from '../mcp/bridge.js';
-import type { EnvPolicy } from '../protocol/index.js';
+import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
+import { buildRemoteEnv, parseRemoteArgs, readToken, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
 
 const USAGE = `usage: tether mcp --url ws://HOST:PORT [options] -- <command> [args…]
 
-Runs <command> on the tether server as a stdio MCP server and relays MCP messages between
-it and this process's stdin/stdout, surviving network drops. Use it as the "command" of
-any MCP host:  "command": "tether", "args": ["mcp", "--url", "ws://…", "--", "npx", "-y", "…"]
+Runs <command> on a tether server as a stdio MCP server and relays MCP messages between it
+and this process's stdin/stdout, surviving network drops. Use it as the "command" of any
+MCP host:  "command": "tether", "args": ["mcp", "--url", "ws://…", "--", "npx", "-y", "…"]
 
 options:
-  --url URL            tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
-  --token-file FILE    file holding the bearer token (or $TETHER_TOKEN)
-  --cwd DIR            remote working directory (default: the server's)
-  --env NAME=VALUE     set a variable for the remote command (repeatable)
-  --inherit-env MODE   what the remote command inherits from the server's environment:
-                       core (default: HOME, PATH, USER…), all, none
-  --recovery-deadline-ms N  how long to keep reconnecting before giving up (default 25000)
-  -h, --help           this text
+${REMOTE_OPTIONS_HELP.split('\n')
+  .filter((line) => !/--tty/.test(line))
+  .join('\n')}
+  -e, --env NAME            forward NAME with its value here (e.g. a secret the MCP host
+                            put in this process's environment); skipped when unset
+  -h, --help                this text
+
+The remote command gets the server's core variables (HOME, USER, SHELL…), a standard PATH,
+and LANG/TERM from this side; --env and --inherit-env add to that.
 
 exit status: the remote command's own; 0 when stdin ends (the host closed us);
-${EXIT_SESSION_LOST} when the session is lost for good; 2 for usage errors.`;
+${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the server cannot be reached or the
+session is lost for good; 2 for usage errors.`;
 
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
+const say = (line: string) => process.stderr.write(`tether mcp: ${line}\n`);
 
-export interface McpCliOptions {
-  url: string;
-  tokenFile?: string;
-  cwd?: string;
-  env: Record<string, string>;
-  inheritEnv: 'core' | 'all' | 'none';
-  recoveryDeadlineMs?: number;
-  argv: string[];
-}
-
-export function parseMcpArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): McpCliOptions | 'help' {
+/**
+ * Parses the flags. Beyond `tether exec`: `--env NAME` without a value forwards the local
+ * value (as `docker run -e NAME` does), because MCP hosts hand secrets to the command
+ * they start through its environment; `--tty` is refused (a terminal would echo requests
+ * back and turn \n into \r\n, corrupting the JSON-RPC stream).
+ */
+export function parseMcpArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): RemoteOptions | 'help' {
   const sep = argv.indexOf('--');
   const flags = sep === -1 ? argv : argv.slice(0, sep);
-  const command = sep === -1 ? [] : argv.slice(sep + 1);
-  const out: Omit<McpCliOptions, 'url' | 'argv'> & { url?: string } = { env: {}, inheritEnv: 'core' };
+  const expanded: string[] = [];
   for (let i = 0; i < flags.length; i++) {
     const flag = flags[i]!;
-    if (flag === '-h' || flag === '--help') return 'help';
-    const eq = flag.indexOf('=');
-    const name = flag.startsWith('--') && eq !== -1 ? flag.slice(0, eq) : flag;
-    const value = (): string => {
-      if (eq !== -1 && flag.startsWith('--')) return flag.slice(eq + 1);
-      const v = flags[++i];
-      if (v === undefined) throw new UsageError(`${name} needs a value`);
-      return v;
-    };
-    switch (name) {
-      case '--url':
-        out.url = value();
-        break;
-      case '--token-file':
-        out.tokenFile = value();
-        break;
-      case '--cwd':
-        out.cwd = value();
-        break;
-      case '--env': {
-        const kv = value();
-        const at = kv.indexOf('=');
-        if (at <= 0) throw new UsageError(`--env expects NAME=VALUE (got '${kv}')`);
-        out.env[kv.slice(0, at)] = kv.slice(at + 1);
-        break;
-      }
-      case '--inherit-env': {
-        const mode = value();
-        if (mode !== 'core' && mode !== 'all' && mode !== 'none') {
-          throw new UsageError(`--inherit-env must be core, all or none (got '${mode}')`);
-        }
-        out.inheritEnv = mode;
-        break;
-      }
-      case '--recovery-deadline-ms': {
-        const n = Number(value());
-        if (!Number.isInteger(n) || n <= 0) throw new UsageError('--recovery-deadline-ms must be a positive integer');
-        out.recoveryDeadlineMs = n;
-        break;
-      }
-      default:
-        if (sep === -1 && !flag.startsWith('-')) {
-          throw new UsageError(`put '--' before the remote command: tether mcp --url … -- ${flags.slice(i).join(' ')}`);
-        }
-        throw new UsageError(`unknown option ${flag}`);
+    if ((flag === '-e' || flag === '--env') && i + 1 < flags.length && !flags[i + 1]!.includes('=')) {
+      const name = flags[++i]!;
+      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new UsageError(`${flag} expects NAME=VALUE or a variable NAME (got '${name}')`);
+      const value = environment[name];
+      if (value !== undefined) expanded.push('--env', `${name}=${value}`);
+      continue;
     }
+    expanded.push(flag);
   }
-  const url = out.url ?? environment.TETHER_URL;
-  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
-  if (!/^wss?:\/\//.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
-  if (command.length === 0) throw new UsageError("no remote command: give it after '--'");
-  return { ...out, url, argv: command };
+  const options = parseRemoteArgs(sep === -1 ? expanded : [...expanded, ...argv.slice(sep)], environment, 'mcp');
+  if (options !== 'help' && options.tty) {
+    throw new UsageError('--tty cannot be used with mcp: a terminal echoes input and rewrites newlines, corrupting JSON-RPC');
+  }
+  return options;
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let options: McpCliOptions | 'help';
+  let options: RemoteOptions | 'help';
+  let token: string | undefined;
   try {
     options = parseMcpArgs(argv);
+    if (options === 'help') {
+      process.stderr.write(`${USAGE}\n`);
+      return;
+    }
+    token = await readToken(options.tokenFile);
   } catch (error) {
     if (!(error instanceof UsageError)) throw error;
     process.stderr.write(`tether mcp: ${error.message}\n\n${USAGE}\n`);
     process.exitCode = 2;
     return;
-  }
-  if (options === 'help') {
-    process.stderr.write(`${USAGE}\n`);
-    return;
-  }
-
-  let token = process.env.TETHER_TOKEN || undefined;
-  if (options.tokenFile) {
-    try {
-      token = (await readFile(options.tokenFile, 'utf8')).trim();
-    } catch (error) {
-      process.stderr.write(`tether mcp: cannot read --token-file ${options.tokenFile}: ${(error as Error).message}\n`);
-      process.exitCode = 2;
-      return;
-    }
-    if (!token) {
-      process.stderr.write(`tether mcp: --token-file ${options.tokenFile} is empty\n`);
-      process.exitCode = 2;
-      return;
-    }
   }
 
   let client: ExecClient;
@@ -141,36 +84,37 @@ export async function run(argv: string[]): Promise<void> {
       token,
       clientName: 'tether-mcp',
       recoveryDeadlineMs: options.recoveryDeadlineMs,
+      keepaliveTimeoutMs: options.keepaliveTimeoutMs,
     });
   } catch (error) {
-    process.stderr.write(`tether mcp: cannot connect to ${options.url}: ${(error as Error).message}\n`);
-    await exit(EXIT_SESSION_LOST);
-    return;
+    say(`cannot connect to ${options.url}: ${(error as Error).message}`);
+    return exit(EXIT_SESSION_LOST);
   }
 
   const aborter = new AbortController();
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(sig, () => aborter.abort(sig));
 
-  const envPolicy: EnvPolicy = {
-    inherit: options.inheritEnv,
-    ignoreDefaultExcludes: false,
-    exclude: [],
-    set: {},
-    includeOnly: [],
-  };
+  let remoteEnv;
+  try {
+    remoteEnv = buildRemoteEnv(await client.environmentInfo(), { ...options, tty: false });
+  } catch (error) {
+    say(`cannot read the server's environment: ${(error as Error).message}`);
+    await client.close().catch(() => {});
+    return exit(EXIT_SESSION_LOST);
+  }
   const result = await runBridge({
     client,
-    argv: options.argv,
+    argv: options.command,
     cwd: options.cwd,
-    env: options.env,
-    envPolicy,
+    env: remoteEnv.env,
+    envPolicy: remoteEnv.envPolicy,
     input: process.stdin,
     output: process.stdout,
     diagnostics: process.stderr,
     signal: aborter.signal,
   });
   await client.close().catch(() => {});
-  await exit(result.exitCode);
+  return exit(result.exitCode);
 }
 
 /**

@@ -19,9 +19,9 @@ import type { Readable, Writable } from 'node:stream';
 import type { EnvPolicy } from '../protocol/index.js';
 import type { ExecClient, ExecProcess, RecoveredEvent, StateChange } from '../client/index.js';
 
-/** EX_UNAVAILABLE (sysexits.h): distinct from the codes an MCP server itself tends to use. */
-export const EXIT_SESSION_LOST = 69;
-/** Could not start the remote command at all (EX_UNAVAILABLE as well would hide the cause). */
+/** As ssh and `tether exec`: 255 means tether itself failed (unreachable, session lost), not the server. */
+export const EXIT_SESSION_LOST = 255;
+/** As a shell and `tether exec`: the remote command could not be started. */
 export const EXIT_START_FAILED = 127;
 
 const CLOSE_STEP_MS = 2000;
