@@ -81,6 +81,7 @@ export class ManagedProcess {
   private chunks: RetainedChunk[] = [];
   private head = 0;
   private retainedBytes = 0;
+  private totalBytes = 0;
   private undeliveredBytes = 0;
   private readonly retentionBytes: number;
 
@@ -197,6 +198,8 @@ export class ManagedProcess {
   }
 
   private onOutput(stream: OutputStream, buf: Buffer): void {
+    if (this.released) return;
+    this.totalBytes += buf.length;
     const seq = this.nextSeq++;
     const chunk: RetainedChunk = { seq, stream, chunk: buf.toString('base64'), bytes: buf.length, delivered: false };
     this.chunks.push(chunk);
@@ -238,7 +241,7 @@ export class ManagedProcess {
    */
   updateFlow(): void {
     const shouldPause =
-      !this.closed && (this.host.backpressured || (this.undeliveredBytes > 0 && this.retainedBytes >= this.retentionBytes));
+      !this.closed && !this.released && (this.host.backpressured || (this.undeliveredBytes > 0 && this.retainedBytes >= this.retentionBytes));
     if (shouldPause === this.paused) return;
     this.paused = shouldPause;
     if (this.pty) {
@@ -311,10 +314,15 @@ export class ManagedProcess {
     });
   }
 
-  /** Wakes every long-poll (the process is being removed). */
+  /**
+   * The process is being removed (session expired, server shutting down): wake every
+   * long-poll, and drain its pipes without keeping anything, so a paused child still
+   * reaches EOF and nothing accumulates.
+   */
   release(): void {
     this.released = true;
     this.wake();
+    this.updateFlow();
   }
 
   read(afterSeq: number, maxBytes: number | null): ProcessReadResult {
@@ -409,6 +417,16 @@ export class ManagedProcess {
         /* gone */
       }
     }
+  }
+
+  /** Whether its pipes are currently not read (backpressure or full retention). */
+  get isPaused(): boolean {
+    return this.paused;
+  }
+
+  /** Bytes of output read from the child so far. */
+  get bytesRead(): number {
+    return this.totalBytes;
   }
 
   /** Bytes of output currently kept for replay. */

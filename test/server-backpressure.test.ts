@@ -1,0 +1,102 @@
+/**
+ * tether-only: a fast producer cannot make the server's memory grow. While attached, a slow
+ * reader makes the server stop reading the child's pipes (the child blocks) and nothing is
+ * dropped; while detached, the child is read until its retention is full, then blocks.
+ */
+import { tmpdir } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import type { Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Connection, ManagedProcess } from '../src/server/index.js';
+import { RawClient } from './helpers/raw-client.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+const CWD = pathToFileURL(tmpdir()).href;
+const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+const KiB = 1024;
+const MiB = 1024 * KiB;
+
+let target: TetherTarget | undefined;
+afterEach(async () => {
+  await target?.stop();
+  target = undefined;
+});
+
+async function until(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
+describe('backpressure', () => {
+  it('blocks the child while the client does not read, then delivers every byte in order', async () => {
+    target = await startTetherServer({
+      outputRetentionBytes: 256 * KiB,
+      backpressure: { highWaterBytes: 512 * KiB, lowWaterBytes: 128 * KiB },
+    });
+    const conns: Connection[] = [];
+    target.server.on('connection', (conn: Connection) => conns.push(conn));
+    const c = await RawClient.connect(target.url);
+    const { sessionId } = await c.handshake();
+    const size = 64 * MiB;
+    const socket = (c.ws as unknown as { _socket: Socket })._socket;
+    socket.pause(); // a reader that stopped reading (the kernel buffers fill, then the server's)
+    c.send({ id: 'start', method: 'process/start', params: { processId: 'dump', argv: ['head', '-c', String(size), '/dev/zero'], cwd: CWD, env: ENV, tty: false } });
+    const session = target.server.sessions.get(sessionId)!;
+    await until(() => session.processes.has('dump'), 'the process started');
+    const proc = session.processes.get('dump') as ManagedProcess;
+    await until(() => proc.isPaused, 'the server paused the child');
+    const readAtPause = proc.bytesRead;
+    // Still paused a moment later, having read a bounded amount: the child is blocked on its pipe.
+    await new Promise((r) => setTimeout(r, 200));
+    expect(proc.isPaused).toBe(true);
+    expect(proc.bytesRead).toBeLessThan(readAtPause + 256 * KiB);
+    expect(proc.bytesRead).toBeLessThan(24 * MiB);
+    expect(conns[0]!.ws.bufferedAmount).toBeLessThan(2 * MiB);
+    expect(proc.retained).toBeLessThanOrEqual(2 * MiB);
+
+    let received = 0;
+    let lastSeq = 0;
+    let contiguous = true;
+    c.on('notification', (n) => {
+      if (n.method !== 'process/output' || n.params.processId !== 'dump') return;
+      if (n.params.seq !== lastSeq + 1) contiguous = false;
+      lastSeq = n.params.seq;
+      received += Buffer.from(n.params.chunk, 'base64').length;
+      c.notifications.length = 0; // keep the test's own memory flat
+    });
+    socket.resume();
+    await c.waitFor((f) => f.method === 'process/closed' && f.params.processId === 'dump', 60_000);
+    expect(contiguous).toBe(true);
+    expect(received).toBe(size);
+    await c.close();
+  });
+
+  it('reads a detached child only up to its retention, then blocks it; resuming lets it finish', async () => {
+    target = await startTetherServer({ outputRetentionBytes: 128 * KiB, sessionTtlMs: 30_000 });
+    const c = await RawClient.connect(target.url);
+    const { sessionId } = await c.handshake();
+    await c.request('process/start', { processId: 'yes', argv: ['yes'], cwd: CWD, env: ENV, tty: false });
+    const detached = new Promise((r) => target!.server.once('session-detached', r));
+    await c.drop();
+    await detached;
+    const proc = target.server.sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
+    await until(() => proc.isPaused, 'the detached child was paused');
+    const read = proc.bytesRead;
+    await new Promise((r) => setTimeout(r, 200));
+    expect(proc.bytesRead).toBeLessThan(read + 128 * KiB); // blocked, not read and dropped
+    expect(proc.retained).toBeLessThan(128 * KiB + 128 * KiB);
+
+    const b = await RawClient.connect(target.url);
+    await b.handshake('b', sessionId);
+    const r = await b.request('process/read', { processId: 'yes', afterSeq: 0 });
+    expect(r.chunks[0].seq).toBe(1); // nothing evicted while detached
+    // Reading the backlog released the child: live output flows again.
+    await b.waitFor((f) => f.method === 'process/output' && f.params.processId === 'yes', 10_000);
+    expect(await b.request('process/terminate', { processId: 'yes' })).toEqual({ running: true });
+    await b.waitClosed('yes');
+    await b.close();
+  });
+});
