@@ -203,7 +203,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const p = parseParams(Method.processWrite, ProcessWriteParamsSchema, params);
     const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
-    if (!proc) return { status: 'unknownProcess' };
+    if (!proc) return { status: session.starting.has(p.processId) ? 'starting' : 'unknownProcess' };
     return { status: proc.write(Buffer.from(p.chunk, 'base64'), p.writeId) };
   });
 
