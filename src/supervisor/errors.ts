@@ -31,6 +31,11 @@ function describeUnavailable(server: string, status: ServerStatus, attempt: numb
   return `MCP server '${server}' is unavailable: ${parts.join(', ')}`;
 }
 
+/** The credentials to present could not be read (e.g. tether.tokenFile): needs a human, like a 401. */
+export class CredentialsUnavailableError extends Error {
+  override name = 'CredentialsUnavailableError';
+}
+
 /** The text of any thrown value, one line. */
 export function errorText(err: unknown): string {
   if (err instanceof StreamableHTTPError && typeof err.code === 'number') {
@@ -51,7 +56,7 @@ export function errorText(err: unknown): string {
 export function isAuthError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const e = err as Error & { code?: unknown; status?: unknown; reason?: unknown };
-  if (e.name === 'UnauthorizedError' || e.name === 'AuthRefusedError') return true;
+  if (e.name === 'UnauthorizedError' || e.name === 'AuthRefusedError' || e instanceof CredentialsUnavailableError) return true;
   // StreamableHTTPError carries the HTTP status in `code`; tether's SessionLostError says 'auth'.
   if (e.code === 401 || e.code === 403 || e.status === 401 || e.status === 403) return true;
   if (e.name === 'SessionLostError' && e.reason === 'auth') return true;

@@ -2,6 +2,7 @@ import { readFile } from 'node:fs/promises';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CredentialsUnavailableError } from './errors.js';
 import type { ExecServerSpec, ServerSpec } from './types.js';
 
 /** How a server process ended, when the transport knows. */
@@ -57,8 +58,9 @@ export const createTransport: TransportFactory = async (spec) => {
   }
 };
 
+// Loaded on first use: a gateway without exec servers does not pay for the tether client.
 async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
-  const { ExecStdioClientTransport } = await loadMcpModule();
+  const { ExecStdioClientTransport } = await import('../mcp/index.js');
   const token = await resolveToken(spec);
   return new ExecStdioClientTransport({
     command: spec.command,
@@ -77,22 +79,10 @@ async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
 export async function resolveToken(spec: ExecServerSpec): Promise<string | undefined> {
   if (spec.tether.tokenFile) {
     const text = await readFile(spec.tether.tokenFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
-      throw new Error(`cannot read tether.tokenFile ${spec.tether.tokenFile}: ${err.code ?? err.message}`);
+      throw new CredentialsUnavailableError(`cannot read tether.tokenFile ${spec.tether.tokenFile}: ${err.code ?? err.message}`);
     });
     return text.trim();
   }
   return spec.tether.token;
 }
 
-interface ExecTransportConstructor {
-  new (params: {
-    command: string; args?: string[]; env?: Record<string, string>; cwd?: string; stderr?: 'pipe' | 'inherit' | 'ignore';
-    url?: string; token?: string; clientName?: string; recoveryDeadlineMs?: number;
-  }): Transport;
-}
-
-// src/mcp is written in parallel; loading it lazily keeps stdio/http usable without it.
-async function loadMcpModule(): Promise<{ ExecStdioClientTransport: ExecTransportConstructor }> {
-  const specifier = '../mcp/index.js';
-  return (await import(specifier)) as { ExecStdioClientTransport: ExecTransportConstructor };
-}

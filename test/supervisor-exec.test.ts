@@ -1,0 +1,114 @@
+/**
+ * exec kind: server-everything running on a tether server through ExecStdioClientTransport.
+ * The tether server restarted (session lost) is a loss → reconnecting → connected with fresh
+ * tools; the remote MCP server killed is a crash → restarted at once; a refused token is
+ * requires_reauth.
+ */
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ServerSupervisor, SUPERVISOR_EVENT_NAMES, type ExecServerSpec, type SupervisorEventName } from '../src/supervisor/index.js';
+import { everything, text } from './helpers/mcp-peers.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const c of cleanups.splice(0).reverse()) await c();
+});
+
+async function tether(opts: Parameters<typeof startTetherServer>[0] = {}): Promise<TetherTarget> {
+  const t = await startTetherServer(opts);
+  cleanups.push(() => t.stop());
+  return t;
+}
+
+function supervise(spec: Omit<ExecServerSpec, 'name' | 'kind' | 'command' | 'args'>) {
+  const sup = new ServerSupervisor(
+    { name: 'remote', kind: 'exec', ...everything, ...spec },
+    { healthIntervalMs: 0, backoff: { initialMs: 50, maxMs: 400 }, connectTimeoutMs: 15_000 },
+  );
+  cleanups.push(() => sup.stop());
+  const events: [SupervisorEventName, Record<string, unknown>][] = [];
+  for (const name of SUPERVISOR_EVENT_NAMES) sup.on(name, (p: object) => events.push([name, p as Record<string, unknown>]));
+  return { sup, events, names: () => events.map(([n]) => n) };
+}
+
+describe('supervisor, exec kind (through a tether server)', () => {
+  it('tether server restarted (session lost) → reconnecting → connected with fresh tools', async () => {
+    const first = await tether();
+    const port = first.server.port;
+    const { sup, events, names } = supervise({ tether: { url: first.url, recoveryDeadlineMs: 10_000 } });
+    await sup.start();
+    expect(sup.status).toBe('connected');
+    expect(text(await sup.callTool('echo', { message: 'one' }))).toBe('Echo: one');
+
+    const reconnected = once(sup, 'server_reconnected');
+    await first.stop(); // kills the remote server-everything with the session
+    await tether({ port });
+    await reconnected;
+
+    expect(sup.status).toBe('connected');
+    expect(sup.tools.map((t) => t.name)).toContain('echo');
+    expect(text(await sup.callTool('echo', { message: 'two' }))).toBe('Echo: two');
+    const order = names();
+    expect(order.slice(0, 3)).toEqual(['server_connected', 'tools_list_changed', 'server_disconnected']);
+    expect(order.at(-1)).toBe('server_reconnected');
+    expect(order.slice(3, -1).every((n) => n === 'server_reconnecting')).toBe(true);
+    // A lost session is a loss (backoff), not a crash of the MCP server.
+    expect(sup.detail().recentCrashes).toBe(0);
+    expect(events[2]![1]).toMatchObject({ wasIntentional: false });
+  });
+
+  it('the remote MCP server killed → crash → restarted at once', async () => {
+    const t = await tether();
+    const { sup, names } = supervise({ tether: { url: t.url } });
+    await sup.start();
+    const [pid] = t.server.childPids();
+    expect(pid).toBeGreaterThan(0);
+    const reconnected = once(sup, 'server_reconnected');
+    process.kill(pid!, 'SIGKILL');
+    await reconnected;
+    expect(names().slice(-3)).toEqual(['server_disconnected', 'server_reconnecting', 'server_reconnected']);
+    expect(sup.detail().recentCrashes).toBe(1);
+    expect(() => process.kill(pid!, 0)).toThrow(); // the old process is gone
+    expect(text(await sup.callTool('echo', { message: 'back' }))).toBe('Echo: back');
+  });
+
+  it('tether server not up yet → backoff, connects when it appears', async () => {
+    const probe = await startTetherServer({});
+    const port = probe.server.port;
+    await probe.stop();
+    const { sup, names } = supervise({ tether: { url: `ws://127.0.0.1:${port}`, recoveryDeadlineMs: 2000 } });
+    await sup.start();
+    expect(sup.status).toBe('reconnecting');
+    expect(sup.summary().lastError).toMatch(/ECONNREFUSED|refused|reach/i);
+    const connected = once(sup, 'server_connected');
+    await tether({ port });
+    await connected;
+    expect(names()[0]).toBe('server_reconnecting');
+    expect(sup.detail().recentCrashes).toBe(0);
+  });
+
+  it('a refused token (tokenFile) → requires_reauth; fixing the file and retrying connects', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-token-'));
+    cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
+    const tokenFile = path.join(dir, 'token');
+    writeFileSync(tokenFile, 'wrong\n');
+    const t = await tether({ token: 's3cret' });
+    const { sup, names } = supervise({ tether: { url: t.url, tokenFile } });
+    await sup.start();
+    expect(sup.status).toBe('requires_reauth');
+    expect(names()).toEqual(['server_failed']);
+    writeFileSync(tokenFile, 's3cret\n'); // read again on every attempt
+    expect((await sup.retry()).status).toBe('connected');
+  });
+
+  it('an unreadable tokenFile is requires_reauth, naming the file', async () => {
+    const t = await tether({ token: 's3cret' });
+    const { sup } = supervise({ tether: { url: t.url, tokenFile: '/nonexistent/token' } });
+    await sup.start();
+    expect(sup.summary()).toMatchObject({ status: 'requires_reauth', lastError: expect.stringContaining('/nonexistent/token') });
+  });
+});
