@@ -23,6 +23,7 @@ beforeAll(async () => {
 afterEach(async () => {
   proxy?.stopCutting();
   proxy?.refuse(false);
+  proxy?.blackhole(false);
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 afterAll(async () => {
@@ -122,6 +123,48 @@ describe('link cuts under an MCP session', () => {
     expect(s.recoveries()).toBeGreaterThan(0);
     expect(s.errors).toEqual([]);
     expect(s.closes()).toBe(0);
+  });
+});
+
+describe('link down, then back', () => {
+  it('calls made while the link is down wait, then are delivered exactly once', async () => {
+    const memory = memoryServer();
+    cleanups.push(() => memory.cleanup());
+    const s = await connectThroughProxy(memory);
+    const recovered = new Promise((resolve) => s.transport.client!.once('recovered', resolve));
+    proxy.refuse(true);
+    proxy.cutAll();
+    // Made during the outage: a side-effecting call (one only: the memory server's own
+    // read-modify-write of its file is not safe for concurrent calls).
+    const create = s.client.callTool({
+      name: 'create_entities',
+      arguments: { entities: [{ name: 'while-down', entityType: 'test', observations: [] }] },
+    });
+    await new Promise((r) => setTimeout(r, 300)); // an outage of a few reconnect attempts
+    expect(s.transport.client!.state).toBe('recovering');
+    proxy.refuse(false);
+    await recovered;
+    expect((await create).structuredContent).toEqual({ entities: [{ name: 'while-down', entityType: 'test', observations: [] }] });
+    const graph = (await s.client.callTool({ name: 'read_graph', arguments: {} })).structuredContent as { entities: { name: string }[] };
+    expect(graph.entities.map((e) => e.name)).toEqual(['while-down']);
+    expect(s.errors).toEqual([]);
+    expect(s.closes()).toBe(0);
+  });
+
+  it('a black-holed link (laptop asleep) is noticed by keepalive and the call completes once it is back', async () => {
+    const transport = new ExecStdioClientTransport({ url: proxy.url, ...everything, stderr: 'ignore', keepaliveTimeoutMs: 800 });
+    const client = new Client({ name: 'tether-sleep', version: '0.0.0' });
+    const errors: Error[] = [];
+    client.onerror = (e) => errors.push(e);
+    await client.connect(transport);
+    cleanups.push(() => client.close());
+    const recovering = new Promise((resolve) => transport.client!.once('state', resolve));
+    proxy.blackhole(true);
+    const call = client.callTool({ name: 'get-sum', arguments: { a: 20, b: 22 } });
+    await recovering; // the keepalive noticed the dead link
+    proxy.blackhole(false);
+    expect(text(await call)).toBe('The sum of 20 and 22 is 42.');
+    expect(errors).toEqual([]);
   });
 });
 

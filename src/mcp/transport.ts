@@ -45,6 +45,8 @@ export interface ExecStdioServerParameters {
   client?: ExecClient;
   clientName?: string;
   recoveryDeadlineMs?: number;
+  /** Passed to the client it opens: how soon an unanswered ping means a dead link (10 s). */
+  keepaliveTimeoutMs?: number;
   /** Largest JSON-RPC message accepted from the server; default the SDK's 10 MB. */
   maxMessageBytes?: number;
 }
@@ -149,6 +151,7 @@ export class ExecStdioClientTransport implements Transport {
           token: this.params.token,
           clientName: this.params.clientName ?? 'tether-mcp',
           recoveryDeadlineMs: this.params.recoveryDeadlineMs,
+          keepaliveTimeoutMs: this.params.keepaliveTimeoutMs,
         });
       }
       const client = this.execClient;
