@@ -31,6 +31,7 @@ export class Connection implements SessionLink {
   closed = false;
   /** Pong seen since the last ping (server heartbeat). */
   alive = true;
+  private probeTimer: NodeJS.Timeout | null = null;
 
   constructor(
     readonly ws: WebSocket,
@@ -41,7 +42,33 @@ export class Connection implements SessionLink {
     readonly remote: string,
   ) {
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
-    ws.on('pong', () => (this.alive = true));
+    ws.on('pong', () => {
+      this.alive = true;
+      if (this.probeTimer) {
+        clearTimeout(this.probeTimer);
+        this.probeTimer = null;
+      }
+    });
+  }
+
+  /**
+   * Someone tries to resume this connection's session (-32010): the usual cause is that this
+   * socket died without a FIN (a laptop that slept, a VPN that flapped). Ping it now instead
+   * of waiting for the 30 s heartbeat; without a pong in time it is dropped, its session
+   * detaches, and the client's next retry succeeds.
+   */
+  probe(timeoutMs: number): void {
+    if (this.closed || this.probeTimer) return;
+    this.probeTimer = setTimeout(() => {
+      this.probeTimer = null;
+      if (!this.closed) this.ws.terminate();
+    }, timeoutMs);
+    this.probeTimer.unref?.();
+    try {
+      this.ws.ping();
+    } catch {
+      this.ws.terminate();
+    }
   }
 
   private onMessage(data: Buffer | Buffer[], _isBinary: boolean): void {
@@ -117,6 +144,7 @@ export class Connection implements SessionLink {
     if (this.closed) return;
     this.closed = true;
     this.backpressured = false;
+    if (this.probeTimer) clearTimeout(this.probeTimer);
     const session = this.session;
     this.session = null;
     session?.detach(this);

@@ -36,6 +36,12 @@ export interface TetherServerOptions {
   maxSessions?: number;
   /** Server → client ping interval (30 s); a connection that missed the previous pong is dropped. */
   pingIntervalMs?: number;
+  /**
+   * When a client tries to resume a session that is still attached (-32010), the attached
+   * connection is pinged and dropped unless it answers within this time (2 s), so a socket
+   * that died silently does not hold its session for a whole heartbeat period.
+   */
+  livenessProbeMs?: number;
   /** Send-buffer marks for backpressure (defaults 4 MiB / 1 MiB). */
   backpressure?: Partial<BackpressureMarks>;
   logger?: (level: LogLevel, msg: string) => void;
@@ -51,6 +57,7 @@ export const Defaults = {
   maxProcessesPerSession: 1024,
   maxSessions: 10_000,
   pingIntervalMs: 30_000,
+  livenessProbeMs: 2_000,
   highWaterBytes: 4 * 1024 * 1024,
   lowWaterBytes: 1024 * 1024,
 } as const;
@@ -82,6 +89,7 @@ export class TetherServer extends EventEmitter {
     this.state = {
       sessions: new Map(),
       maxSessions: opts.maxSessions ?? Defaults.maxSessions,
+      livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
       limits: {
         ttlMs: opts.sessionTtlMs ?? Defaults.sessionTtlMs,
         closedRetentionMs: opts.closedRetentionMs ?? Defaults.closedRetentionMs,

@@ -41,6 +41,8 @@ export interface ServerState {
   sessions: Map<string, Session>;
   limits: SessionLimits;
   maxSessions: number;
+  /** How long a connection whose session someone tries to resume has to answer a ping. */
+  livenessProbeMs: number;
   sessionHooks: { expired(session: Session): void; detached(session: Session): void };
   log(level: 'debug' | 'info' | 'warn' | 'error', msg: string): void;
 }
@@ -108,6 +110,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         throw invalidRequest(Messages.unknownSession(p.resumeSessionId));
       }
       if (existing.attached) {
+        existing.probeAttached(state.livenessProbeMs);
         throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
       }
       session = existing;

@@ -12,6 +12,8 @@ export interface SessionLink {
   sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void;
   sendNotification(method: string, params: object): void;
   readonly backpressured: boolean;
+  /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
+  probe(timeoutMs: number): void;
 }
 
 export interface SessionLimits {
@@ -57,6 +59,11 @@ export class Session implements ProcessHost {
 
   get backpressured(): boolean {
     return this.link?.backpressured ?? false;
+  }
+
+  /** A resume was refused because we are attached: make sure the current link is not a dead one. */
+  probeAttached(timeoutMs: number): void {
+    this.link?.probe(timeoutMs);
   }
 
   attach(link: SessionLink): void {

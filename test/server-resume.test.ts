@@ -1,0 +1,63 @@
+/**
+ * tether-only resume behaviour: a session held by a silently dead socket is freed quickly
+ * (liveness probe on -32010), a live one is not stolen, and a session is bound to the
+ * credential that created it.
+ */
+import type { Socket } from 'node:net';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../src/protocol/index.js';
+import { digest } from '../src/server/auth.js';
+import { Session } from '../src/server/session.js';
+import { RawClient } from './helpers/raw-client.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+let target: TetherTarget | undefined;
+const clients: RawClient[] = [];
+afterEach(async () => {
+  await Promise.all(clients.splice(0).map((c) => c.drop()));
+  await target?.stop();
+  target = undefined;
+});
+
+async function client(): Promise<RawClient> {
+  const c = await RawClient.connect(target!.url);
+  clients.push(c);
+  return c;
+}
+
+describe('resume', () => {
+  it('frees a session held by a socket that stopped answering, long before the heartbeat', async () => {
+    target = await startTetherServer({ livenessProbeMs: 200, pingIntervalMs: 60_000 });
+    const a = await client();
+    const { sessionId } = await a.handshake();
+    // A half-open link: the peer no longer reads anything (no FIN, no pong).
+    (a.ws as unknown as { _socket: Socket })._socket.pause();
+    const b = await client();
+    const first = await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId });
+    expect(first.error?.code).toBe(ErrorCode.SessionAttached);
+    const detached = new Promise((r) => target!.server.once('session-detached', r));
+    await detached; // the probe dropped the dead socket
+    const second = await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId });
+    expect(second.result?.sessionId).toBe(sessionId);
+  });
+
+  it('does not take a session away from a live connection', async () => {
+    target = await startTetherServer({ livenessProbeMs: 100 });
+    const a = await client();
+    const { sessionId } = await a.handshake();
+    const b = await client();
+    expect((await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId })).error?.code).toBe(ErrorCode.SessionAttached);
+    await new Promise((r) => setTimeout(r, 300)); // longer than the probe: a live socket answers it
+    expect((await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId })).error?.code).toBe(ErrorCode.SessionAttached);
+    expect(await a.request('environment/status', {})).toEqual({ status: 'ready' });
+  });
+
+  it('binds a session to the credential that created it', () => {
+    const hooks = { expired: () => {}, detached: () => {} };
+    const limits = { ttlMs: 1000, closedRetentionMs: 1000, outputRetentionBytes: 1024, maxProcesses: 1 };
+    const s = new Session('id', digest('alice'), limits, hooks);
+    expect(s.ownedBy(digest('alice'))).toBe(true);
+    expect(s.ownedBy(digest('mallory'))).toBe(false);
+    expect(s.ownedBy(Buffer.alloc(0))).toBe(false);
+  });
+});
