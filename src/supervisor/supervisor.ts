@@ -307,7 +307,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
         void closeQuietly(conn.client);
       }
       if (this.stopped) return false;
-      this.lastError = this.describeFailure(err, conn);
+      this.lastError = this.describeFailure(err, conn, failure);
       this.log('warn', `[${this.name}] attempt ${attemptNo} failed (${failure}): ${this.lastError}`);
       this.afterFailure(failure, trigger === 'call' && from === 'failed');
       return false;
@@ -397,12 +397,14 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     return 'loss';
   }
 
-  private describeFailure(err: unknown, conn: Connection | undefined): string {
+  private describeFailure(err: unknown, conn: Connection | undefined, failure: FailureKind): string {
     const exit = conn ? describeExit(conn.transport) : null;
     // "Connection closed" says nothing when we know how the process ended.
     const text = exit && (isConnectionClosed(err) || /server process exited|Not connected/.test(errorText(err))) ? exit : errorText(err);
-    const tail = conn?.stderrTail.at(-1);
-    return tail && !text.includes(tail) ? `${text}; stderr: ${tail}` : text;
+    // A crashed server's last words usually say why (missing key, bad flag).
+    const tail = failure === 'crash' ? conn?.stderrTail.at(-1) : undefined;
+    const full = tail && !text.includes(tail) ? `${text}; stderr: ${tail}` : text;
+    return full.length > 1000 ? `${full.slice(0, 997)}...` : full;
   }
 
   /**
@@ -492,8 +494,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   /** The transport closed. Ours to ignore if we closed it; otherwise a crash or a loss. */
   private onTransportClosed(conn: Connection): void {
     if (conn !== this.conn || conn.closedByUs) return;
-    const reason = this.describeFailure(conn.errors.at(-1) ?? new Error(this.kind === 'http' ? 'connection closed' : 'server process exited'), conn);
-    this.dropConnection(conn, reason, this.classify(conn.errors.at(-1) ?? new Error('closed'), conn));
+    const error = conn.errors.at(-1) ?? new Error(this.kind === 'http' ? 'connection closed' : 'server process exited');
+    const failure = this.classify(error, conn);
+    this.dropConnection(conn, this.describeFailure(error, conn, failure), failure);
   }
 
   /** Takes a live connection down after a loss we detected, then applies the policy. */
