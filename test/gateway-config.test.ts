@@ -1,0 +1,111 @@
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, describe, expect, it } from 'vitest';
+import { ConfigError, loadConfigFile, parseConfig } from '../src/gateway/index.js';
+import { resolveSupervisorOptions, DEFAULT_SUPERVISOR_OPTIONS } from '../src/supervisor/index.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-config-'));
+afterAll(() => rmSync(dir, { recursive: true, force: true }));
+
+function error(json: unknown): string {
+  try {
+    parseConfig(json, { source: 'tether.json', baseDir: '/etc/tether', env: { HOME: '/home/me' } });
+  } catch (err) {
+    expect(err).toBeInstanceOf(ConfigError);
+    return (err as Error).message;
+  }
+  throw new Error('expected a ConfigError');
+}
+
+describe('gateway config', () => {
+  it('reads the three kinds from the mcpServers shape hosts use', () => {
+    const config = parseConfig(
+      {
+        mcpServers: {
+          local: { command: 'npx', args: ['-y', 'server'], env: { KEY: 'v' }, cwd: 'work' },
+          remote: { command: 'node', args: ['srv.js'], cwd: '/srv', tether: { url: 'ws://10.0.0.5:8765', tokenFile: 'secrets/token' } },
+          web: { type: 'http', url: 'https://mcp.example.com/mcp', headers: { Authorization: 'Bearer ${API_TOKEN}' } },
+          off: { command: 'x', disabled: true },
+        },
+      },
+      { source: 'tether.json', baseDir: '/etc/tether', env: { API_TOKEN: 'abc' } },
+    );
+    expect(config.servers.map((s) => s.spec)).toEqual([
+      { name: 'local', kind: 'stdio', command: 'npx', args: ['-y', 'server'], env: { KEY: 'v' }, cwd: '/etc/tether/work' },
+      {
+        name: 'remote',
+        kind: 'exec',
+        command: 'node',
+        args: ['srv.js'],
+        env: undefined,
+        cwd: '/srv', // remote: not resolved locally
+        tether: { url: 'ws://10.0.0.5:8765', token: undefined, tokenFile: '/etc/tether/secrets/token', recoveryDeadlineMs: undefined },
+      },
+      { name: 'web', kind: 'http', url: 'https://mcp.example.com/mcp', headers: { Authorization: 'Bearer abc' } },
+    ]);
+    expect(config.disabled).toEqual(['off']);
+  });
+
+  it('supervisor settings: global, per entry, null = unlimited retries', () => {
+    const config = parseConfig({
+      supervisor: { initialBackoffMs: 500, maxRetries: 5, healthIntervalMs: 30000 },
+      mcpServers: { a: { command: 'a' }, b: { command: 'b', supervisor: { maxRetries: null, crashLimit: 10, maxBackoffMs: 60000 } } },
+    });
+    const [a, b] = config.servers.map((s) => resolveSupervisorOptions(s.supervisor));
+    expect(a).toMatchObject({ maxRetries: 5, healthIntervalMs: 30000, crashLimit: 3, backoff: { initialMs: 500, factor: 2, maxMs: 180000, jitter: 0.1 } });
+    expect(b).toMatchObject({ maxRetries: undefined, healthIntervalMs: 30000, crashLimit: 10, backoff: { initialMs: 500, maxMs: 60000 } });
+    expect(resolveSupervisorOptions()).toEqual(DEFAULT_SUPERVISOR_OPTIONS);
+    expect(DEFAULT_SUPERVISOR_OPTIONS).toMatchObject({
+      backoff: { initialMs: 1000, factor: 2, maxMs: 180000, jitter: 0.1 },
+      maxRetries: undefined,
+      crashLimit: 3,
+      crashWindowMs: 300000,
+      healthIntervalMs: 120000,
+      healthJitter: 0.1,
+      healthTimeoutMs: 60000,
+      healthFailureThreshold: 3,
+    });
+  });
+
+  it('bad config → one clear error naming the entry and the field', () => {
+    expect(error({})).toMatch(/^tether.json: field 'mcpServers': /);
+    expect(error({ mcpServers: { fs: { args: ['x'] } } })).toBe("tether.json: server 'fs': field 'command': missing: give 'command' (a stdio server) or 'url' (a Streamable HTTP server)");
+    expect(error({ mcpServers: { fs: { command: 'x', args: 'not-a-list' } } })).toMatch(/^tether.json: server 'fs': field 'args': .*expected array/);
+    expect(error({ mcpServers: { fs: { command: 'x', args: ['ok', 3] } } })).toMatch(/^tether.json: server 'fs': field 'args\[1\]': .*expected string/);
+    expect(error({ mcpServers: { web: { url: 'not a url' } } })).toMatch(/server 'web': field 'url': not a valid URL/);
+    expect(error({ mcpServers: { web: { url: 'ftp://x/mcp' } } })).toMatch(/server 'web': field 'url': must be http/);
+    expect(error({ mcpServers: { web: { url: 'http://x/mcp', command: 'y' } } })).toMatch(/server 'web': field 'url': give either 'command'/);
+    expect(error({ mcpServers: { web: { type: 'sse', url: 'http://x/sse' } } })).toMatch(/server 'web': field 'type': the legacy SSE transport is not supported/);
+    expect(error({ mcpServers: { r: { command: 'x', tether: { url: 'http://host' } } } })).toMatch(/server 'r': field 'tether.url': must be a ws:\/\/ or wss:\/\//);
+    expect(error({ mcpServers: { r: { command: 'x', tether: { url: 'ws://h:1', tokenFile: 't', bogus: 1 } } } })).toMatch(/server 'r': field 'tether': .*bogus/);
+    expect(error({ mcpServers: { r: { url: 'http://h/mcp', tether: { url: 'ws://h:1' } } } })).toMatch(/server 'r': field 'tether': only a stdio entry/);
+    expect(error({ mcpServers: { r: { command: 'x', supervisor: { maxRetries: -1 } } } })).toMatch(/server 'r': field 'supervisor.maxRetries': /);
+    expect(error({ mcpServers: { r: { command: 'x', supervisor: { healthIntervalMS: 5 } } } })).toMatch(/server 'r': field 'supervisor': .*healthIntervalMS/);
+    expect(error({ mcpServers: { 'a b': { command: 'x' } } })).toMatch(/server 'a b': the name must be/);
+    expect(error({ mcpServers: { a__b: { command: 'x' } } })).toMatch(/server 'a__b': the name must not contain '__'/);
+    expect(error({ mcpServers: { k: { command: 'x', env: { TOKEN: '${MISSING_VAR}' } } } })).toMatch(/server 'k': field 'env.TOKEN': environment variable MISSING_VAR is not set/);
+    expect(error({ mcpServers: { k: 'x' } })).toMatch(/server 'k': must be an object/);
+  });
+
+  it('expands ${VAR} and ${VAR:-default}', () => {
+    const config = parseConfig({ mcpServers: { k: { command: '${HOME}/bin/srv', args: ['--port=${PORT:-8080}'] } } }, { env: { HOME: '/home/me' } });
+    expect(config.servers[0]!.spec).toMatchObject({ command: '/home/me/bin/srv', args: ['--port=8080'] });
+  });
+
+  it('warns about keys it ignores instead of failing (host-specific fields)', () => {
+    const config = parseConfig({ mcpServers: { k: { command: 'x', alwaysAllow: ['t'] } }, other: 1 });
+    expect(config.warnings.join('\n')).toMatch(/ignoring keys alwaysAllow/);
+    expect(config.warnings.join('\n')).toMatch(/unknown top-level keys: other/);
+  });
+
+  it('loadConfigFile: missing file and invalid JSON are clear errors', () => {
+    expect(() => loadConfigFile(path.join(dir, 'nope.json'))).toThrow(/cannot read config .*nope.json: ENOENT/);
+    const bad = path.join(dir, 'bad.json');
+    writeFileSync(bad, '{ "mcpServers": ');
+    expect(() => loadConfigFile(bad)).toThrow(/bad.json is not valid JSON/);
+    const good = path.join(dir, 'good.json');
+    writeFileSync(good, JSON.stringify({ mcpServers: { a: { command: 'a', cwd: 'sub' } } }));
+    expect(loadConfigFile(good).servers[0]!.spec).toMatchObject({ cwd: path.join(dir, 'sub') });
+  });
+});
