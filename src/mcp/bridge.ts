@@ -25,6 +25,7 @@ export const EXIT_SESSION_LOST = 255;
 export const EXIT_START_FAILED = 127;
 
 const CLOSE_STEP_MS = 2000;
+const ABORT_GRACE_MS = 700;
 
 export interface BridgeOptions {
   client: ExecClient;
@@ -154,17 +155,35 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       })();
     });
 
-    // Killed by the host (or Ctrl-C): no time for the gentle sequence.
+    // Signalled by the host (the SDK sends SIGTERM 2 s after closing our stdin, and SIGKILL
+    // 2 s after that) or Ctrl-C: pass SIGTERM on so the remote server can clean up, but
+    // kill it within ABORT_GRACE_MS so we are done before the host's SIGKILL could orphan it.
     function onAbort() {
       if (settled) return;
       closingFor = 'aborted';
       abortCode = signalExitCode(options.signal?.reason);
-      void proc.terminate().catch(() => false);
-      void endedWithin(CLOSE_STEP_MS).then(() => settle({ exitCode: abortCode, reason: 'aborted' }));
+      void (async () => {
+        const termSent = await withTimeout(proc.kill('terminate'), ABORT_GRACE_MS).then(
+          () => true,
+          () => false,
+        );
+        if (!termSent || !(await endedWithin(ABORT_GRACE_MS))) {
+          await withTimeout(proc.terminate(), ABORT_GRACE_MS).catch(() => false);
+          await endedWithin(ABORT_GRACE_MS);
+        }
+        settle({ exitCode: abortCode, reason: 'aborted' });
+      })();
     }
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
   });
+}
+
+function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
+  return Promise.race([
+    promise,
+    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms).unref()),
+  ]);
 }
 
 /** 128 + the signal number when the abort reason names a signal (SIGTERM → 143), else 130. */
