@@ -93,6 +93,9 @@ export async function run(argv: string[]): Promise<void> {
 
   const aborter = new AbortController();
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(sig, () => aborter.abort(sig));
+  // The host went away without closing our stdin first (EPIPE): stop the remote server
+  // now rather than crash and leave it to the session TTL.
+  process.stdout.on('error', () => aborter.abort('SIGPIPE'));
 
   let remoteEnv;
   try {
