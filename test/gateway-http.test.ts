@@ -12,6 +12,7 @@ import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
 import { startHttpMcpBackend, type HttpMcpBackend } from './helpers/http-mcp-backend.js';
 import { everything, node, text } from './helpers/mcp-peers.js';
+import { subscribeEvents } from './helpers/sse.js';
 
 let backend: HttpMcpBackend;
 let gateway: Gateway;
@@ -52,52 +53,8 @@ async function mcpClient(): Promise<Client> {
   return client;
 }
 
-/** Reads server-sent events from /events. */
 async function subscribe() {
-  const controller = new AbortController();
-  const res = await fetch(http.url + '/events', { signal: controller.signal });
-  expect(res.headers.get('content-type')).toBe('text/event-stream');
-  const reader = res.body!.pipeThrough(new TextDecoderStream()).getReader();
-  const queue: { event: string; data: any }[] = [];
-  let buffer = '';
-  let wake: (() => void) | undefined;
-  void (async () => {
-    try {
-      for (;;) {
-        const { value, done } = await reader.read();
-        if (done) return;
-        buffer += value;
-        let cut;
-        while ((cut = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, cut);
-          buffer = buffer.slice(cut + 2);
-          const event = /^event: (.*)$/m.exec(block)?.[1];
-          const data = /^data: (.*)$/m.exec(block)?.[1];
-          if (event && data) queue.push({ event, data: JSON.parse(data) });
-          wake?.();
-        }
-      }
-    } catch {
-      // aborted
-    }
-  })();
-  return {
-    /** Waits for the next event (bounded by the test timeout). */
-    async next(): Promise<{ event: string; data: any }> {
-      while (queue.length === 0) await new Promise<void>((r) => (wake = r));
-      return queue.shift()!;
-    },
-    /** Events until (and including) the first named `until`. */
-    async until(until: string): Promise<{ event: string; data: any }[]> {
-      const out = [];
-      for (;;) {
-        const e = await this.next();
-        out.push(e);
-        if (e.event === until) return out;
-      }
-    },
-    close: () => controller.abort(),
-  };
+  return subscribeEvents(http.url + '/events');
 }
 
 describe('gateway over HTTP', () => {

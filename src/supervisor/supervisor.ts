@@ -658,6 +658,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     return {
       ...this.summary(),
       nextRetryAt: this.nextRetryAt === null ? null : new Date(this.nextRetryAt).toISOString(),
+      pid: this.pid,
       consecutiveHealthFailures: this.consecutiveHealthFailures,
       lastHealthError: this.lastHealthError,
       lastHealthCheckAt: this.lastHealthCheckAt === null ? null : new Date(this.lastHealthCheckAt).toISOString(),

@@ -112,6 +112,8 @@ export interface ServerSummary {
 /** Everything a supervisor knows, for `get_server_status` and `GET /mcp/servers/:name`. */
 export interface ServerDetail extends ServerSummary {
   nextRetryAt: string | null;
+  /** Local stdio server process id while connected. */
+  pid: number | null;
   consecutiveHealthFailures: number;
   lastHealthError: string | null;
   lastHealthCheckAt: string | null;
