@@ -104,24 +104,31 @@ export class Connection implements SessionLink {
     this.send({ method, params });
   }
 
-  /** The hot path: build the frame by hand (the base64 needs no escaping, JSON.stringify need not scan it). */
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void {
-    if (this.closed) return;
-    const frame =
+  /**
+   * The hot path: the frame is built straight into one Buffer (the base64 needs no escaping,
+   * so JSON.stringify need not scan it, and ws sends the Buffer without another copy).
+   */
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean {
+    if (this.closed) return false;
+    const prefix =
       (this.dialect.usesJsonrpc ? '{"jsonrpc":"2.0","method":"process/output","params":{"processId":' : '{"method":"process/output","params":{"processId":') +
       JSON.stringify(processId) +
       ',"seq":' +
       seq +
       ',"stream":"' +
       stream +
-      '","chunk":"' +
-      chunk +
-      '"}}';
-    this.ws.send(frame, (err) => {
-      if (!err) onWritten();
+      '","chunk":"';
+    const prefixBytes = Buffer.byteLength(prefix);
+    const frame = Buffer.allocUnsafe(prefixBytes + chunk.length + 3);
+    frame.write(prefix, 0, 'utf8');
+    frame.write(chunk, prefixBytes, 'latin1');
+    frame.write('"}}', prefixBytes + chunk.length, 'latin1');
+    this.ws.send(frame, { binary: false }, (err) => {
+      onWritten(!err);
       this.afterSend();
     });
     this.checkBackpressure();
+    return true;
   }
 
   private checkBackpressure(): void {

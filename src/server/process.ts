@@ -19,10 +19,11 @@ export interface ProcessHost {
   /** True while no connection can take output fast enough (ws.bufferedAmount above the high-water mark). */
   readonly backpressured: boolean;
   /**
-   * Sends `process/output` if a connection is attached. `onWritten` runs once the frame was
-   * handed to the kernel, which is when the chunk counts as delivered (never if the socket died).
+   * Sends `process/output` if a connection is attached (returns false if none is).
+   * `onWritten(ok)` runs once the frame was handed to the kernel (ok) or the socket died
+   * first (not ok): only then does the chunk count as delivered.
    */
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void;
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean;
   sendNotification(method: string, params: object): void;
   processClosed(proc: ManagedProcess): void;
 }
@@ -44,7 +45,19 @@ interface RetainedChunk {
   /** base64, encoded once on arrival and reused by the notification and every read */
   chunk: string;
   bytes: number;
-  delivered: boolean;
+  state: ChunkState;
+}
+
+/**
+ * unsent: no connection took it (detached, or its socket died before writing it) — never
+ * evicted, and a retention full of these pauses the child; inflight: queued on a socket —
+ * not evicted either (the socket may still die), bounded by the backpressure marks;
+ * delivered: written to the kernel or read back by `process/read` — evictable.
+ */
+const enum ChunkState {
+  Unsent,
+  Inflight,
+  Delivered,
 }
 
 const SIGNALS: Record<SignalName, NodeJS.Signals> = {
@@ -82,7 +95,7 @@ export class ManagedProcess {
   private head = 0;
   private retainedBytes = 0;
   private totalBytes = 0;
-  private undeliveredBytes = 0;
+  private unsentBytes = 0;
   private readonly retentionBytes: number;
 
   exitCode: number | null = null;
@@ -201,30 +214,37 @@ export class ManagedProcess {
     if (this.released) return;
     this.totalBytes += buf.length;
     const seq = this.nextSeq++;
-    const chunk: RetainedChunk = { seq, stream, chunk: buf.toString('base64'), bytes: buf.length, delivered: false };
+    const chunk: RetainedChunk = { seq, stream, chunk: buf.toString('base64'), bytes: buf.length, state: ChunkState.Inflight };
     this.chunks.push(chunk);
     this.retainedBytes += chunk.bytes;
-    this.undeliveredBytes += chunk.bytes;
-    this.host.sendOutput(this.id, seq, stream, chunk.chunk, () => this.markDelivered(chunk));
+    if (!this.host.sendOutput(this.id, seq, stream, chunk.chunk, (ok) => this.onWritten(chunk, ok))) {
+      chunk.state = ChunkState.Unsent;
+      this.unsentBytes += chunk.bytes;
+    }
     this.trim();
     this.updateFlow();
     this.wake();
   }
 
-  private markDelivered(chunk: RetainedChunk): void {
-    if (chunk.delivered) return;
-    chunk.delivered = true;
-    this.undeliveredBytes -= chunk.bytes;
-    this.trim();
-    this.updateFlow();
+  private onWritten(chunk: RetainedChunk, ok: boolean): void {
+    if (chunk.state !== ChunkState.Inflight) return; // already read back
+    if (ok) {
+      chunk.state = ChunkState.Delivered;
+      this.trim();
+    } else {
+      // The socket died with it queued: the client never got it; keep it for the replay.
+      chunk.state = ChunkState.Unsent;
+      this.unsentBytes += chunk.bytes;
+      this.updateFlow();
+    }
   }
 
-  /** Evicts the oldest output beyond retention, but never output no client has received. */
+  /** Evicts the oldest output beyond retention, but never output a client may not have received. */
   private trim(): void {
     const chunks = this.chunks;
     while (this.retainedBytes > this.retentionBytes && this.head < chunks.length) {
       const oldest = chunks[this.head]!;
-      if (!oldest.delivered) break;
+      if (oldest.state !== ChunkState.Delivered) break;
       this.retainedBytes -= oldest.bytes;
       this.head++;
     }
@@ -241,7 +261,7 @@ export class ManagedProcess {
    */
   updateFlow(): void {
     const shouldPause =
-      !this.closed && !this.released && (this.host.backpressured || (this.undeliveredBytes > 0 && this.retainedBytes >= this.retentionBytes));
+      !this.closed && !this.released && (this.host.backpressured || (this.unsentBytes > 0 && this.retainedBytes >= this.retentionBytes));
     if (shouldPause === this.paused) return;
     this.paused = shouldPause;
     if (this.pty) {
@@ -360,14 +380,11 @@ export class ManagedProcess {
   }
 
   private acknowledge(uptoSeq: number): void {
-    if (this.undeliveredBytes === 0) return;
     for (let i = this.head; i < this.chunks.length; i++) {
       const c = this.chunks[i]!;
       if (c.seq > uptoSeq) break;
-      if (!c.delivered) {
-        c.delivered = true;
-        this.undeliveredBytes -= c.bytes;
-      }
+      if (c.state === ChunkState.Unsent) this.unsentBytes -= c.bytes;
+      c.state = ChunkState.Delivered;
     }
     this.trim();
     this.updateFlow();

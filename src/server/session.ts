@@ -9,7 +9,7 @@ import type { ManagedProcess, ProcessHost } from './process.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void;
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean;
   sendNotification(method: string, params: object): void;
   readonly backpressured: boolean;
   /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
@@ -117,8 +117,8 @@ export class Session implements ProcessHost {
   }
 
   // ProcessHost
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: () => void): void {
-    this.link?.sendOutput(processId, seq, stream, chunk, onWritten);
+  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean {
+    return this.link ? this.link.sendOutput(processId, seq, stream, chunk, onWritten) : false;
   }
 
   sendNotification(method: string, params: object): void {
