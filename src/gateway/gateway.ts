@@ -12,6 +12,7 @@ import {
   type SupervisorEventName,
   type SupervisorEvents,
   type TransportFactory,
+  type CallOptions,
 } from '../supervisor/index.js';
 import type { GatewayConfig } from './config.js';
 import { managementTools } from './management-tools.js';
@@ -57,6 +58,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   constructor(config: GatewayConfig, opts: GatewayOptions = {}) {
     super();
+    // One listener per MCP session and per /events subscriber: many is normal, not a leak.
+    this.setMaxListeners(0);
     this.log = opts.logger ?? (() => {});
     this.startupWaitMs = opts.startupWaitMs ?? 10_000;
     for (const { spec, supervisor } of config.servers) {
@@ -148,13 +151,13 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * Runs a tools/call for a gateway client. Unavailability and timeouts come back as tool
    * errors (isError) so the model reads why; a server's own JSON-RPC error passes through.
    */
-  async callTool(name: string, args: Record<string, unknown> | undefined, signal?: AbortSignal): Promise<CallToolResult> {
+  async callTool(name: string, args: Record<string, unknown> | undefined, signal?: AbortSignal, onprogress?: CallOptions['onprogress']): Promise<CallToolResult> {
     const management = await this.callManagementTool(name, args);
     if (management) return management;
     const target = this.resolveTool(name);
     if (!target) throw new McpError(ErrorCode.InvalidParams, `unknown tool '${name}': gateway tools are named <server>${TOOL_SEPARATOR}<tool>; servers: ${[...this.supervisors.keys()].join(', ') || 'none'}`);
     try {
-      return await target.server.callTool(target.tool, args, { signal });
+      return await target.server.callTool(target.tool, args, { signal, onprogress });
     } catch (err) {
       if (err instanceof ServerUnavailableError) return toolError(err.message);
       if (isRequestTimeout(err)) return toolError(`MCP server '${target.server.name}': tool '${target.tool}' timed out (${errorText(err)})`);

@@ -17,6 +17,8 @@ export interface GatewayHttpOptions {
   sseKeepAliveMs?: number;
   /** Largest request body accepted on /mcp. Default 4 MiB. */
   maxBodyBytes?: number;
+  /** An MCP session with no request and no open stream for this long is closed. Default 30 min. */
+  sessionIdleMs?: number;
 }
 
 export interface GatewayHttp {
@@ -29,6 +31,9 @@ export interface GatewayHttp {
 interface Session {
   transport: StreamableHTTPServerTransport;
   server: Server;
+  lastSeen: number;
+  /** Open responses (a GET event stream, a streaming POST): the client is there. */
+  open: number;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
@@ -46,6 +51,19 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   const sessions = new Map<string, Session>();
   const sseClients = new Set<ServerResponse>();
   let port = 0;
+  const sessionIdleMs = opts.sessionIdleMs ?? 30 * 60_000;
+  // Clients that vanish without DELETE would otherwise keep their session forever.
+  const sweeper = setInterval(() => {
+    const now = Date.now();
+    for (const [id, session] of sessions) {
+      if (session.open === 0 && now - session.lastSeen > sessionIdleMs) {
+        sessions.delete(id);
+        log('debug', `closing idle MCP session ${id.slice(0, 8)}`);
+        void session.server.close().catch(() => {});
+      }
+    }
+  }, Math.min(60_000, Math.max(1000, sessionIdleMs / 4)));
+  sweeper.unref();
 
   const http: HttpServer = createServer((req, res) => {
     handle(req, res).catch((err: unknown) => {
@@ -97,6 +115,12 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
       const session = sessions.get(sessionId);
       // 404 tells a Streamable HTTP client its session is gone and it must initialize again.
       if (!session) return sendJsonRpcError(res, 404, -32001, 'Session not found');
+      session.lastSeen = Date.now();
+      session.open++;
+      res.once('close', () => {
+        session.open--;
+        session.lastSeen = Date.now();
+      });
       await session.transport.handleRequest(req, res, body);
       return;
     }
@@ -107,7 +131,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server });
+        sessions.set(id, { transport, server, lastSeen: Date.now(), open: 0 });
       },
       onsessionclosed: (id) => {
         sessions.delete(id);
@@ -153,6 +177,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     url,
     port,
     async close() {
+      clearInterval(sweeper);
       for (const res of sseClients) res.end();
       sseClients.clear();
       await Promise.all([...sessions.values()].map((s) => s.server.close().catch(() => {})));

@@ -21,7 +21,15 @@ export function createGatewayServer(gateway: Gateway): Server {
     return { tools: gateway.tools() };
   });
   server.setRequestHandler(CallToolRequestSchema, async (request, extra) => {
-    return gateway.callTool(request.params.name, request.params.arguments, extra.signal);
+    // Relay the backend's progress under the caller's token: the host sees a long tool is
+    // alive, and the backend call's timeout restarts with each report.
+    const progressToken = request.params._meta?.progressToken;
+    const onprogress =
+      progressToken === undefined
+        ? undefined
+        : (p: { progress: number; total?: number; message?: string }) =>
+            void extra.sendNotification({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {});
+    return gateway.callTool(request.params.name, request.params.arguments, extra.signal, onprogress);
   });
   const onToolsChanged = () => {
     // Before initialization completes the client would not expect it; it lists tools then anyway.

@@ -9,6 +9,7 @@ import {
   ToolListChangedNotificationSchema,
   type CallToolResult,
   type Implementation,
+  type Progress,
   type Prompt,
   type Resource,
   type ServerCapabilities,
@@ -45,6 +46,8 @@ export interface ServerSupervisorOptions extends SupervisorOptionsInput {
 export interface CallOptions {
   signal?: AbortSignal;
   timeoutMs?: number;
+  /** Progress the server reports; each report also restarts the timeout (long tools stay alive). */
+  onprogress?: (progress: Progress) => void;
 }
 
 /** One live (or dying) connection: a fresh SDK Client over a fresh transport. */
@@ -224,6 +227,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
         const result = await conn.client.callTool({ name: tool, arguments: args ?? {} }, undefined, {
           timeout: opts.timeoutMs ?? this.options.requestTimeoutMs,
           signal: opts.signal,
+          ...(opts.onprogress ? { onprogress: opts.onprogress, resetTimeoutOnProgress: true } : {}),
         });
         return result as CallToolResult;
       } catch (err) {
