@@ -99,4 +99,25 @@ describe('backpressure', () => {
     await b.waitClosed('yes');
     await b.close();
   });
+
+  it('lets a resumed client that never reads its backlog get the child running again after the grace', async () => {
+    target = await startTetherServer({ outputRetentionBytes: 64 * KiB, resumeGraceMs: 200 });
+    const c = await RawClient.connect(target.url);
+    const { sessionId } = await c.handshake();
+    await c.request('process/start', { processId: 'yes', argv: ['yes'], cwd: CWD, env: ENV, tty: false });
+    const detached = new Promise((r) => target!.server.once('session-detached', r));
+    await c.drop();
+    await detached;
+    const proc = target.server.sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
+    await until(() => proc.isPaused, 'the detached child was paused');
+    const b = await RawClient.connect(target.url);
+    await b.handshake('b', sessionId);
+    // No read: once the grace is over, live output flows again and the backlog is evictable.
+    await b.waitFor((f) => f.method === 'process/output' && f.params.processId === 'yes', 10_000);
+    const r = await b.request('process/read', { processId: 'yes', afterSeq: 0 });
+    expect(r.chunks[0].seq).toBeGreaterThan(1);
+    expect(await b.request('process/terminate', { processId: 'yes' })).toEqual({ running: true });
+    await b.waitClosed('yes');
+    await b.close();
+  });
 });

@@ -54,7 +54,7 @@ describe('resume', () => {
 
   it('binds a session to the credential that created it', () => {
     const hooks = { expired: () => {}, detached: () => {} };
-    const limits = { ttlMs: 1000, closedRetentionMs: 1000, outputRetentionBytes: 1024, maxProcesses: 1 };
+    const limits = { ttlMs: 1000, resumeGraceMs: 1000, closedRetentionMs: 1000, outputRetentionBytes: 1024, maxProcesses: 1 };
     const s = new Session('id', digest('alice'), limits, hooks);
     expect(s.ownedBy(digest('alice'))).toBe(true);
     expect(s.ownedBy(digest('mallory'))).toBe(false);

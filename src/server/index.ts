@@ -20,6 +20,12 @@ export interface TetherServerOptions {
   port?: number;
   /** How long a detached session lives (30 s). */
   sessionTtlMs?: number;
+  /**
+   * After a resume, how long the output recorded while detached is protected until the
+   * client reads it back (10 s); its children stay paused meanwhile. A client that never
+   * reads gets Codex's behaviour after that: oldest output evicted, children running.
+   */
+  resumeGraceMs?: number;
   /** Output kept per process for `process/read` (1 MiB). */
   outputRetentionBytes?: number;
   /** How long a closed process stays readable (30 s). */
@@ -51,6 +57,7 @@ export const Defaults = {
   host: '127.0.0.1',
   port: 8765,
   sessionTtlMs: 30_000,
+  resumeGraceMs: 10_000,
   outputRetentionBytes: 1024 * 1024,
   closedRetentionMs: 30_000,
   maxMessageBytes: 16 * 1024 * 1024,
@@ -92,6 +99,7 @@ export class TetherServer extends EventEmitter {
       livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
       limits: {
         ttlMs: opts.sessionTtlMs ?? Defaults.sessionTtlMs,
+        resumeGraceMs: opts.resumeGraceMs ?? Defaults.resumeGraceMs,
         closedRetentionMs: opts.closedRetentionMs ?? Defaults.closedRetentionMs,
         outputRetentionBytes: opts.outputRetentionBytes ?? Defaults.outputRetentionBytes,
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,

@@ -379,6 +379,16 @@ export class ManagedProcess {
     };
   }
 
+  /**
+   * The client resumed but did not read this backlog back in time (a client that does not
+   * care about a process's output): stop protecting it, so the child runs again and the
+   * oldest output is evicted as usual.
+   */
+  releaseBacklog(): void {
+    if (this.unsentBytes === 0) return;
+    this.acknowledge(Number.MAX_SAFE_INTEGER);
+  }
+
   private acknowledge(uptoSeq: number): void {
     for (let i = this.head; i < this.chunks.length; i++) {
       const c = this.chunks[i]!;

@@ -18,6 +18,8 @@ export interface SessionLink {
 
 export interface SessionLimits {
   ttlMs: number;
+  /** After a resume, how long output recorded while detached waits to be read back before it may be evicted. */
+  resumeGraceMs: number;
   closedRetentionMs: number;
   outputRetentionBytes: number;
   maxProcesses: number;
@@ -29,6 +31,7 @@ export class Session implements ProcessHost {
   readonly starting = new Set<string>();
   private link: SessionLink | null = null;
   private ttlTimer: NodeJS.Timeout | null = null;
+  private graceTimer: NodeJS.Timeout | null = null;
   private removalTimers = new Map<ManagedProcess, NodeJS.Timeout>();
   private expired = false;
 
@@ -75,11 +78,22 @@ export class Session implements ProcessHost {
     // Closed processes kept while detached get their full readable window again.
     for (const proc of this.processes.values()) if (proc.closed) this.scheduleRemoval(proc);
     this.flowChanged();
+    // The backlog recorded while detached stays protected (its children paused) until the
+    // client reads it back — or, for a client that never does, until the grace runs out.
+    this.graceTimer = setTimeout(() => {
+      this.graceTimer = null;
+      for (const proc of this.processes.values()) proc.releaseBacklog();
+    }, this.limits.resumeGraceMs);
+    this.graceTimer.unref?.();
   }
 
   detach(link: SessionLink): void {
     if (this.link !== link) return;
     this.link = null;
+    if (this.graceTimer) {
+      clearTimeout(this.graceTimer);
+      this.graceTimer = null;
+    }
     this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
     this.ttlTimer.unref?.();
     this.flowChanged();
@@ -96,6 +110,7 @@ export class Session implements ProcessHost {
     if (this.expired) return;
     this.expired = true;
     if (this.ttlTimer) clearTimeout(this.ttlTimer);
+    if (this.graceTimer) clearTimeout(this.graceTimer);
     for (const timer of this.removalTimers.values()) clearTimeout(timer);
     this.removalTimers.clear();
     for (const proc of this.processes.values()) {
