@@ -362,6 +362,20 @@ describe('supervisor policy (fake timers)', () => {
     await sup.stop();
   });
 
+  it('stop() aborts a connection attempt in progress instead of waiting for its timeout', async () => {
+    peer.mode = 'hang';
+    const { sup, names } = supervise('http', peer, { healthIntervalMs: 0, connectTimeoutMs: 30_000 });
+    const started = sup.start();
+    await settle();
+    expect(sup.status).toBe('connecting');
+    await sup.stop(); // resolves without the clock moving 30 s
+    await started;
+    expect(sup.status).toBe('disconnected');
+    expect(names()).toEqual([]);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(peer.attempts).toBe(1);
+  });
+
   it('force reconnect of a connected server closes and reconnects', async () => {
     const { sup, names } = supervise('stdio', peer, { healthIntervalMs: 0 });
     await sup.start();

@@ -98,6 +98,8 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private nextRetryAt: number | null = null;
   private inflight: Promise<boolean> | null = null;
   private conn: Connection | null = null;
+  /** The connection an attempt is opening, so stop() can abort it instead of waiting. */
+  private opening: Connection | null = null;
   private connSeq = 0;
   private lastError: string | null = null;
   private connectedAt: number | null = null;
@@ -181,6 +183,12 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     if (conn) {
       conn.closedByUs = true;
       await closeQuietly(conn.client);
+    }
+    const opening = this.opening;
+    if (opening) {
+      // Abort a connection attempt in progress rather than wait out its timeout.
+      opening.closedByUs = true;
+      await closeQuietly(opening.client);
     }
     if (wasConnected) this.emit('server_disconnected', { server: this.name, wasIntentional: true, reason: 'stopped' });
     // An attempt still in flight sees `stopped` and closes what it opened.
@@ -353,6 +361,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.refresh(conn, 'prompts'));
     const timeoutMs = this.options.connectTimeoutMs;
     let timer: NodeJS.Timeout | undefined;
+    this.opening = conn;
     try {
       await Promise.race([
         client.connect(transport, { timeout: timeoutMs }),
@@ -365,6 +374,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       throw Object.assign(err instanceof Error ? err : new Error(String(err)), { connection: conn });
     } finally {
       clearTimeout(timer);
+      if (this.opening === conn) this.opening = null;
     }
     return conn;
   }
