@@ -1,5 +1,5 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ConfigError, loadConfigFile, parseConfig } from '../src/gateway/index.js';
@@ -86,6 +86,11 @@ describe('gateway config', () => {
     expect(error({ mcpServers: { a__b: { command: 'x' } } })).toMatch(/server 'a__b': the name must not contain '__'/);
     expect(error({ mcpServers: { k: { command: 'x', env: { TOKEN: '${MISSING_VAR}' } } } })).toMatch(/server 'k': field 'env.TOKEN': environment variable MISSING_VAR is not set/);
     expect(error({ mcpServers: { k: 'x' } })).toMatch(/server 'k': must be an object/);
+  });
+
+  it('resolves ~/ in local paths to the home directory', () => {
+    const config = parseConfig({ mcpServers: { r: { command: 'x', tether: { url: 'ws://h:1', tokenFile: '~/.config/tether/token' } } } });
+    expect(config.servers[0]!.spec).toMatchObject({ tether: { tokenFile: path.join(homedir(), '.config/tether/token') } });
   });
 
   it('expands ${VAR} and ${VAR:-default}', () => {

@@ -8,6 +8,7 @@
  * A bad config is reported as one error naming the entry and the field.
  */
 import { readFileSync } from 'node:fs';
+import { homedir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
 import type { ServerSpec, SupervisorOptionsInput } from '../supervisor/index.js';
@@ -174,7 +175,7 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
         tether: {
           url: x(e.tether.url, 'tether.url'),
           token: e.tether.token === undefined ? undefined : x(e.tether.token, 'tether.token'),
-          tokenFile: e.tether.tokenFile === undefined ? undefined : path.resolve(baseDir, x(e.tether.tokenFile, 'tether.tokenFile')),
+          tokenFile: e.tether.tokenFile === undefined ? undefined : localPath(baseDir, x(e.tether.tokenFile, 'tether.tokenFile')),
           recoveryDeadlineMs: e.tether.recoveryDeadlineMs,
         },
       };
@@ -185,12 +186,18 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
         command: x(e.command!, 'command'),
         args: e.args?.map((a, i) => x(a, `args[${i}]`)),
         env: xRecord(e.env, 'env'),
-        cwd: e.cwd === undefined ? undefined : path.resolve(baseDir, x(e.cwd, 'cwd')),
+        cwd: e.cwd === undefined ? undefined : localPath(baseDir, x(e.cwd, 'cwd')),
       };
     }
     servers.push({ spec, supervisor: { ...globalSupervisor, ...toSupervisorOptions(e.supervisor), backoff: { ...globalSupervisor.backoff, ...toSupervisorOptions(e.supervisor).backoff } } });
   }
   return { servers, disabled, warnings };
+}
+
+/** A local path from the config: `~/` is the home directory, relative is against the config's directory. */
+function localPath(baseDir: string, p: string): string {
+  if (p === '~' || p.startsWith('~/')) return path.join(homedir(), p.slice(1));
+  return path.resolve(baseDir, p);
 }
 
 function toSupervisorOptions(c: SupervisorConfig | undefined): SupervisorOptionsInput & { backoff: NonNullable<SupervisorOptionsInput['backoff']> } {
