@@ -151,15 +151,18 @@ describe('tether mcp bridge', () => {
     const N = 25;
     proxy.cutRandomly({ minMs: 30, maxMs: 120 });
     for (let i = 0; i < N; i++) {
-      const r = await h.client.callTool({
+      const call = h.client.callTool({
         name: 'create_entities',
         arguments: { entities: [{ name: `b${i}`, entityType: 'test', observations: [] }] },
       });
+      if (i % 3 === 0) setTimeout(() => proxy.cutAll(), i % 4); // also cut while calls are in flight
+      const r = await call;
       expect((r.structuredContent as { entities: unknown[] }).entities).toHaveLength(1);
     }
     proxy.stopCutting();
     const graph = (await h.client.callTool({ name: 'read_graph', arguments: {} })).structuredContent as { entities: { name: string }[] };
     expect(graph.entities.map((e) => e.name).sort()).toEqual(Array.from({ length: N }, (_, i) => `b${i}`).sort());
+    expect(h.stderr.join('')).toMatch(/tether mcp: reconnected/);
     expect(h.errors).toEqual([]);
   });
 

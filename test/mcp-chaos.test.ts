@@ -107,10 +107,14 @@ describe('link cuts under an MCP session', () => {
     // Sequential: the memory server itself read-modify-writes its file per call, so
     // concurrent calls would race inside the server, not in tether.
     for (let i = 0; i < N; i++) {
-      const r = await s.client.callTool({
+      const call = s.client.callTool({
         name: 'create_entities',
         arguments: { entities: [{ name: `e${i}`, entityType: 'test', observations: [`made by call ${i}`] }] },
       });
+      // Calls are quicker than the random cuts: also cut every third one while in flight,
+      // at varying moments (request on the wire, being executed, answer on the wire).
+      if (i % 3 === 0) setTimeout(() => proxy.cutAll(), i % 4);
+      const r = await call;
       // A call applied twice would answer [] the second time (names are unique).
       expect((r.structuredContent as { entities: unknown[] }).entities).toHaveLength(1);
     }
