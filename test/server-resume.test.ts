@@ -41,6 +41,26 @@ describe('resume', () => {
     expect(second.result?.sessionId).toBe(sessionId);
   });
 
+  it('drops a connection that stops answering pings, so its session detaches', async () => {
+    target = await startTetherServer({ pingIntervalMs: 100 });
+    const a = await client();
+    const { sessionId } = await a.handshake();
+    const detached = new Promise((r) => target!.server.on('session-detached', (id: string) => id === sessionId && r(id)));
+    (a.ws as unknown as { _socket: Socket })._socket.pause(); // half-open: reads nothing, answers nothing
+    await detached;
+    expect(target.server.sessions.get(sessionId)?.attached).toBe(false);
+  });
+
+  it('keeps a connection that answers pings', async () => {
+    target = await startTetherServer({ pingIntervalMs: 50 });
+    const a = await client();
+    const { sessionId } = await a.handshake();
+    let pings = 0;
+    a.ws.on('ping', () => pings++);
+    while (pings < 4) await new Promise((r) => a.ws.once('ping', r));
+    expect(target.server.sessions.get(sessionId)?.attached).toBe(true);
+  });
+
   it('does not take a session away from a live connection', async () => {
     target = await startTetherServer({ livenessProbeMs: 100 });
     const a = await client();

@@ -31,6 +31,8 @@ export class Connection implements SessionLink {
   closed = false;
   /** Pong seen since the last ping (server heartbeat). */
   alive = true;
+  private bytesWrittenAtPing = 0;
+  private backloggedAtPing = false;
   private probeTimer: NodeJS.Timeout | null = null;
 
   constructor(
@@ -49,6 +51,24 @@ export class Connection implements SessionLink {
         this.probeTimer = null;
       }
     });
+  }
+
+  /**
+   * Server heartbeat: false when the peer neither answered the previous ping nor took any
+   * bytes since (a slow reader behind megabytes of output sees the ping late, but it is
+   * reading: that is not a dead link).
+   */
+  heartbeat(): boolean {
+    const written = (this.ws as unknown as { _socket?: { bytesWritten?: number } })._socket?.bytesWritten ?? 0;
+    // Only a socket that had a user-space backlog counts: the kernel swallows a lone ping even
+    // on a dead link, but it stops taking megabytes.
+    const progressed = this.backloggedAtPing && written > this.bytesWrittenAtPing;
+    if (!this.alive && !progressed) return false;
+    this.alive = false;
+    this.bytesWrittenAtPing = written;
+    this.backloggedAtPing = this.ws.bufferedAmount > 0;
+    this.ws.ping();
+    return true;
   }
 
   /**

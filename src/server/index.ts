@@ -152,13 +152,8 @@ export class TetherServer extends EventEmitter {
     const interval = opts.pingIntervalMs ?? Defaults.pingIntervalMs;
     this.pingTimer = setInterval(() => {
       for (const conn of this.connections) {
-        // No pong since the last ping: a half-open TCP connection. Drop it so its session detaches.
-        if (!conn.alive) {
-          conn.ws.terminate();
-          continue;
-        }
-        conn.alive = false;
-        conn.ws.ping();
+        // No pong since the last ping and no progress: a half-open TCP connection. Drop it so its session detaches.
+        if (!conn.heartbeat()) conn.ws.terminate();
       }
     }, interval);
     this.pingTimer.unref();
