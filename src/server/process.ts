@@ -103,8 +103,6 @@ export class ManagedProcess {
   private rawExitCode: number | null = null;
   closed = false;
   private exitTimer: NodeJS.Timeout | null = null;
-  /** Set when the close-retention timer is due; the session removes the process then. */
-  closedAt = 0;
 
   private paused = false;
   private released = false;
@@ -246,6 +244,7 @@ export class ManagedProcess {
       const oldest = chunks[this.head]!;
       if (oldest.state !== ChunkState.Delivered) break;
       this.retainedBytes -= oldest.bytes;
+      oldest.chunk = ''; // free the payload now; the slot itself goes at the next compaction
       this.head++;
     }
     if (this.head > 1024 && this.head * 2 > chunks.length) {
