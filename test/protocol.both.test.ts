@@ -22,6 +22,9 @@ let target: Target;
 const clients: RawClient[] = [];
 
 beforeAll(async () => {
+  // Seen by the server's own environment (in-process tether, or inherited by the Codex child).
+  process.env.TETHER_PROBE_API_KEY = 'k';
+  process.env.TETHER_PROBE_PLAIN = 'p';
   target = await startTarget();
 });
 afterAll(async () => {
@@ -294,6 +297,21 @@ describe('process/start', () => {
     expect(names).toContain('PATH');
     expect(names).not.toContain('HOME');
     for (const n of names) expect(n).toMatch(/^[PpHh]/);
+  });
+
+  it('drops *KEY*/*SECRET*/*TOKEN* from an inherited environment unless ignoreDefaultExcludes', async () => {
+    const c = await ready();
+    const policy = { inherit: 'all', exclude: [], set: {}, includeOnly: ['TETHER_PROBE_*'] };
+    const filtered = await run(c, ['/usr/bin/env'], { env: {}, envPolicy: { ...policy, ignoreDefaultExcludes: false } });
+    expect(c.output(filtered)).toBe('TETHER_PROBE_PLAIN=p\n');
+    const all = await run(c, ['/usr/bin/env'], { env: {}, envPolicy: { ...policy, ignoreDefaultExcludes: true } });
+    expect(c.output(all).trim().split('\n').sort()).toEqual(['TETHER_PROBE_API_KEY=k', 'TETHER_PROBE_PLAIN=p']);
+  });
+
+  it('passes arg0 as the program\'s argv[0]', async () => {
+    const c = await ready();
+    const id = await run(c, ['/bin/sh', '-c', 'tr "\\0" " " < /proc/$$/cmdline'], { arg0: 'custom-name' });
+    expect(c.output(id)).toMatch(/^custom-name -c /);
   });
 
   it('refuses a duplicate process id with -32600', async () => {
