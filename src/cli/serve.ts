@@ -159,6 +159,8 @@ export async function run(argv: string[]): Promise<void> {
     process.stdout.write(`${SERVE_USAGE}\n`);
     return;
   }
+  // Children never see the server's credential, whatever envPolicy they ask for.
+  delete process.env.TETHER_TOKEN;
   const min = LEVELS[config.logLevel];
   const logger = (level: LogLevel, msg: string) => {
     if (LEVELS[level] >= min) process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`);
