@@ -10,7 +10,18 @@
  * the harness. Every link goes through the chaos proxy so both runs are alike.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FakeModel, functionCallOutputs, outputText, runUserCommandScript } from './helpers/fake-model.js';
+import {
+  assistantMessage,
+  FakeModel,
+  functionCall,
+  functionCallOutputs,
+  lastUserText,
+  outputsThisTurn,
+  outputText,
+  runUserCommandScript,
+  type ResponseItem,
+  type ResponsesRequest,
+} from './helpers/fake-model.js';
 import { CodexAgent, type TurnResult } from './helpers/codex-agent.js';
 import { ChaosProxy } from './helpers/chaos-proxy.js';
 import { startCodexServer } from './helpers/codex.js';
@@ -27,6 +38,44 @@ const sideProbe = `\${${EXEC_SIDE_MARKER}:-agent-local}`;
 
 /** How long the link stays down in the cut test: long enough for the command to finish meanwhile. */
 const OUTAGE_MS = 1_500;
+
+/**
+ * An interactive turn: a line-echo loop on a PTY (exec_command tty), a line written to it with
+ * write_stdin (process/write on the exec-server), then Ctrl-D so the loop ends and exits 0.
+ * (A shell loop rather than `cat`: GNU cat closes its terminal before exiting, a separate
+ * case with its own test below.)
+ */
+const INTERACTIVE_PROMPT = 'interactive: echo loop on a tty';
+const ECHO_LOOP = 'while IFS= read -r line; do printf "%s\\n" "$line"; done';
+const INTERACTIVE_LINE = 'ping-from-model';
+
+function interactiveStep(request: ResponsesRequest): ResponseItem[] {
+  const outputs = outputsThisTurn(request);
+  if (outputs.length === 0) return [functionCall('exec_command', { cmd: ECHO_LOOP, tty: true, yield_time_ms: 500 })];
+  const first = outputText(outputs[0]!.output);
+  const sessionId = /session ID (\d+)/i.exec(first)?.[1];
+  if (sessionId === undefined) return [assistantMessage(`no running session in the first output: ${first}`)];
+  const session_id = Number(sessionId);
+  if (outputs.length === 1) return [functionCall('write_stdin', { session_id, chars: `${INTERACTIVE_LINE}\n`, yield_time_ms: 1_000 })];
+  if (outputs.length === 2) return [functionCall('write_stdin', { session_id, chars: '\u0004', yield_time_ms: 5_000 })];
+  return [assistantMessage('interactive session finished')];
+}
+
+/** Prompts starting with this run the rest of the prompt on a PTY (exec_command tty: true). */
+const TTY_PREFIX = 'tty: ';
+
+function ttyCommandStep(request: ResponsesRequest): ResponseItem[] {
+  if (outputsThisTurn(request).length > 0) return [assistantMessage('command finished')];
+  return [functionCall('exec_command', { cmd: lastUserText(request).slice(TTY_PREFIX.length), tty: true, yield_time_ms: 20_000 })];
+}
+
+const runCommandStep = runUserCommandScript();
+const modelScript = (request: ResponsesRequest, index: number): ResponseItem[] =>
+  lastUserText(request) === INTERACTIVE_PROMPT
+    ? interactiveStep(request)
+    : lastUserText(request).startsWith(TTY_PREFIX)
+      ? ttyCommandStep(request)
+      : runCommandStep(request, index);
 
 const servers: Array<{ name: string; start: () => Promise<Target> }> = [
   { name: 'tether', start: () => startTetherServer({}) },
@@ -46,7 +95,7 @@ describe.each(servers)('the real Codex agent runs commands through $name', ({ st
     process.env[EXEC_SIDE_MARKER] = 'exec-server';
     server = await start();
     proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
-    model = await FakeModel.start(runUserCommandScript());
+    model = await FakeModel.start(modelScript);
     agent = await CodexAgent.start({
       execServerUrl: proxy.url,
       modelBaseUrl: model.baseUrl,
@@ -135,5 +184,70 @@ describe.each(servers)('the real Codex agent runs commands through $name', ({ st
     const [command] = result.commandExecutions;
     expect(command?.exitCode).toBe(3);
     expect(command?.aggregatedOutput).toBe('start side=exec-server\ndone\n');
+  });
+
+  it('drives an interactive PTY command with write_stdin (process/write) to a clean exit', async () => {
+    const before = model!.responses.length;
+    const result = await agent!.runTurn(threadId, INTERACTIVE_PROMPT, 45_000);
+    const last = model!.responses[model!.responses.length - 1]!;
+    expect(model!.responses.length).toBeGreaterThan(before);
+    const outputs = outputsThisTurn(last).map((output) => outputText(output.output));
+    expect(outputs, `tool outputs: ${JSON.stringify(outputs)}`).toHaveLength(3);
+    expect(outputs[0]).toMatch(/session ID \d+/i); // the loop is still running after 500 ms
+    // Written through process/write: the terminal echoes it and the loop prints it, both as CRLF.
+    expect(outputs[1]!.match(new RegExp(`${INTERACTIVE_LINE}\r\n`, 'g'))).toHaveLength(2);
+    expect(outputs[2], JSON.stringify(outputs)).toContain('Process exited with code 0');
+    expect(result.turn.status).toBe('completed');
+    const [command] = result.commandExecutions;
+    expect(command?.exitCode).toBe(0);
+  });
+
+  it('delivers a write_stdin issued while the link is down exactly once, after the resume', async () => {
+    const before = model!.responses.length;
+    let cutAt = 0;
+    let connectionsCut = 0;
+    let reconnectedAt = 0;
+    // The model's second request carries "cat is running, session N"; its answer is the
+    // write_stdin. Cutting as that request arrives puts the write inside the outage.
+    const onModelRequest = (): void => {
+      if (model!.responses.length !== before + 2 || cutAt !== 0) return;
+      proxy!.refuse(true);
+      connectionsCut = proxy!.cutAll();
+      cutAt = Date.now();
+      setTimeout(() => proxy!.refuse(false), OUTAGE_MS);
+    };
+    const onConnection = (): void => {
+      if (cutAt > 0 && reconnectedAt === 0) reconnectedAt = Date.now();
+    };
+    model!.on('responses', onModelRequest);
+    proxy!.on('connection', onConnection);
+    const result = await agent!.runTurn(threadId, INTERACTIVE_PROMPT, 45_000).finally(() => {
+      model!.off('responses', onModelRequest);
+      proxy!.off('connection', onConnection);
+    });
+
+    expect(connectionsCut).toBeGreaterThan(0);
+    expect(reconnectedAt).toBeGreaterThanOrEqual(cutAt + OUTAGE_MS - 50);
+    const last = model!.responses[model!.responses.length - 1]!;
+    const outputs = outputsThisTurn(last).map((output) => outputText(output.output));
+    expect(outputs, `tool outputs: ${JSON.stringify(outputs)}`).toHaveLength(3);
+    // Once: a re-sent write (same writeId) must not reach the loop twice.
+    expect(outputs[1]!.match(new RegExp(`${INTERACTIVE_LINE}\r\n`, 'g'))).toHaveLength(2);
+    expect(outputs[2], JSON.stringify(outputs)).toContain('Process exited with code 0');
+    expect(result.commandExecutions[0]?.exitCode).toBe(0);
+  });
+
+  /**
+   * GNU cat (and other programs that read stdin) close all three terminal descriptors before
+   * they exit. If the server closes the PTY master as soon as it reads EOF/EIO there, the
+   * kernel hangs the terminal up while the program is still alive and it dies of SIGHUP
+   * (exit 129) instead of exiting 0. This program makes that window 200 ms wide.
+   */
+  it('reports the own exit code of a PTY command that closes its terminal before exiting', async () => {
+    const closesTerminalFirst = `perl -e 'print "bye\\n"; close STDIN; close STDOUT; close STDERR; select(undef, undef, undef, 0.2); exit 0'`;
+    const { result, toolOutput } = await runCommand(`${TTY_PREFIX}${closesTerminalFirst}`);
+    expect(toolOutput).toContain('bye');
+    expect(toolOutput).toContain('Process exited with code 0');
+    expect(result.commandExecutions[0]?.exitCode).toBe(0);
   });
 });

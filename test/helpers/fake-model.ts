@@ -73,7 +73,8 @@ export function findShellTool(request: ResponsesRequest): { name: string; comman
   return preferred?.commandArg ? { name: preferred.name, commandArg: preferred.commandArg, properties: preferred.properties } : undefined;
 }
 
-function lastUserText(request: ResponsesRequest): string {
+/** Text of the latest user message (the turn's prompt). */
+export function lastUserText(request: ResponsesRequest): string {
   for (let i = request.input.length - 1; i >= 0; i--) {
     const item = request.input[i]!;
     if (item.type === 'message' && item.role === 'user' && Array.isArray(item.content)) {
@@ -81,6 +82,15 @@ function lastUserText(request: ResponsesRequest): string {
     }
   }
   return '';
+}
+
+/** `function_call_output` items after the latest user message: the tool results of this turn so far. */
+export function outputsThisTurn(request: ResponsesRequest): Array<{ call_id: string; output: unknown }> {
+  let start = 0;
+  request.input.forEach((item, index) => {
+    if (item.type === 'message' && item.role === 'user') start = index;
+  });
+  return functionCallOutputs({ ...request, input: request.input.slice(start) });
 }
 
 /**
