@@ -105,6 +105,9 @@ describe('gateway with exec, stdio and http servers', () => {
       { onprogress: (p) => progress.push(p.progress), timeout: 10_000 },
     );
     expect(result.isError).toBeFalsy();
-    expect(progress).toEqual([1, 2, 3]);
+    // The last report races the result: the SDK handles responses before notifications that
+    // arrived in the same read, and drops progress for a finished request (at either hop).
+    expect(progress.slice(0, 2)).toEqual([1, 2]);
+    expect([[1, 2], [1, 2, 3]]).toContainEqual(progress);
   });
 });
