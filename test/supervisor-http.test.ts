@@ -58,6 +58,22 @@ describe('supervisor with a real Streamable HTTP server', () => {
     expect((await sup.retry()).status).toBe('connected');
   });
 
+  it('credentials revoked mid-session (401 on a call) → requires_reauth, the call says so, no retries', async () => {
+    const b = await backend();
+    const { sup, names, events } = supervise(b.url);
+    await sup.start();
+    b.setMode('unauthorized');
+    const err = await sup.callTool('add', { a: 1, b: 1 }).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServerUnavailableError);
+    expect((err as Error).message).toMatch(/status requires_reauth, .*last error: HTTP 401/);
+    expect(sup.status).toBe('requires_reauth');
+    expect(names().slice(-2)).toEqual(['server_disconnected', 'server_failed']);
+    expect(events.at(-1)![1]).toMatchObject({ status: 'requires_reauth' });
+    const seen = b.requests;
+    await new Promise((r) => setTimeout(r, 400));
+    expect(b.requests).toBe(seen);
+  });
+
   it('wrong credentials (missing header) are also requires_reauth, and 403 too', async () => {
     const b = await backend({ requireHeader: ['authorization', 'Bearer good'] });
     const { sup } = supervise(b.url, {}, { authorization: 'Bearer stale' });

@@ -245,7 +245,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
         if (round === 0 && this.conn !== conn && isUndelivered(err) && !opts.signal?.aborted) continue;
         // The connection is gone (the SDK runs onclose before failing pending calls): say so
         // with the supervisor's view, not just the raw error.
-        if (this.conn !== conn) throw this.unavailable(errorText(err));
+        if (this.conn !== conn) throw this.unavailable(this.lastError ?? errorText(err));
         throw err;
       }
     }
