@@ -20,7 +20,7 @@ const CUTS = Number(process.env.BENCH_RECOVERY_CUTS ?? 25);
 const BETWEEN_CUTS_MS = 150;
 const LINE_INTERVAL_S = 0.005;
 /** Enough lines to outlast every cut (each costs recovery + BETWEEN_CUTS_MS). */
-const LINES = Number(process.env.BENCH_RECOVERY_LINES ?? 4_000);
+const LINES = Number(process.env.BENCH_RECOVERY_LINES ?? 1_500);
 const EXIT_CODE = 7;
 const RUN_TIMEOUT_MS = 90_000;
 
