@@ -12,6 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ServerSupervisor, SUPERVISOR_EVENT_NAMES, type ExecServerSpec, type SupervisorEventName } from '../src/supervisor/index.js';
 import { everything, text } from './helpers/mcp-peers.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+import { ChaosProxy } from './helpers/chaos-proxy.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -59,6 +60,23 @@ describe('supervisor, exec kind (through a tether server)', () => {
     // A lost session is a loss (backoff), not a crash of the MCP server.
     expect(sup.detail().recentCrashes).toBe(0);
     expect(events[2]![1]).toMatchObject({ wasIntentional: false });
+    await sup.stop(); // before the tether server it runs on
+  });
+
+  it('short link drops are tether\'s job: the supervisor stays connected, calls succeed, no events', async () => {
+    const t = await tether();
+    const proxy = await ChaosProxy.start({ targetPort: t.server.port });
+    cleanups.push(() => proxy.close());
+    const { sup, names } = supervise({ tether: { url: proxy.url, recoveryDeadlineMs: 10_000 } });
+    await sup.start();
+    const before = names().length;
+    for (let i = 0; i < 5; i++) {
+      expect(proxy.cutAll()).toBeGreaterThan(0);
+      expect(text(await sup.callTool('echo', { message: `drop ${i}` }))).toBe(`Echo: drop ${i}`);
+    }
+    expect(sup.status).toBe('connected');
+    expect(names().length).toBe(before);
+    expect(t.server.childPids()).toHaveLength(1); // the same remote server all along
   });
 
   it('the remote MCP server killed → crash → restarted at once', async () => {

@@ -698,10 +698,18 @@ function isRemoteLoss(err: unknown): boolean {
   return isTransportLoss(err) && !isConnectionClosed(err) && !/Not connected/.test(err.message);
 }
 
-async function closeQuietly(client: Client): Promise<void> {
+/**
+ * Closes a client, waiting at most `timeoutMs`: a remote server whose tether link is down can
+ * take its recovery deadline to close, and stop() must not hang on it (the tether server ends
+ * the process when the session expires).
+ */
+async function closeQuietly(client: Client, timeoutMs = 5000): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
   try {
-    await client.close();
+    await Promise.race([client.close(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
   } catch {
     // Already closed or never opened: nothing to release.
+  } finally {
+    clearTimeout(timer);
   }
 }
