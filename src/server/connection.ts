@@ -29,6 +29,11 @@ export class Connection implements SessionLink {
   session: Session | null = null;
   backpressured = false;
   closed = false;
+  /** Aborted when the socket closes: long-polls waiting for this connection give up at once. */
+  private readonly closing = new AbortController();
+  get signal(): AbortSignal {
+    return this.closing.signal;
+  }
   /** Pong seen since the last ping (server heartbeat). */
   alive = true;
   private bytesWrittenAtPing = 0;
@@ -172,6 +177,7 @@ export class Connection implements SessionLink {
     this.closed = true;
     this.backpressured = false;
     if (this.probeTimer) clearTimeout(this.probeTimer);
+    this.closing.abort();
     const session = this.session;
     this.session = null;
     session?.detach(this);

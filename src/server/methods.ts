@@ -198,7 +198,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const session = requireReady(conn, 'exec');
     const afterSeq = p.afterSeq ?? 0;
     const proc = requireProcess(session, p.processId);
-    await proc.waitForNews(afterSeq, p.waitMs ?? 0);
+    await proc.waitForNews(afterSeq, p.waitMs ?? 0, conn.signal);
     return proc.read(afterSeq, p.maxBytes ?? null);
   });
 

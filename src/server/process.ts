@@ -315,20 +315,22 @@ export class ManagedProcess {
     return last > afterSeq || this.closed || this.released || (this.exitSeq !== null && this.exitSeq > afterSeq);
   }
 
-  /** Resolves once there is something new after `afterSeq`, or after `waitMs`. */
-  async waitForNews(afterSeq: number, waitMs: number, signal?: { cancelled: boolean }): Promise<void> {
-    if (waitMs <= 0 || this.hasNewsAfter(afterSeq)) return;
+  /** Resolves once there is something new after `afterSeq`, after `waitMs`, or when `signal` aborts (the asking connection closed). */
+  async waitForNews(afterSeq: number, waitMs: number, signal?: AbortSignal): Promise<void> {
+    if (waitMs <= 0 || signal?.aborted || this.hasNewsAfter(afterSeq)) return;
     await new Promise<void>((resolve) => {
       const done = () => {
         clearTimeout(timer);
         this.waiters.delete(check);
+        signal?.removeEventListener('abort', done);
         resolve();
       };
       const check = () => {
-        if (signal?.cancelled || this.hasNewsAfter(afterSeq)) done();
+        if (this.hasNewsAfter(afterSeq)) done();
         else this.waiters.add(check);
       };
       const timer = setTimeout(done, waitMs);
+      signal?.addEventListener('abort', done, { once: true });
       this.waiters.add(check);
     });
   }
