@@ -1,0 +1,36 @@
+/** tether-only: the upgrade checks, header by header (PROTOCOL.md sections 1-2). */
+import type { IncomingMessage } from 'node:http';
+import { describe, expect, it } from 'vitest';
+import { AuthMessages, checkUpgrade, digest } from '../src/server/auth.js';
+
+const req = (headers: Record<string, string>) => ({ headers }) as unknown as IncomingMessage;
+const expected = digest('s3cret');
+const none = new Set<string>();
+
+describe('checkUpgrade', () => {
+  it('accepts anything without an Origin when auth is off', () => {
+    expect(checkUpgrade(req({}), null, none)).toMatchObject({ ok: true });
+    expect(checkUpgrade(req({ authorization: 'Bearer whatever' }), null, none)).toMatchObject({ ok: true });
+  });
+
+  it('refuses any Origin (before auth) unless allow-listed', () => {
+    expect(checkUpgrade(req({ origin: 'null' }), expected, none)).toEqual({ ok: false, status: 403, body: '' });
+    expect(checkUpgrade(req({ origin: 'https://a', authorization: 'Bearer s3cret' }), expected, new Set(['https://a']))).toMatchObject({ ok: true });
+  });
+
+  it('distinguishes missing, malformed and wrong credentials', () => {
+    expect(checkUpgrade(req({}), expected, none)).toEqual({ ok: false, status: 401, body: AuthMessages.missing });
+    for (const h of ['Basic czNjcmV0', 'Bearer', 'Bearer ', 's3cret', 'Bearer a b']) {
+      expect(checkUpgrade(req({ authorization: h }), expected, none)).toEqual({ ok: false, status: 401, body: AuthMessages.badHeader });
+    }
+    expect(checkUpgrade(req({ authorization: 'Bearer s3cre' }), expected, none)).toEqual({ ok: false, status: 401, body: AuthMessages.invalid });
+    expect(checkUpgrade(req({ authorization: 'Bearer s3cret-and-more' }), expected, none)).toEqual({ ok: false, status: 401, body: AuthMessages.invalid });
+  });
+
+  it('accepts the scheme in any case and returns the credential digest', () => {
+    for (const h of ['Bearer s3cret', 'bearer s3cret', 'BEARER s3cret']) {
+      const v = checkUpgrade(req({ authorization: h }), expected, none);
+      expect(v.ok && v.credential.equals(expected)).toBe(true);
+    }
+  });
+});
