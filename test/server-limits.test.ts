@@ -138,4 +138,20 @@ describe('limits', () => {
     expect(r).toMatchObject({ exited: true, exitCode: 0, closed: true });
     expect(Buffer.from(r.chunks[0].chunk, 'base64').toString()).toBe('done\n');
   });
+
+  it('answers a write only once the child took it (its stdin pipe has room), so input cannot pile up', async () => {
+    target = await startTetherServer({});
+    const c = await client();
+    await c.handshake();
+    await c.request('process/start', { processId: 'deaf', argv: ['sleep', '30'], cwd: CWD, env: ENV, tty: false, pipeStdin: true });
+    const big = Buffer.alloc(1024 * 1024, 'x').toString('base64');
+    const reply = c.call('process/write', { processId: 'deaf', chunk: big, writeId: 'w1' });
+    let answered = false;
+    void reply.then(() => (answered = true));
+    // Other requests are still served meanwhile.
+    expect(await c.request('environment/status', {})).toEqual({ status: 'ready' });
+    expect(answered).toBe(false);
+    expect(await c.request('process/terminate', { processId: 'deaf' })).toEqual({ running: true });
+    expect((await reply).result).toEqual({ status: 'accepted' });
+  });
 });

@@ -202,12 +202,12 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     return proc.read(afterSeq, p.maxBytes ?? null);
   });
 
-  rpc.addMethod(Method.processWrite, (params, { conn }): ProcessWriteResult => {
+  rpc.addMethod(Method.processWrite, async (params, { conn }): Promise<ProcessWriteResult> => {
     const p = parseParams(Method.processWrite, ProcessWriteParamsSchema, params);
     const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
     if (!proc) return { status: session.starting.has(p.processId) ? 'starting' : 'unknownProcess' };
-    return { status: proc.write(Buffer.from(p.chunk, 'base64'), p.writeId) };
+    return { status: await proc.write(Buffer.from(p.chunk, 'base64'), p.writeId) };
   });
 
   rpc.addMethod(Method.processSignal, (params, { conn }) => {

@@ -401,7 +401,11 @@ export class ManagedProcess {
     this.updateFlow();
   }
 
-  write(data: Buffer, writeId: string): WriteStatus {
+  /**
+   * Writes to stdin. The answer waits while the child's stdin pipe is full (it is not
+   * reading), so a client that awaits its writes cannot make the server buffer unbounded input.
+   */
+  async write(data: Buffer, writeId: string): Promise<WriteStatus> {
     if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
     if (!this.stdinOpen || this.exitSeq !== null) return 'stdinClosed';
     this.writeIds.add(writeId);
@@ -414,8 +418,22 @@ export class ManagedProcess {
       }
     }
     if (data.length === 0) return 'accepted';
-    if (this.pty) this.pty.write(data);
-    else this.stdin!.write(data);
+    if (this.pty) {
+      this.pty.write(data);
+      return 'accepted';
+    }
+    const stdin = this.stdin!;
+    if (!stdin.write(data)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          stdin.off('drain', done);
+          stdin.off('close', done);
+          resolve();
+        };
+        stdin.on('drain', done);
+        stdin.on('close', done);
+      });
+    }
     return 'accepted';
   }
 
