@@ -114,6 +114,7 @@ describe('supervisor with real stdio servers', () => {
     const err = await sup.callTool('echo', { message: 'x' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServerUnavailableError);
     expect((err as Error).message).toMatch(/'late' is unavailable: status failed, .*last error: server process exited with code 1/);
+    expect(events.filter(([n]) => n === 'server_failed')).toHaveLength(1); // the probe announces nothing new
 
     writeFileSync(flag, '');
     expect(existsSync(flag)).toBe(true);

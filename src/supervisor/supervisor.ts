@@ -432,20 +432,16 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     }
     if (failure === 'crash') {
       const limitReached = this.crashes.record();
-      if (limitReached || staysFailed) {
-        if (limitReached) {
-          this.enterStopped('failed', `crashed ${this.crashes.count} times within ${Math.round(this.options.crashWindowMs / 1000)} s; last: ${this.lastError}`);
-        } else this.setStatus('failed');
+      if (staysFailed) return; // already failed and announced: a call's probe adds no event
+      if (limitReached) {
+        this.enterStopped('failed', `crashed ${this.crashes.count} times within ${Math.round(this.options.crashWindowMs / 1000)} s; last: ${this.lastError}`);
         return;
       }
       // A crash is restarted at once, not after a backoff.
       this.schedule(0);
       return;
     }
-    if (staysFailed) {
-      this.setStatus('failed');
-      return;
-    }
+    if (staysFailed) return;
     const max = this.options.maxRetries;
     if (max !== undefined && this.attemptNo >= max) {
       this.enterStopped('failed', `gave up after ${this.attemptNo} ${this.attemptNo === 1 ? 'retry' : 'retries'}: ${this.lastError}`);
