@@ -376,6 +376,17 @@ describe('supervisor policy (fake timers)', () => {
     expect(peer.attempts).toBe(1);
   });
 
+  it('a server announcing tools/list_changed is re-listed and tools_list_changed follows', async () => {
+    const { sup, names, events } = supervise('stdio', peer, { healthIntervalMs: 0 });
+    await sup.start();
+    peer.addTool('late');
+    await settle();
+    expect(sup.tools.map((t) => t.name)).toEqual(['echo', 'late']);
+    expect(names()).toEqual(['server_connected', 'tools_list_changed', 'tools_list_changed']);
+    expect(events.at(-1)![1]).toMatchObject({ tools: ['echo', 'late'] });
+    await sup.stop();
+  });
+
   it('force reconnect of a connected server closes and reconnects', async () => {
     const { sup, names } = supervise('stdio', peer, { healthIntervalMs: 0 });
     await sup.start();

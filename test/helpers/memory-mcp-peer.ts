@@ -26,6 +26,13 @@ export class MemoryMcpPeer {
   /** tools/list answers an error (re-discovery failure). */
   failToolsList = false;
   private serverSide: InMemoryTransport | undefined;
+  private server: McpServer | undefined;
+
+  /** Adds a tool to the live server: the SDK announces it with notifications/tools/list_changed. */
+  addTool(name: string): void {
+    this.tools.push(name);
+    this.server?.registerTool(name, { description: name }, async () => ({ content: [{ type: 'text', text: name }] }));
+  }
 
   factory: TransportFactory = async () => {
     this.attempts++;
@@ -45,6 +52,7 @@ export class MemoryMcpPeer {
     }
     await server.connect(serverSide);
     this.serverSide = serverSide;
+    this.server = server;
     return new SwallowingTransport(clientSide, (msg) => this.intercept(msg), this);
   };
 
