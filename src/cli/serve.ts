@@ -173,6 +173,13 @@ export async function run(argv: string[]): Promise<void> {
     process.exitCode = 1;
     return;
   }
+  // Children live in their own process groups: never leave them behind, even on a crash.
+  process.on('exit', () => server.killAllChildrenSync());
+  process.on('uncaughtException', (err) => {
+    logger('error', `uncaught exception, killing every child and exiting: ${err.stack ?? err.message}`);
+    server.killAllChildrenSync();
+    process.exit(1);
+  });
   process.stdout.write(`${server.url}\n`);
   const host = config.options.host ?? Defaults.host;
   if (!config.options.token && host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {

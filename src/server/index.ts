@@ -201,6 +201,15 @@ export class TetherServer extends EventEmitter {
     return pids;
   }
 
+  /**
+   * Last resort, synchronous: SIGKILL every child's process group. Children run in their own
+   * groups (so that they can be killed as a tree), which also means they would outlive a
+   * crashed server: the CLI calls this on an uncaught exception and on exit.
+   */
+  killAllChildrenSync(): void {
+    for (const s of this.state.sessions.values()) for (const p of s.processes.values()) p.killGroup('SIGKILL');
+  }
+
   /** Stops listening, drops every connection and kills every child (process groups). */
   close(): Promise<void> {
     this.closing ??= (async () => {
