@@ -1,4 +1,162 @@
-export async function run(_argv: string[]): Promise<void> {
-  process.stderr.write('tether exec: not implemented yet\n');
-  process.exitCode = 2;
+/**
+ * `tether exec --url ws://… [options] -- command args…`
+ *
+ * Runs one command on a tether server (or a Codex exec-server) as if it were local: local
+ * stdin/stdout/stderr are piped to it, the exit status is the remote one (128+N when a
+ * signal killed it), and a dropped link is survived with a one-line notice on stderr.
+ */
+import { ExecClient, SessionLostError, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
+import { RpcError } from '../protocol/index.js';
+import { buildRemoteEnv, parseRemoteArgs, readToken, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
+
+/** Like ssh: 255 means tether itself failed (cannot connect, session lost), not the command. */
+export const EXIT_TETHER_ERROR = 255;
+/** Like a shell: the remote program could not be started. */
+export const EXIT_CANNOT_START = 127;
+
+const USAGE = `usage: tether exec --url ws://HOST:PORT [options] -- <command> [args…]
+
+Runs <command> on a tether server, piping this terminal's stdin/stdout/stderr to it, and
+keeps it running through network drops (the session resumes and missed output is replayed).
+
+options:
+${REMOTE_OPTIONS_HELP}
+  -h, --help                this text
+
+The remote command gets the server's core variables (HOME, USER, SHELL…), a standard PATH,
+and LANG/TERM from this side; --env and --inherit-env add to that.
+
+exit status: the remote command's (128+N if signal N killed it); ${EXIT_CANNOT_START} if it could
+not be started; ${EXIT_TETHER_ERROR} if the server cannot be reached or the session is lost; 2 for
+usage errors.`;
+
+const say = (line: string) => process.stderr.write(`tether exec: ${line}\n`);
+
+export async function run(argv: string[]): Promise<void> {
+  let options: RemoteOptions | 'help';
+  let token: string | undefined;
+  try {
+    options = parseRemoteArgs(argv, process.env, 'exec');
+    if (options === 'help') {
+      process.stderr.write(`${USAGE}\n`);
+      return;
+    }
+    token = await readToken(options.tokenFile);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`tether exec: ${err.message}\n\n${USAGE}\n`);
+    process.exitCode = 2;
+    return;
+  }
+
+  let client: ExecClient;
+  try {
+    client = await ExecClient.connect(options.url, {
+      token,
+      clientName: 'tether-exec',
+      recoveryDeadlineMs: options.recoveryDeadlineMs,
+      keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+    });
+  } catch (err) {
+    say(`cannot connect to ${options.url}: ${(err as Error).message}`);
+    return exit(EXIT_TETHER_ERROR);
+  }
+  reportRecoveries(client);
+
+  const code = await runRemote(client, options);
+  await client.close().catch(() => {});
+  return exit(code);
+}
+
+async function runRemote(client: ExecClient, options: RemoteOptions): Promise<number> {
+  let proc: ExecProcess;
+  try {
+    const info = await client.environmentInfo();
+    const { env, envPolicy } = buildRemoteEnv(info, options);
+    proc = client.spawn(options.command, { cwd: options.cwd, env, envPolicy, tty: options.tty, pipeStdin: true });
+  } catch (err) {
+    say(describe(err));
+    return EXIT_TETHER_ERROR;
+  }
+
+  proc.stdout.pipe(process.stdout);
+  proc.stderr.pipe(process.stderr);
+  const restoreTerminal = wireStdin(proc, options.tty);
+  const releaseSignals = forwardSignals(proc, options.tty);
+  try {
+    const code = await proc.exited;
+    await proc.closed; // every byte of output delivered
+    await drained(process.stdout);
+    return code;
+  } catch (err) {
+    if (err instanceof RpcError) {
+      say(`cannot start ${JSON.stringify(options.command[0])}: ${err.message}`);
+      return EXIT_CANNOT_START;
+    }
+    say(describe(err));
+    return EXIT_TETHER_ERROR;
+  } finally {
+    releaseSignals();
+    restoreTerminal();
+  }
+}
+
+/** Local stdin → remote stdin. With --tty and a local terminal, raw mode: keys (Ctrl-C too) go to the remote pty. */
+function wireStdin(proc: ExecProcess, tty: boolean): () => void {
+  const stdin = process.stdin;
+  const raw = tty && stdin.isTTY === true;
+  if (raw) stdin.setRawMode(true);
+  if (proc.stdin) stdin.pipe(proc.stdin); // local EOF closes the remote stdin (tether extension)
+  return () => {
+    if (proc.stdin) stdin.unpipe(proc.stdin);
+    if (raw) stdin.setRawMode(false);
+    stdin.pause();
+  };
+}
+
+/**
+ * Ctrl-C interrupts the remote command (a second one terminates it); SIGTERM and SIGHUP
+ * terminate it. The exit status then comes from the remote side as usual.
+ */
+function forwardSignals(proc: ExecProcess, tty: boolean): () => void {
+  let interrupts = 0;
+  const onInt = () => {
+    interrupts += 1;
+    if (interrupts === 1 && !tty) void proc.kill('interrupt').catch(() => {});
+    else void proc.terminate().catch(() => {});
+  };
+  const onTerm = () => void proc.terminate().catch(() => {});
+  process.on('SIGINT', onInt);
+  process.on('SIGTERM', onTerm);
+  process.on('SIGHUP', onTerm);
+  return () => {
+    process.off('SIGINT', onInt);
+    process.off('SIGTERM', onTerm);
+    process.off('SIGHUP', onTerm);
+  };
+}
+
+function reportRecoveries(client: ExecClient): void {
+  client.on('state', (change: StateChange) => {
+    if (change.state === 'recovering') say(`connection lost (${change.reason ?? 'unknown reason'}); reconnecting…`);
+  });
+  client.on('recovered', (event: RecoveredEvent) => {
+    say(`reconnected after ${Math.round(event.downtimeMs)} ms; session resumed`);
+  });
+}
+
+function describe(err: unknown): string {
+  if (err instanceof SessionLostError) return `${err.message}; the remote command's fate is unknown`;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function drained(stream: NodeJS.WritableStream): Promise<void> {
+  return new Promise((resolve) => stream.write('', () => resolve()));
+}
+
+/** Exit once stdout/stderr are flushed; local stdin must not keep the process alive. */
+async function exit(code: number): Promise<void> {
+  await drained(process.stdout);
+  await drained(process.stderr);
+  process.exit(code);
 }

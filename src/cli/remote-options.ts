@@ -1,0 +1,183 @@
+/**
+ * Options shared by the commands that run something on a tether server (`tether exec`,
+ * and meant for `tether mcp`): where to connect, how to authenticate, and the environment
+ * and directory the remote command gets when the user says nothing.
+ *
+ * Default remote environment (what a user expects from a login-less remote run):
+ * - `envPolicy {inherit: "core"}`: the server's own HOME, LOGNAME, PATH, SHELL, USER,
+ *   USERNAME, TMPDIR/TEMP/TMP — never its secrets or the server's unrelated variables;
+ * - laid over it: PATH = the server's `prependPathDirs` + a standard Unix PATH (so basic
+ *   programs are found even when the server runs with a minimal PATH), HOME = the server's
+ *   `userHomeDir`, LANG = the local LANG (or C.UTF-8), TERM = the local TERM (or
+ *   xterm-256color with --tty, dumb without);
+ * - `--inherit-env` forwards the local environment on top (minus shell-session variables
+ *   that make no sense elsewhere, and tether's own token); `--env K=V` wins over everything.
+ * The working directory defaults to the server's (`environment/info` cwd).
+ */
+import { readFile } from 'node:fs/promises';
+import { fileURLToPath } from 'node:url';
+import type { EnvironmentInfo, EnvPolicy } from '../protocol/index.js';
+
+export const STANDARD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
+
+/** Local variables never forwarded by --inherit-env: they describe this shell or this machine's tether. */
+const NOT_FORWARDED = new Set(['PWD', 'OLDPWD', 'SHLVL', '_', 'TETHER_TOKEN', 'TETHER_URL']);
+
+export class UsageError extends Error {
+  override readonly name = 'UsageError';
+}
+
+export interface RemoteOptions {
+  url: string;
+  tokenFile?: string;
+  tty: boolean;
+  /** --env K=V, in order (later wins). */
+  env: Record<string, string>;
+  inheritEnv: boolean;
+  cwd?: string;
+  recoveryDeadlineMs?: number;
+  keepaliveTimeoutMs?: number;
+  /** The remote command (after `--`). */
+  command: string[];
+}
+
+export const REMOTE_OPTIONS_HELP = `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
+  --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
+  -t, --tty                 run the command on a pseudo-terminal (interactive programs)
+  -e, --env NAME=VALUE      set a variable for the remote command (repeatable)
+  --inherit-env             forward this shell's environment to the remote command
+  --cwd DIR                 remote working directory (default: the server's)
+  --recovery-deadline DUR   keep reconnecting this long before giving up (default 25s)
+  --keepalive-timeout DUR   a ping unanswered this long means a dead link (default 10s)`;
+
+/** "25s", "1500ms", "2m", "25" (seconds) → milliseconds. */
+export function parseDuration(text: string, flag: string): number {
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
+  if (!match) throw new UsageError(`${flag} expects a duration like 25s, 1500ms or 2m (got '${text}')`);
+  const n = Number(match[1]);
+  const unit = match[2] ?? 's';
+  const ms = unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000;
+  if (!(ms > 0)) throw new UsageError(`${flag} must be positive`);
+  return Math.round(ms);
+}
+
+/**
+ * Parses `[options] -- command args…`. Returns 'help' for -h/--help. Unknown options and
+ * missing values are `UsageError`s naming the problem.
+ */
+export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
+  const sep = argv.indexOf('--');
+  const flags = sep === -1 ? argv : argv.slice(0, sep);
+  const remote = sep === -1 ? [] : argv.slice(sep + 1);
+  const out: Omit<RemoteOptions, 'url' | 'command'> & { url?: string } = { tty: false, env: {}, inheritEnv: false };
+  for (let i = 0; i < flags.length; i++) {
+    const flag = flags[i]!;
+    const eq = flag.startsWith('--') ? flag.indexOf('=') : -1;
+    const name = eq === -1 ? flag : flag.slice(0, eq);
+    const value = (): string => {
+      if (eq !== -1) return flag.slice(eq + 1);
+      const v = flags[++i];
+      if (v === undefined) throw new UsageError(`${name} needs a value`);
+      return v;
+    };
+    switch (name) {
+      case '-h':
+      case '--help':
+        return 'help';
+      case '--url':
+        out.url = value();
+        break;
+      case '--token-file':
+        out.tokenFile = value();
+        break;
+      case '-t':
+      case '--tty':
+        out.tty = true;
+        break;
+      case '-e':
+      case '--env': {
+        const kv = value();
+        const at = kv.indexOf('=');
+        if (at <= 0) throw new UsageError(`${name} expects NAME=VALUE (got '${kv}')`);
+        out.env[kv.slice(0, at)] = kv.slice(at + 1);
+        break;
+      }
+      case '--inherit-env':
+        out.inheritEnv = true;
+        break;
+      case '--cwd':
+        out.cwd = value();
+        break;
+      case '--recovery-deadline':
+        out.recoveryDeadlineMs = parseDuration(value(), name);
+        break;
+      case '--keepalive-timeout':
+        out.keepaliveTimeoutMs = parseDuration(value(), name);
+        break;
+      default:
+        if (!flag.startsWith('-')) {
+          throw new UsageError(`put '--' before the remote command: tether ${command} --url … -- ${flags.slice(i).join(' ')}`);
+        }
+        throw new UsageError(`unknown option ${flag}`);
+    }
+  }
+  const url = out.url ?? environment.TETHER_URL;
+  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
+  if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
+  if (remote.length === 0) throw new UsageError("no remote command: give it after '--'");
+  return { ...out, url, command: remote };
+}
+
+/** The bearer token: --token-file (trimmed, must not be empty), else $TETHER_TOKEN, else none. */
+export async function readToken(tokenFile: string | undefined, environment: NodeJS.ProcessEnv = process.env): Promise<string | undefined> {
+  if (tokenFile === undefined) return environment.TETHER_TOKEN || undefined;
+  let text: string;
+  try {
+    text = await readFile(tokenFile, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read --token-file ${tokenFile}: ${(err as Error).message}`);
+  }
+  const token = text.trim();
+  if (!token) throw new UsageError(`--token-file ${tokenFile} is empty`);
+  return token;
+}
+
+export interface RemoteEnvironment {
+  env: Record<string, string>;
+  envPolicy: Required<EnvPolicy>;
+}
+
+/** The remote command's environment (see the module comment for the rules). */
+export function buildRemoteEnv(
+  info: Partial<EnvironmentInfo> | undefined,
+  options: { tty: boolean; env?: Record<string, string>; inheritEnv?: boolean },
+  local: NodeJS.ProcessEnv = process.env,
+): RemoteEnvironment {
+  const prepend = (info?.prependPathDirs ?? []).map(uriToPath).filter((p): p is string => !!p);
+  const env: Record<string, string> = {
+    PATH: [...prepend, STANDARD_PATH].join(':'),
+    LANG: local.LANG || 'C.UTF-8',
+    TERM: local.TERM || (options.tty ? 'xterm-256color' : 'dumb'),
+  };
+  const home = info?.userHomeDir ? uriToPath(info.userHomeDir) : local.HOME;
+  if (home) env.HOME = home;
+  if (options.inheritEnv) {
+    for (const [key, value] of Object.entries(local)) {
+      if (value !== undefined && !NOT_FORWARDED.has(key)) env[key] = value;
+    }
+  }
+  Object.assign(env, options.env ?? {});
+  return {
+    env,
+    envPolicy: { inherit: 'core', ignoreDefaultExcludes: false, exclude: [], set: {}, includeOnly: [] },
+  };
+}
+
+function uriToPath(uri: string): string | undefined {
+  if (!uri.startsWith('file://')) return uri.startsWith('/') ? uri : undefined;
+  try {
+    return fileURLToPath(uri);
+  } catch {
+    return undefined;
+  }
+}

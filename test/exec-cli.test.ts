@@ -1,0 +1,103 @@
+/**
+ * `tether exec` end to end: the real CLI (node bin/tether.js) against an in-process tether
+ * server through the chaos proxy, with a cut in the middle of the output.
+ */
+import { spawn } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+let target: TetherTarget;
+let proxy: ChaosProxy;
+
+beforeAll(async () => {
+  target = await startTetherServer();
+  proxy = await ChaosProxy.start({ targetPort: target.server.port });
+});
+
+afterAll(async () => {
+  await proxy?.close();
+  await target?.stop();
+});
+
+interface Run {
+  code: number | null;
+  stdout: string;
+  stderr: string;
+}
+
+function tether(args: string[], options: { onStdout?: (text: string) => void; input?: string } = {}): Promise<Run> {
+  return new Promise((resolve, reject) => {
+    const child = spawn(process.execPath, ['bin/tether.js', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => {
+      stdout += chunk.toString();
+      options.onStdout?.(stdout);
+    });
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    child.on('error', reject);
+    child.on('close', (code) => resolve({ code, stdout, stderr }));
+    if (options.input !== undefined) child.stdin.write(options.input);
+    child.stdin.end();
+  });
+}
+
+describe('tether exec', () => {
+  it('survives a cut: every line once, a notice on stderr, the remote exit code', async () => {
+    let cut = false;
+    const script = '$|=1; for my $i (1..120) { print "line-$i\\n"; select(undef,undef,undef,0.004); } print STDERR "done\\n"; exit 7;';
+    const run = await tether(['exec', '--url', proxy.url, '--', 'perl', '-e', script], {
+      onStdout: (text) => {
+        if (!cut && text.includes('line-30\n')) {
+          cut = true;
+          proxy.cutAll();
+        }
+      },
+    });
+    expect(cut).toBe(true);
+    expect(run.stdout).toBe(Array.from({ length: 120 }, (_, i) => `line-${i + 1}\n`).join(''));
+    expect(run.stderr).toMatch(/connection lost .*reconnecting/);
+    expect(run.stderr).toMatch(/reconnected after \d+ ms/);
+    expect(run.stderr).toMatch(/done\n/);
+    expect(run.code).toBe(7);
+  });
+
+  it('reports death by signal as 128+N', async () => {
+    const run = await tether(['exec', '--url', proxy.url, '--', 'sh', '-c', 'kill -TERM $$']);
+    expect(run.code).toBe(128 + 15);
+  });
+
+  it('pipes stdin and gives the remote a usable default environment and directory', async () => {
+    const run = await tether(
+      ['exec', '--url', proxy.url, '--env', 'GREETING=hi there', '--', 'sh', '-c', 'head -n 1; echo "$GREETING|$HOME|$(pwd)"; command -v ls'],
+      { input: 'from-stdin\n' },
+    );
+    expect(run.code).toBe(0);
+    const [first, second, third] = run.stdout.split('\n');
+    expect(first).toBe('from-stdin');
+    expect(second).toBe(`hi there|${process.env.HOME ?? ''}|${process.cwd()}`);
+    expect(third).toMatch(/\/ls$/);
+  });
+
+  it('runs on a pty with --tty', async () => {
+    const run = await tether(['exec', '--url', proxy.url, '--tty', '--', 'sh', '-c', 'test -t 1 && echo on-a-tty']);
+    expect(run.code).toBe(0);
+    expect(run.stdout).toContain('on-a-tty');
+  });
+
+  it('a missing program exits 127 with a clear message', async () => {
+    const run = await tether(['exec', '--url', proxy.url, '--', '/no/such/program']);
+    expect(run.code).toBe(127);
+    expect(run.stderr).toMatch(/cannot start "\/no\/such\/program"/);
+  });
+
+  it('an unreachable server exits 255 with a clear message; usage errors exit 2', async () => {
+    const unreachable = await tether(['exec', '--url', 'ws://127.0.0.1:1', '--', 'true']);
+    expect(unreachable.code).toBe(255);
+    expect(unreachable.stderr).toMatch(/cannot connect to ws:\/\/127\.0\.0\.1:1/);
+    const usage = await tether(['exec', '--url', proxy.url, 'true']);
+    expect(usage.code).toBe(2);
+    expect(usage.stderr).toMatch(/put '--' before the remote command/);
+  });
+});
