@@ -199,13 +199,9 @@ export class ExecStdioClientTransport implements Transport {
       this.exitCode = code;
     });
     proc.on('close', () => {
-      // 'close' can come before the stdout stream has emitted what it buffered: wait for
-      // its end so that the last messages reach onmessage before onclose.
-      void whenEnded(proc.stdout).then(() => {
-        this.markEnded();
-        const unexpected = !this.closing && this.exitCode !== undefined && this.exitCode !== 0;
-        void this.finish(unexpected ? new ServerProcessExitedError(this.exitCode!, this.stderrTail) : undefined);
-      });
+      this.markEnded();
+      const unexpected = !this.closing && this.exitCode !== undefined && this.exitCode !== 0;
+      void this.finish(unexpected ? new ServerProcessExitedError(this.exitCode!, this.stderrTail) : undefined);
     });
     // SessionLostError (the client is Failed) or OutputLostError (output evicted while the
     // link was down, so the JSON-RPC stream has a hole): either way this MCP session is over.
@@ -250,6 +246,7 @@ export class ExecStdioClientTransport implements Transport {
    * bursts; yielding between messages keeps every notification ahead of what follows it.
    */
   private deliver(messages: JSONRPCMessage[]): void {
+    if (this.closed) return; // nothing reaches the Client after onclose
     this.inbox.push(...messages);
     if (this.delivering) return;
     this.delivering = true;
@@ -287,12 +284,18 @@ export class ExecStdioClientTransport implements Transport {
   async send(message: JSONRPCMessage): Promise<void> {
     const stdin = this.process?.stdin;
     if (!stdin || this.finished || this.closing) throw new Error('Not connected');
-    if ('method' in message && 'id' in message) this.pending.add(message.id);
+    const requestId = 'method' in message && 'id' in message ? message.id : undefined;
+    if (requestId !== undefined) this.pending.add(requestId);
     const line = serializeMessage(message);
     // Resolves once the write is accepted by the remote side (after a reconnect if the link
     // is down: the client re-sends it with the same write id, so it lands exactly once).
     await new Promise<void>((resolve, reject) => {
-      stdin.write(line, (error?: Error | null) => (error ? reject(error) : resolve()));
+      stdin.write(line, (error?: Error | null) => {
+        if (!error) return resolve();
+        // The SDK fails the request with this error; it must not be answered again later.
+        if (requestId !== undefined) this.pending.delete(requestId);
+        reject(error);
+      });
     });
   }
 
@@ -350,11 +353,15 @@ export class ExecStdioClientTransport implements Transport {
     if (!this.finishing) {
       this.finished = true;
       this.finishing = (async () => {
+        // 'close' and 'error' can come before the stdout stream has emitted what it
+        // buffered: what the server wrote still reaches onmessage, then onclose.
+        if (this.process) await whenEnded(this.process.stdout);
         await this.idle;
         if (error) {
           this.onerror?.(error);
           this.failPending(error);
         }
+        this.closed = true;
         this.onclose?.();
         if (this.ownsClient && this.execClient) await this.execClient.close().catch(() => {});
       })();
@@ -363,6 +370,8 @@ export class ExecStdioClientTransport implements Transport {
   }
 
   private finishing: Promise<void> | undefined;
+  /** onclose has fired. */
+  private closed = false;
 
   /**
    * Answers every request still waiting with an error that says why, before onclose: the
