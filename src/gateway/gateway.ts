@@ -132,19 +132,32 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   /** Management tools first, then every server's last known tools, prefixed. */
   tools(): Tool[] {
     const out: Tool[] = [...managementTools];
+    const seen = new Set(out.map((t) => t.name));
     for (const s of this.supervisors.values()) {
-      for (const tool of s.tools) out.push({ ...tool, name: aggregateToolName(s.name, tool.name) });
+      for (const tool of s.tools) {
+        const name = aggregateToolName(s.name, tool.name);
+        // Two servers can only collide through odd names (a + _x vs a_ + x): first one wins.
+        if (seen.has(name)) continue;
+        seen.add(name);
+        out.push({ ...tool, name });
+      }
     }
     return out;
   }
 
-  /** Which server and tool an aggregated name stands for. */
+  /**
+   * Which server and tool an aggregated name stands for: a listed tool first (names like
+   * `a___x` could split two ways), else the longest server-name prefix (a server whose tools
+   * are not known yet still gets the call, and with it an immediate connection attempt).
+   */
   resolveTool(name: string): { server: ServerSupervisor; tool: string } | undefined {
     for (const s of this.supervisors.values()) {
       const prefix = s.name + TOOL_SEPARATOR;
-      if (name.startsWith(prefix)) return { server: s, tool: name.slice(prefix.length) };
+      if (name.startsWith(prefix) && s.tools.some((t) => t.name === name.slice(prefix.length))) return { server: s, tool: name.slice(prefix.length) };
     }
-    return undefined;
+    const candidates = [...this.supervisors.values()].filter((s) => name.startsWith(s.name + TOOL_SEPARATOR));
+    const best = candidates.sort((a, b) => b.name.length - a.name.length)[0];
+    return best ? { server: best, tool: name.slice(best.name.length + TOOL_SEPARATOR.length) } : undefined;
   }
 
   /**
