@@ -116,7 +116,8 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     if (proc.stdin) {
       input.pipe(proc.stdin, { end: false });
       proc.stdin.on('error', (error: Error) => {
-        if (!settled && !closingFor) say(`writing to the remote process failed: ${error.message}`);
+        // The handle's own failure (session lost) is reported once, below.
+        if (!settled && !closingFor && error !== proc.error) say(`writing to the remote process failed: ${error.message}`);
       });
     }
 
