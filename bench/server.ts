@@ -44,7 +44,7 @@ function withTimeout<T>(promise: Promise<T>, what: string, timeoutMs = STEP_TIME
 }
 
 /** process/write of one line to `cat` → its process/output notification. */
-async function echoRoundTrip(rpc: WsRpc, samples: number): Promise<Summary> {
+async function echoRoundTrip(rpc: WsRpc, samples: number, warmup: number): Promise<number[]> {
   const processId = newProcessId('echo');
   let received = '';
   let waiting: { token: string; resolve: () => void } | undefined;
@@ -60,7 +60,6 @@ async function echoRoundTrip(rpc: WsRpc, samples: number): Promise<Summary> {
   });
   await rpc.request('process/start', startParams(processId, ['/bin/cat'], { pipeStdin: true }));
   const times: number[] = [];
-  const warmup = 20;
   for (let i = 0; i < warmup + samples; i++) {
     const token = `echo-${i}\n`;
     const echoed = new Promise<void>((resolve) => {
@@ -80,13 +79,12 @@ async function echoRoundTrip(rpc: WsRpc, samples: number): Promise<Summary> {
   }
   await rpc.request('process/terminate', { processId });
   rpc.offProcess(processId);
-  return summarize(times);
+  return times;
 }
 
 /** process/start of /bin/true → its process/closed notification. */
-async function spawnToClosed(rpc: WsRpc, samples: number): Promise<Summary> {
+async function spawnToClosed(rpc: WsRpc, samples: number, warmup: number): Promise<number[]> {
   const times: number[] = [];
-  const warmup = 5;
   for (let i = 0; i < warmup + samples; i++) {
     const processId = newProcessId('spawn');
     const closed = new Promise<void>((resolve) => {
@@ -101,30 +99,26 @@ async function spawnToClosed(rpc: WsRpc, samples: number): Promise<Summary> {
     rpc.offProcess(processId);
     if (i >= warmup) times.push(elapsed);
   }
-  return summarize(times);
+  return times;
 }
 
-/** MiB/s of `head -c 64MiB /dev/zero` from process/start to process/closed. */
-async function throughput(rpc: WsRpc, runs: number): Promise<{ best: number; median: number; all: number[] }> {
-  const rates: number[] = [];
-  for (let run = 0; run < runs; run++) {
-    const processId = newProcessId('throughput');
-    let bytes = 0;
-    const closed = new Promise<void>((resolve) => {
-      rpc.onProcess(processId, (method, params) => {
-        if (method === 'process/output') bytes += base64Bytes(params.chunk);
-        else if (method === 'process/closed') resolve();
-      });
+/** MiB/s of one `head -c 64MiB /dev/zero`, from process/start to process/closed. */
+async function throughputRun(rpc: WsRpc): Promise<number> {
+  const processId = newProcessId('throughput');
+  let bytes = 0;
+  const closed = new Promise<void>((resolve) => {
+    rpc.onProcess(processId, (method, params) => {
+      if (method === 'process/output') bytes += base64Bytes(params.chunk);
+      else if (method === 'process/closed') resolve();
     });
-    const started = performance.now();
-    await rpc.request('process/start', startParams(processId, ['/usr/bin/head', '-c', String(THROUGHPUT_BYTES), '/dev/zero']));
-    await withTimeout(closed, 'throughput');
-    const seconds = (performance.now() - started) / 1000;
-    rpc.offProcess(processId);
-    if (bytes !== THROUGHPUT_BYTES) throw new Error(`throughput run received ${bytes} bytes, expected ${THROUGHPUT_BYTES}`);
-    rates.push(THROUGHPUT_BYTES / 1024 / 1024 / seconds);
-  }
-  return { best: Math.max(...rates), median: summarize(rates).p50, all: rates };
+  });
+  const started = performance.now();
+  await rpc.request('process/start', startParams(processId, ['/usr/bin/head', '-c', String(THROUGHPUT_BYTES), '/dev/zero']));
+  await withTimeout(closed, 'throughput');
+  const seconds = (performance.now() - started) / 1000;
+  rpc.offProcess(processId);
+  if (bytes !== THROUGHPUT_BYTES) throw new Error(`throughput run received ${bytes} bytes, expected ${THROUGHPUT_BYTES}`);
+  return THROUGHPUT_BYTES / 1024 / 1024 / seconds;
 }
 
 interface SlowReaderResult {
@@ -195,31 +189,77 @@ async function idleSessions(server: BenchServer, count: number): Promise<{ befor
   return { before, after, hwm, perSession: (after - before) / count };
 }
 
-interface ServerResults {
+interface SpeedResults {
   echo: Summary;
   spawn: Summary;
   throughput: { best: number; median: number; all: number[] };
   /** Server memory right after the throughput runs. */
   afterThroughput: { rss: number; hwm: number };
+}
+
+interface MemoryResults {
   slow: SlowReaderResult;
   idle: { before: number; after: number; hwm: number; perSession: number };
 }
 
+type ServerResults = SpeedResults & MemoryResults;
+
 const NO_SUMMARY: Summary = { n: 0, p50: NaN, p99: NaN, min: NaN, max: NaN, mean: NaN };
-const EMPTY: ServerResults = {
+const EMPTY_SPEED: SpeedResults = {
   echo: NO_SUMMARY,
   spawn: NO_SUMMARY,
   throughput: { best: NaN, median: NaN, all: [] },
   afterThroughput: { rss: NaN, hwm: NaN },
+};
+const EMPTY_MEMORY: MemoryResults = {
   slow: { samples: [], min: NaN, max: NaN, hwm: NaN, growth: NaN, bytesRead: NaN },
   idle: { before: NaN, after: NaN, hwm: NaN, perSession: NaN },
 };
 
 /**
- * Latency and throughput share one server; each memory scenario gets a fresh server process so
- * its baseline is not inflated by heap the throughput run left behind.
+ * Latency and throughput: both servers run at once and are measured in alternating blocks,
+ * so load from anything else on the machine hits both alike. Each memory scenario gets a
+ * fresh server process so its baseline is not inflated by heap the throughput runs left.
  */
-async function measure(start: () => Promise<BenchServer>): Promise<ServerResults> {
+const BLOCKS = 10;
+
+async function measureSpeed(): Promise<{ tether: SpeedResults; codex: SpeedResults }> {
+  const only = process.env.BENCH_ONLY;
+  const servers: BenchServer[] = [];
+  try {
+    if (only !== 'codex') servers.push(await startTetherProcess());
+    if (only !== 'tether') servers.push(await startCodexProcess());
+    const rpcs = await Promise.all(servers.map((server) => WsRpc.session(server.url)));
+    const results = servers.map(() => ({ echo: [] as number[], spawn: [] as number[], rates: [] as number[] }));
+    for (let block = 0; block < BLOCKS; block++) {
+      for (let i = 0; i < servers.length; i++) {
+        results[i]!.echo.push(...(await echoRoundTrip(rpcs[i]!, Math.ceil(ECHO_SAMPLES / BLOCKS), block === 0 ? 20 : 2)));
+        results[i]!.spawn.push(...(await spawnToClosed(rpcs[i]!, Math.ceil(SPAWN_SAMPLES / BLOCKS), block === 0 ? 5 : 1)));
+      }
+    }
+    for (let run = 0; run < THROUGHPUT_RUNS; run++) {
+      for (let i = 0; i < servers.length; i++) results[i]!.rates.push(await throughputRun(rpcs[i]!));
+    }
+    const memory = servers.map((server) => readMemory(server.pid));
+    await Promise.all(rpcs.map((rpc) => rpc.close()));
+    const byName = (name: 'tether' | 'codex'): SpeedResults => {
+      const i = servers.findIndex((server) => server.name === name);
+      if (i < 0) return EMPTY_SPEED;
+      const r = results[i]!;
+      return {
+        echo: summarize(r.echo),
+        spawn: summarize(r.spawn),
+        throughput: { best: Math.max(...r.rates), median: summarize(r.rates).p50, all: r.rates },
+        afterThroughput: memory[i]!,
+      };
+    };
+    return { tether: byName('tether'), codex: byName('codex') };
+  } finally {
+    await Promise.all(servers.map((server) => server.stop()));
+  }
+}
+
+async function measureMemory(start: () => Promise<BenchServer>): Promise<MemoryResults> {
   const withServer = async <T>(fn: (server: BenchServer) => Promise<T>): Promise<T> => {
     const server = await start();
     try {
@@ -228,25 +268,18 @@ async function measure(start: () => Promise<BenchServer>): Promise<ServerResults
       await server.stop();
     }
   };
-  const { echo, spawn, tp, afterThroughput } = await withServer(async (server) => {
-    const rpc = await WsRpc.session(server.url);
-    const echo = await echoRoundTrip(rpc, ECHO_SAMPLES);
-    const spawn = await spawnToClosed(rpc, SPAWN_SAMPLES);
-    const tp = await throughput(rpc, THROUGHPUT_RUNS);
-    await rpc.close();
-    return { echo, spawn, tp, afterThroughput: readMemory(server.pid) };
-  });
   const slow = await withServer((server) => slowReader(server, SLOW_READER_MS));
   const idle = await withServer((server) => idleSessions(server, IDLE_SESSIONS));
-  return { echo, spawn, throughput: tp, afterThroughput, slow, idle };
+  return { slow, idle };
 }
 
 export async function run(): Promise<void> {
-  console.log('## Server: tether vs Codex exec-server 0.169 (loopback, separate processes, raw ws JSON-RPC client)\n');
+  console.log('## Server: tether vs Codex exec-server 0.169 (loopback, separate processes, raw ws JSON-RPC client, measured in alternating blocks)\n');
   // BENCH_ONLY=tether|codex measures one side (the other column shows n/a).
   const only = process.env.BENCH_ONLY;
-  const tether = only === 'codex' ? EMPTY : await measure(() => startTetherProcess());
-  const codex = only === 'tether' ? EMPTY : await measure(startCodexProcess);
+  const speed = await measureSpeed();
+  const tether: ServerResults = { ...speed.tether, ...(only === 'codex' ? EMPTY_MEMORY : await measureMemory(() => startTetherProcess())) };
+  const codex: ServerResults = { ...speed.codex, ...(only === 'tether' ? EMPTY_MEMORY : await measureMemory(startCodexProcess)) };
 
   console.log(
     table([
