@@ -196,7 +196,7 @@ describe('tether mcp bridge', () => {
     await own.stop();
     restarted = await startTetherServer({ port });
     expect(await b.exited).toBe(EXIT_SESSION_LOST);
-    expect(b.err()).toMatch(/tether mcp: session lost.*session .*lost/);
+    expect(b.err()).toMatch(/tether mcp: giving up on the remote MCP server: session .*lost: the server no longer knows the session/);
   });
 
   it('a remote command that cannot start: non-zero exit and the reason on stderr', async () => {

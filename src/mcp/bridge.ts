@@ -133,8 +133,10 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       });
     });
     proc.once('error', (error: Error) => {
+      // Output lost with the session alive: the stream has a hole, so stop the server.
+      if (client.state !== 'failed') void proc.terminate().catch(() => false);
       void outputDone.then(() => {
-        say(`session lost, the remote MCP server is gone: ${message(error)}`);
+        say(`giving up on the remote MCP server: ${message(error)}`);
         settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });
       });
     });
