@@ -198,6 +198,54 @@ describe('ExecClient recovery', () => {
     }
   });
 
+  // tether only: Codex's retention (1 MiB) cannot be configured, and tether is lossless while
+  // detached by design, so loss needs output evicted while still attached but not yet
+  // delivered: the link is black-holed (the server still sees its socket) during a burst.
+  it.skipIf(isCodex)('output evicted while attached behind a black hole fails only that process with OutputLostError', async () => {
+    const own = await startTarget({ outputRetentionBytes: 4096 });
+    try {
+      proxy = await ChaosProxy.start({ targetPort: Number(new URL(own.url).port) });
+      const client = await ExecClient.connect(proxy.url, { clientName: 'client-evict-test', keepaliveTimeoutMs: 300, keepaliveIntervalMs: 100 });
+      clients.push(client);
+      const go = join(dir, 'go-evict');
+      const done = join(dir, 'evict-done');
+      const burst = client.spawn([
+        'perl',
+        '-e',
+        `$|=1; print "ready\\n"; select(undef,undef,undef,0.02) until -e "${go}"; for my $i (1..3000) { printf "%063d\\n", $i } open(my $f, ">", "${done}"); close $f; sleep 30;`,
+      ]);
+      const quiet = client.spawn(['sh', '-c', 'while IFS= read -r l; do echo "echo $l"; [ "$l" = bye ] && exit 0; done'], { pipeStdin: true });
+      const quietOut = collect(quiet.stdout);
+      await waitFor(burst.stdout, 'data');
+      await new Promise((r) => quiet.once('spawn', r));
+      const recovering = waitFor<StateChange>(client, 'state', (s) => s.state === 'recovering');
+      proxy.blackhole(true);
+      await recovering; // the keepalive noticed; the server still thinks the socket is attached
+      await import('node:fs/promises').then((fs) => fs.writeFile(go, ''));
+      await waitForFile(done); // 192 KB printed and sent into the black hole; only the last 4 KiB retained
+      const connected = waitFor<StateChange>(client, 'state', (s) => s.state === 'connected');
+      proxy.blackhole(false);
+      await connected;
+      const error = await burst.exited.then(
+        () => null,
+        (err: unknown) => err,
+      );
+      expect(error).toBeInstanceOf(OutputLostError);
+      const lost = error as OutputLostError;
+      expect(lost.processId).toBe(burst.id);
+      expect(lost.fromSeq).toBe(2); // "ready" was seq 1 and was delivered
+      expect(lost.toSeq).toBeGreaterThan(lost.fromSeq);
+      expect(lost.message).toMatch(/lost output: events 2-\d+/);
+      expect(client.state).toBe('connected');
+      quiet.stdin!.write('still-here\n');
+      quiet.stdin!.write('bye\n');
+      expect(await quiet.exited).toBe(0);
+      expect(await quietOut).toBe('echo still-here\necho bye\n');
+    } finally {
+      await own.stop();
+    }
+  });
+
   it('output printed while detached: tether replays every byte; Codex loses the oldest and only that process fails', async () => {
     const client = await connect();
     const go = join(dir, 'go-burst');

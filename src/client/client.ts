@@ -271,6 +271,12 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     }
   }
 
+  /** @internal Nobody can follow this process any more: terminate it (best effort) rather than leak it. */
+  abandon(proc: ExecProcess): void {
+    if (!proc.started || proc.sequencer.exitSeen) return;
+    this.call(Method.processTerminate, { processId: proc.id }).catch(() => {});
+  }
+
   /** @internal Single flight per process: read what the notifications skipped. */
   fillHole(proc: ExecProcess): void {
     if (this.filling.has(proc.id) || !proc.started) return;

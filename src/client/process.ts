@@ -20,6 +20,8 @@ export interface ProcessHost {
   terminate(process: ExecProcess): Promise<boolean>;
   /** A later event arrived before an earlier one: ask the server for what is missing. */
   fillHole(process: ExecProcess): void;
+  /** The handle gave up on a process that may still run (lost output): kill it, no leaks. */
+  abandon(process: ExecProcess): void;
 }
 
 interface Deferred<T> {
@@ -179,6 +181,7 @@ export class ExecProcess extends EventEmitter {
     const { events, gap } = this.sequencer.mergeRead(afterSeq, result);
     if (gap) {
       this.fail(lostError(this.id, gap));
+      this.host.abandon(this);
       return;
     }
     this.deliver(events);

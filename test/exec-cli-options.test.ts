@@ -1,0 +1,70 @@
+/** `tether exec` option parsing and the default remote environment (src/cli/remote-options.ts). */
+import { describe, expect, it } from 'vitest';
+import { buildRemoteEnv, parseDuration, parseRemoteArgs, STANDARD_PATH, UsageError } from '../src/cli/remote-options.js';
+
+describe('parseRemoteArgs', () => {
+  it('parses every flag and the command after --', () => {
+    const parsed = parseRemoteArgs(
+      ['--url', 'ws://127.0.0.1:9', '--token-file=/t', '-t', '-e', 'A=1', '--env', 'B=x=y', '--inherit-env', '--cwd', 'sub', '--recovery-deadline', '5s', '--keepalive-timeout', '1500ms', '--', 'ls', '-l', '--', 'x'],
+      {},
+    );
+    expect(parsed).toEqual({
+      url: 'ws://127.0.0.1:9',
+      tokenFile: '/t',
+      tty: true,
+      env: { A: '1', B: 'x=y' },
+      inheritEnv: true,
+      cwd: 'sub',
+      recoveryDeadlineMs: 5000,
+      keepaliveTimeoutMs: 1500,
+      command: ['ls', '-l', '--', 'x'],
+    });
+  });
+
+  it('takes the URL from TETHER_URL and answers help', () => {
+    expect(parseRemoteArgs(['--', 'true'], { TETHER_URL: 'ws://127.0.0.1:1' })).toMatchObject({ url: 'ws://127.0.0.1:1' });
+    expect(parseRemoteArgs(['--help'], {})).toBe('help');
+  });
+
+  it.each([
+    [['--', 'true'], /--url is required/],
+    [['--url', 'http://x', '--', 'true'], /ws:\/\/ or wss:\/\//],
+    [['--url', 'ws://127.0.0.1:1'], /no remote command/],
+    [['--url', 'ws://127.0.0.1:1', 'ls'], /put '--' before the remote command/],
+    [['--url', 'ws://127.0.0.1:1', '--env', 'NOEQUALS', '--', 'true'], /NAME=VALUE/],
+    [['--url', 'ws://127.0.0.1:1', '--bogus', '--', 'true'], /unknown option --bogus/],
+    [['--url'], /--url needs a value/],
+    [['--url', 'ws://127.0.0.1:1', '--recovery-deadline', 'soon', '--', 'true'], /duration/],
+  ])('refuses %j with a clear message', (argv, message) => {
+    expect(() => parseRemoteArgs(argv as string[], {})).toThrow(UsageError);
+    expect(() => parseRemoteArgs(argv as string[], {})).toThrow(message);
+  });
+
+  it('parses durations', () => {
+    expect(parseDuration('25', 'x')).toBe(25_000);
+    expect(parseDuration('2m', 'x')).toBe(120_000);
+    expect(parseDuration('250ms', 'x')).toBe(250);
+  });
+});
+
+describe('buildRemoteEnv', () => {
+  const info = { userHomeDir: 'file:///home/remote', prependPathDirs: ['file:///opt/tools/bin'] };
+
+  it('gives a standard PATH, the remote HOME, local LANG/TERM, over the server core variables', () => {
+    const { env, envPolicy } = buildRemoteEnv(info, { tty: false }, { LANG: 'de_DE.UTF-8', TERM: 'xterm', SECRET_TOKEN: 's' });
+    expect(env).toEqual({ PATH: `/opt/tools/bin:${STANDARD_PATH}`, HOME: '/home/remote', LANG: 'de_DE.UTF-8', TERM: 'xterm' });
+    expect(envPolicy.inherit).toBe('core');
+  });
+
+  it('falls back to C.UTF-8 and a TERM that fits the mode', () => {
+    expect(buildRemoteEnv(undefined, { tty: true }, {}).env).toMatchObject({ LANG: 'C.UTF-8', TERM: 'xterm-256color' });
+    expect(buildRemoteEnv(undefined, { tty: false }, { HOME: '/home/local' }).env).toMatchObject({ TERM: 'dumb', HOME: '/home/local' });
+  });
+
+  it('--inherit-env forwards the local environment (not shell-session variables or the token); --env wins', () => {
+    const { env } = buildRemoteEnv(info, { tty: false, inheritEnv: true, env: { FOO: 'flag' } }, { FOO: 'local', BAR: 'b', PWD: '/x', TETHER_TOKEN: 't', PATH: '/local/bin' });
+    expect(env).toMatchObject({ FOO: 'flag', BAR: 'b', PATH: '/local/bin' });
+    expect(env).not.toHaveProperty('PWD');
+    expect(env).not.toHaveProperty('TETHER_TOKEN');
+  });
+});
