@@ -134,7 +134,8 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     });
     proc.once('error', (error: Error) => {
       // Output lost with the session alive: the stream has a hole, so stop the server.
-      if (client.state !== 'failed') void proc.terminate().catch(() => false);
+      // (proc.terminate() is a no-op on a failed handle: ask the server directly.)
+      if (client.state !== 'failed') void client.request('process/terminate', { processId: proc.id }).catch(() => {});
       void outputDone.then(() => {
         say(`giving up on the remote MCP server: ${message(error)}`);
         settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });

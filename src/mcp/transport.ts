@@ -211,7 +211,9 @@ export class ExecStdioClientTransport implements Transport {
     proc.on('error', (error: Error) => {
       if (!this.spawned || this.finished) return; // before 'spawn', start() reports it
       // Output lost but the session alive: the process still runs, so stop it.
-      if (this.execClient?.state !== 'failed') void proc.terminate().catch(() => {});
+      // (proc.terminate() is a no-op on a failed handle: ask the server directly.)
+      const client = this.execClient;
+      if (client && client.state !== 'failed') void client.request('process/terminate', { processId: proc.id }).catch(() => {});
       this.markEnded();
       void this.finish(error);
     });
