@@ -9,6 +9,9 @@
  * Runs against tether, and against Codex's own exec-server as the control that validates
  * the harness. Every link goes through the chaos proxy so both runs are alike.
  */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import {
   assistantMessage,
@@ -89,6 +92,7 @@ describe.each(servers)('the real Codex agent runs commands through $name', ({ st
   let model: FakeModel | undefined;
   let agent: CodexAgent | undefined;
   let threadId = '';
+  let workdir = '';
   const log: string[] = [];
 
   beforeAll(async () => {
@@ -105,7 +109,9 @@ describe.each(servers)('the real Codex agent runs commands through $name', ({ st
         if (log.length > 200) log.shift();
       },
     });
-    threadId = await agent.startThread(process.cwd());
+    // An empty working directory: no repository, AGENTS.md or skills for the agent to pick up.
+    workdir = mkdtempSync(join(tmpdir(), 'tether-agent-cwd-'));
+    threadId = await agent.startThread(workdir);
   });
 
   afterAll(async () => {
@@ -113,6 +119,7 @@ describe.each(servers)('the real Codex agent runs commands through $name', ({ st
     await proxy?.close();
     await model?.close();
     await server?.stop();
+    if (workdir) rmSync(workdir, { recursive: true, force: true });
     delete process.env[EXEC_SIDE_MARKER];
   });
 
