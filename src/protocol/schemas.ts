@@ -56,6 +56,13 @@ export const ProcessWriteParamsSchema = z.object({
   processId: z.string(),
   chunk: base64,
   writeId: nonEmpty('writeId'),
+  /**
+   * tether extension: after writing `chunk`, close the child's stdin (EOF), so `echo x |
+   * tether exec -- cat` ends. The protocol has no other way to send EOF; Codex ignores the
+   * member (it writes the chunk and keeps stdin open). Sent by the tether client on
+   * `stdin.end()`, always with an empty chunk and its own writeId.
+   */
+  closeStdin: z.boolean().nullish(),
 });
 
 /** "interrupt" is Codex's only name; the rest are tether extensions. */
