@@ -91,7 +91,8 @@ describe('ExecClient recovery', () => {
   });
 
   it('settles a start whose answer was lost: the process runs exactly once', async () => {
-    const client = await connect();
+    const logs: string[] = [];
+    const client = await connect({ logger: (_level, message) => logs.push(message) });
     const marker = join(dir, 'started-once');
     proxy.setLatency(150); // the answer is still on its way when the start has happened
     const proc = client.spawn(['sh', '-c', `echo started >> ${marker}; sleep 0.3; echo done`]);
@@ -101,6 +102,7 @@ describe('ExecClient recovery', () => {
     expect(await proc.exited).toBe(0);
     expect(await out).toBe('done\n');
     expect(readFileSync(marker, 'utf8')).toBe('started\n');
+    expect(logs.join('\n')).toMatch(/start answer lost, the server has the process: adopted/);
   });
 
   it('re-sends a write whose answer was lost with the same writeId: written exactly once (beyond Codex client)', async () => {

@@ -211,10 +211,14 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     this.closing = true;
     const connection = this.connection;
     if (this._state === 'connected' && connection?.isOpen) {
+      // Kill what still runs and give the exits a moment to arrive, so handles end with
+      // their real status (137) rather than SessionLostError('closed').
       const live = this.liveProcesses.filter((p) => p.started);
-      const kills = Promise.allSettled(live.map((p) => connection.request(Method.processTerminate, { processId: p.id })));
+      const kills = live.map((p) =>
+        connection.request(Method.processTerminate, { processId: p.id }).then(() => p.closed),
+      );
       let timer: NodeJS.Timeout | undefined;
-      await Promise.race([kills, new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
+      await Promise.race([Promise.allSettled(kills), new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
       clearTimeout(timer);
     }
     this.fail('closed');
@@ -375,10 +379,12 @@ export class ExecClient extends EventEmitter implements ProcessHost {
         if (uncertain) {
           try {
             const read = await connection.request<ProcessReadResult>(Method.processRead, { processId: params.processId, afterSeq: 0 });
+            this.log('info', `process ${params.processId}: start answer lost, the server has the process: adopted`);
             adopt(read);
             return;
           } catch (err) {
             if (!isUnknownProcess(err)) throw err;
+            this.log('info', `process ${params.processId}: start answer lost, the server does not have the process: starting it`);
           }
         }
         await connection.request<ProcessStartResult>(Method.processStart, params);

@@ -1,0 +1,54 @@
+/** Bearer tokens and aborting: refused credentials are a SessionLostError('auth'), never a retry loop. */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { AuthRefusedError, ExecClient, SessionLostError } from '../src/client/index.js';
+import { startTarget, type Target } from './helpers/target.js';
+import { collect } from './helpers/client-util.js';
+
+let target: Target;
+
+beforeAll(async () => {
+  target = await startTarget({ token: 'sesame-0123456789' });
+});
+
+afterAll(async () => {
+  await target?.stop();
+});
+
+describe('ExecClient authentication', () => {
+  it('connects with the right token', async () => {
+    const client = await ExecClient.connect(target.url, { token: 'sesame-0123456789' });
+    try {
+      expect(await collect(client.spawn(['echo', 'in']).stdout)).toBe('in\n');
+    } finally {
+      await client.close();
+    }
+  });
+
+  it.each([[undefined], ['wrong-token']])('refuses token %s with SessionLostError reason auth and the server text', async (token) => {
+    const error = await ExecClient.connect(target.url, { token }).then(
+      () => null,
+      (err: unknown) => err,
+    );
+    expect(error).toBeInstanceOf(SessionLostError);
+    expect((error as SessionLostError).reason).toBe('auth');
+    expect((error as SessionLostError).cause).toBeInstanceOf(AuthRefusedError);
+    expect((error as SessionLostError).message).toMatch(/401.*(missing|invalid) websocket bearer token/);
+  });
+
+  it('an aborted signal cancels connect; aborting later closes the client', async () => {
+    await expect(ExecClient.connect(target.url, { token: 'sesame-0123456789', signal: AbortSignal.abort() })).rejects.toThrow();
+    const controller = new AbortController();
+    const client = await ExecClient.connect(target.url, { token: 'sesame-0123456789', signal: controller.signal });
+    const proc = client.spawn(['sleep', '30']);
+    await new Promise((resolve) => proc.once('spawn', resolve));
+    const failed = new Promise<{ error?: Error }>((resolve) => client.on('state', (s) => s.state === 'failed' && resolve(s)));
+    controller.abort();
+    // close() kills what still runs and lets the exit arrive before the session ends.
+    expect(await proc.exited).toBe(137);
+    const change = await failed;
+    expect(change.error).toBeInstanceOf(SessionLostError);
+    expect((change.error as SessionLostError).reason).toBe('closed');
+    expect(client.state).toBe('failed');
+    await expect(client.spawn(['true']).exited).rejects.toBe(change.error);
+  });
+});
