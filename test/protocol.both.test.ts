@@ -500,6 +500,23 @@ describe('pty', () => {
   });
 });
 
+describe('pty: a program that closes its terminal before exiting', () => {
+  it('reports the program\'s own exit code, not a hangup', async () => {
+    const c = await ready();
+    const id = pid();
+    await c.request('process/start', {
+      processId: id,
+      argv: ['/bin/sh', '-c', 'echo bye; exec <&- >&- 2>&-; sleep 0.2; exit 5'],
+      cwd: CWD,
+      env: ENV,
+      tty: true,
+    });
+    await c.waitClosed(id);
+    expect(c.output(id)).toBe('bye\r\n');
+    expect(eventsOf(c, id).find((e) => e.method === 'process/exited')!.params.exitCode).toBe(5);
+  });
+});
+
 describe('big output', () => {
   it('streams 3 MiB of stdout whole, in order', async () => {
     const c = await ready();

@@ -5,7 +5,7 @@
  * (connection backpressure, or retention full of output no client has seen yet).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, statSync } from 'node:fs';
+import { accessSync, closeSync, constants as fsConstants, openSync, readFileSync, statSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { delimiter, join, resolve } from 'node:path';
 import type { Readable, Writable } from 'node:stream';
@@ -198,9 +198,11 @@ export class ManagedProcess {
     this.pty = term;
     this.pid = term.pid;
     this.stdinOpen = true;
+    holdTerminal(this, (term as unknown as { ptsName?: string }).ptsName);
     term.onData((data: string | Buffer) => this.onOutput('pty', typeof data === 'string' ? Buffer.from(data) : data));
     // node-pty emits exit only after the pty reached EOF, so exit and close coincide.
     term.onExit(({ exitCode, signal }) => {
+      releaseTerminal(this);
       this.stdinOpen = false;
       this.rawExitCode = signal ? 128 + signal : exitCode;
       this.recordExit();
@@ -485,6 +487,61 @@ export class ManagedProcess {
     let timer: NodeJS.Timeout | undefined;
     await Promise.race([this.whenClosed, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
     clearTimeout(timer);
+  }
+}
+
+/**
+ * A program that closes its terminal before it exits (GNU cat, daemons, `exec >&-`) would
+ * make node-pty see EOF and close the master, and the kernel would SIGHUP the still-running
+ * child (exit 129 where Codex reports the program's own code). Like a terminal emulator, the
+ * server keeps the terminal open — it holds a slave fd (O_NOCTTY: never its own controlling
+ * terminal) — until the child is gone, which SIGCHLD tells.
+ */
+const heldTerminals = new Map<ManagedProcess, number>();
+
+function holdTerminal(proc: ManagedProcess, ptsName: string | undefined): void {
+  if (!ptsName) return;
+  let fd: number;
+  try {
+    fd = openSync(ptsName, fsConstants.O_RDWR | fsConstants.O_NOCTTY);
+  } catch {
+    return; // best effort: without it only the early-close case differs
+  }
+  if (heldTerminals.size === 0) process.on('SIGCHLD', onChildSignal);
+  heldTerminals.set(proc, fd);
+}
+
+function releaseTerminal(proc: ManagedProcess): void {
+  const fd = heldTerminals.get(proc);
+  if (fd === undefined) return;
+  heldTerminals.delete(proc);
+  if (heldTerminals.size === 0) process.off('SIGCHLD', onChildSignal);
+  try {
+    closeSync(fd);
+  } catch {
+    /* already closed */
+  }
+}
+
+function onChildSignal(): void {
+  for (const proc of [...heldTerminals.keys()]) if (!isRunning(proc.pid)) releaseTerminal(proc);
+}
+
+/** False once the process is a zombie or reaped. */
+function isRunning(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+    return stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z';
+  } catch (err) {
+    if ((err as { code?: string }).code !== 'ENOENT') {
+      try {
+        process.kill(pid, 0); // no /proc (not Linux): reaped means gone
+        return true;
+      } catch {
+        return false;
+      }
+    }
+    return false;
   }
 }
 
