@@ -166,6 +166,8 @@ export class ExecProcess extends EventEmitter {
     this.started = true;
     this.startDeferred.resolve();
     this.emit('spawn');
+    // A hole seen before the start was confirmed could not be filled yet.
+    if (this.sequencer.hasHole) this.host.fillHole(this);
   }
 
   /** @internal one event from a notification. */
