@@ -14,7 +14,7 @@ import { ExecClient } from '../src/client/index.js';
 import type { RecoveredEvent } from '../src/client/index.js';
 import { ChaosProxy } from '../test/helpers/chaos-proxy.js';
 import { ms, ratioLowerBetter, summarize, table, type Summary } from './lib/stats.js';
-import { startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+import { exitCleanlyOnSignalsAndCrashes, startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 
 const CUTS = Number(process.env.BENCH_RECOVERY_CUTS ?? 25);
 /** Pause after output resumes before the next cut, so each cut hits a flowing stream. */
@@ -70,6 +70,10 @@ async function measure(server: BenchServer): Promise<RecoveryResult> {
       }
     });
     child.stderr.resume();
+    let processError: Error | undefined;
+    child.on('error', (error: Error) => {
+      processError = error;
+    });
     const exited = child.exited;
     let running = true;
     void exited.finally(() => {
@@ -105,7 +109,9 @@ async function measure(server: BenchServer): Promise<RecoveryResult> {
       if (reconnectedAtWall > 0 && first.printedAt < reconnectedAtWall) replayedFirst++;
     }
     waiting = undefined;
-    const exitCode = await exited;
+    const exitCode = await exited.catch((error: unknown) => {
+      throw new Error(`the benchmark process failed: ${String(processError ?? error)}`);
+    });
     await child.closed;
 
     const lines = text
@@ -184,6 +190,7 @@ export async function run(): Promise<void> {
 }
 
 if (import.meta.url === `file://${process.argv[1]}`) {
+  exitCleanlyOnSignalsAndCrashes();
   run().then(
     () => process.exit(0),
     (error: unknown) => {

@@ -4,6 +4,7 @@
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
+import { exitCleanlyOnSignalsAndCrashes } from './lib/servers.js';
 
 interface BenchModule {
   run(): Promise<void>;
@@ -18,6 +19,7 @@ if (existsSync(fileURLToPath(new URL('./mcp.ts', import.meta.url)))) {
   modules.push({ name: 'mcp', load: () => import(/* optional */ './mcp.js' as string) as Promise<BenchModule> });
 }
 
+exitCleanlyOnSignalsAndCrashes();
 const only = process.env.BENCH_ONLY_MODULE;
 const started = Date.now();
 let failed = false;

@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mib, ms, ratioHigherBetter, ratioLowerBetter, summarize, table, verdict, type Summary } from './lib/stats.js';
 import { readMemory, RssSampler } from './lib/rss.js';
-import { startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+import { exitCleanlyOnSignalsAndCrashes, startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 import { startParams, WsRpc } from './lib/ws-rpc.js';
 
 const ECHO_SAMPLES = Number(process.env.BENCH_ECHO_SAMPLES ?? 200);
@@ -333,6 +333,7 @@ export async function run(): Promise<void> {
 
 // Runnable on its own: `node --import tsx bench/server.ts`.
 if (import.meta.url === `file://${process.argv[1]}`) {
+  exitCleanlyOnSignalsAndCrashes();
   run().then(
     () => process.exit(0),
     (error: unknown) => {

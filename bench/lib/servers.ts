@@ -18,6 +18,44 @@ export interface BenchServer {
 
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
+/**
+ * Pids of every server process still running. If the bench dies (a crash, Ctrl-C), the exit
+ * hook sends them SIGTERM so no server outlives it (the Codex launcher and its native child
+ * both); SIGTERM rather than SIGKILL so each server still kills the processes it started.
+ */
+const livePids = new Set<number>();
+let exitHookInstalled = false;
+
+function track(pids: number[]): () => void {
+  if (!exitHookInstalled) {
+    exitHookInstalled = true;
+    process.once('exit', () => {
+      for (const pid of livePids) {
+        try {
+          process.kill(pid, 'SIGTERM');
+        } catch {
+          // already gone
+        }
+      }
+    });
+  }
+  for (const pid of pids) livePids.add(pid);
+  return () => {
+    for (const pid of pids) livePids.delete(pid);
+  };
+}
+
+/** For a bench's entry point: Ctrl-C, SIGTERM and crashes go through process.exit (and the exit hook). */
+export function exitCleanlyOnSignalsAndCrashes(): void {
+  for (const signal of ['SIGINT', 'SIGTERM'] as const) process.once(signal, () => process.exit(130));
+  const crash = (error: unknown): void => {
+    console.error('bench crashed:', error);
+    process.exit(1);
+  };
+  process.on('uncaughtException', crash);
+  process.on('unhandledRejection', crash);
+}
+
 export async function startTetherProcess(extraArgs: string[] = []): Promise<BenchServer> {
   const child = spawn(process.execPath, ['bin/tether.js', 'serve', '--listen', 'ws://127.0.0.1:0', ...extraArgs], {
     cwd: repoRoot,
@@ -29,15 +67,33 @@ export async function startTetherProcess(extraArgs: string[] = []): Promise<Benc
     stderr.push(chunk.toString());
     if (stderr.length > 50) stderr.shift();
   });
+  const untrack = track([child.pid!]);
   const url = await firstLine(child, 'tether serve', () => stderr.join(''));
-  return { name: 'tether', url, pid: child.pid!, stop: () => stopChild(child) };
+  return {
+    name: 'tether',
+    url,
+    pid: child.pid!,
+    stop: async () => {
+      await stopChild(child);
+      untrack();
+    },
+  };
 }
 
 export async function startCodexProcess(): Promise<BenchServer> {
   const codex = await startCodexServer({});
   // The npm `codex` command is a node launcher that runs the native binary as its child.
   const native = childPids(codex.child.pid!)[0] ?? codex.child.pid!;
-  return { name: 'codex', url: codex.url, pid: native, stop: () => codex.stop() };
+  const untrack = track([codex.child.pid!, native]);
+  return {
+    name: 'codex',
+    url: codex.url,
+    pid: native,
+    stop: async () => {
+      await codex.stop();
+      untrack();
+    },
+  };
 }
 
 function firstLine(child: ChildProcess, what: string, diagnostics: () => string): Promise<string> {
