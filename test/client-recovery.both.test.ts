@@ -218,8 +218,9 @@ describe('ExecClient recovery', () => {
       ]);
       const quiet = client.spawn(['sh', '-c', 'while IFS= read -r l; do echo "echo $l"; [ "$l" = bye ] && exit 0; done'], { pipeStdin: true });
       const quietOut = collect(quiet.stdout);
+      const quietSpawned = new Promise((r) => quiet.once('spawn', r)); // listen now: it may fire during the next await
       await waitFor(burst.stdout, 'data');
-      await new Promise((r) => quiet.once('spawn', r));
+      await quietSpawned;
       const recovering = waitFor<StateChange>(client, 'state', (s) => s.state === 'recovering');
       proxy.blackhole(true);
       await recovering; // the keepalive noticed; the server still thinks the socket is attached
