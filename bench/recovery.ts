@@ -154,7 +154,7 @@ async function measureOn(start: () => Promise<BenchServer>): Promise<RecoveryRes
 }
 
 export async function run(): Promise<void> {
-  console.log(`## Recovery: cut → first replayed byte (tether ExecClient through the chaos proxy, ${CUTS} cuts, a line every ${LINE_INTERVAL_S * 1000} ms)\n`);
+  console.log(`## Recovery: cut → first byte printed after the cut (tether ExecClient through the chaos proxy, ${CUTS} cuts, a line every ${LINE_INTERVAL_S * 1000} ms)\n`);
   const only = process.env.BENCH_ONLY;
   const tether = only === 'codex' ? undefined : await measureOn(() => startTetherProcess());
   const codex = only === 'tether' ? undefined : await measureOn(startCodexProcess);
@@ -164,7 +164,7 @@ export async function run(): Promise<void> {
       ['metric', 'tether server', 'codex server', 'tether vs codex'],
       ['cuts measured', cell(tether, (r) => String(r.cuts)), cell(codex, (r) => String(r.cuts)), ''],
       [
-        'first new line came through the replay',
+        'first new line was printed before the reconnect (replayed)',
         cell(tether, (r) => `${r.replayedFirst}/${r.cuts}`),
         cell(codex, (r) => `${r.replayedFirst}/${r.cuts}`),
         '',
