@@ -486,6 +486,10 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       const timer = setTimeout(() => candidate?.destroy(new Error('recovery deadline reached')), remaining);
       try {
         candidate = await this.openConnection(Math.min(remaining, Math.max(this.keepaliveTimeoutMs, 1000)));
+        if (this._state !== 'recovering') {
+          candidate.close();
+          return;
+        }
         const init = await candidate.request<InitializeResult>(Method.initialize, {
           clientName: this.clientName,
           resumeSessionId: this._sessionId,
