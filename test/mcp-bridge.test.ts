@@ -10,14 +10,14 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
-import { startTetherServer } from './helpers/tether.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { ChaosProxy } from './helpers/chaos-proxy.js';
 import type { Target } from './helpers/target.js';
 import { everything, memoryServer, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
 import { EXIT_SESSION_LOST } from '../src/mcp/index.js';
 import { parseMcpArgs } from '../src/cli/mcp.js';
 
-let server: Target;
+let server: TetherTarget;
 let proxy: ChaosProxy;
 const cleanups: (() => Promise<void> | void)[] = [];
 
@@ -28,6 +28,9 @@ beforeAll(async () => {
 afterEach(async () => {
   proxy?.stopCutting();
   for (const c of cleanups.splice(0).reverse()) await c();
+  // Whatever a test started on the server is gone once its clients are closed: no orphans.
+  // (childPids() also lists exited processes kept readable for a while: check liveness.)
+  await expect.poll(() => server.server.childPids().filter(isAlive), { timeout: 10_000 }).toEqual([]);
 });
 afterAll(async () => {
   await proxy?.close();

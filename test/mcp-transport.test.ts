@@ -9,11 +9,11 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ExecClient } from '../src/client/index.js';
 import { ExecStdioClientTransport, ServerProcessExitedError } from '../src/mcp/index.js';
-import { startTetherServer } from './helpers/tether.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import type { Target } from './helpers/target.js';
 import { everything, node, text } from './helpers/mcp-peers.js';
 
-let server: Target;
+let server: TetherTarget;
 const cleanups: (() => Promise<void> | void)[] = [];
 
 beforeAll(async () => {
@@ -21,6 +21,9 @@ beforeAll(async () => {
 });
 afterEach(async () => {
   for (const c of cleanups.splice(0).reverse()) await c();
+  // Whatever a test started on the server is gone once its clients are closed: no orphans.
+  // (childPids() also lists exited processes kept readable for a while: check liveness.)
+  await expect.poll(() => server.server.childPids().filter(isAlive), { timeout: 10_000 }).toEqual([]);
 });
 afterAll(async () => {
   await server?.stop();
