@@ -2,7 +2,7 @@
  * An MCP SDK Client over ExecStdioClientTransport, against real MCP servers run by an
  * in-process tether server on loopback.
  */
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -231,6 +231,29 @@ describe('lifecycle', () => {
     const exited = errors.find((e) => e instanceof ServerProcessExitedError) as ServerProcessExitedError | undefined;
     expect(exited?.exitCode).toBe(3);
     expect(exited?.message).toMatch(/exited with code 3.*\n.*fatal: config file missing/s);
+  });
+
+  it("stderr: 'inherit' copies the server's stderr to ours; 'ignore' drops it", async () => {
+    const seen: string[] = [];
+    const spy = vi.spyOn(process.stderr, 'write').mockImplementation(((chunk: string | Uint8Array) => {
+      seen.push(Buffer.from(chunk).toString());
+      return true;
+    }) as typeof process.stderr.write);
+    cleanups.push(() => spy.mockRestore());
+    // Writes to stderr, then a message to stdout: events are delivered in the process's
+    // order, so once the message is in, the stderr line has been handled.
+    const script =
+      "process.stderr.write('to-stderr-' + process.argv[1] + '\\n', () => process.stdout.write(JSON.stringify({jsonrpc:'2.0',method:'done'}) + '\\n')); process.stdin.resume()";
+    for (const mode of ['ignore', 'inherit'] as const) {
+      const transport = new ExecStdioClientTransport({ url: server.url, command: node, args: ['-e', script, mode], stderr: mode });
+      expect(transport.stderr).toBeNull();
+      const done = new Promise((resolve) => (transport.onmessage = resolve));
+      await transport.start();
+      cleanups.push(() => transport.close());
+      await done;
+    }
+    expect(seen.join('')).toMatch(/to-stderr-inherit/);
+    expect(seen.join('')).not.toMatch(/to-stderr-ignore/);
   });
 
   it('refuses bad parameters clearly', () => {
