@@ -43,6 +43,9 @@ const scenario = fc.record({
   // request at a time per connection, ~40 ms each): cut at most every ~100 ms.
   cutMinMs: fc.integer({ min: 100, max: 200 }),
   cutSpanMs: fc.integer({ min: 10, max: 200 }),
+  // Latency keeps answers in flight longer, so cuts often land between a request and its
+  // answer (lost start and write answers: the settle and re-send paths).
+  latencyMs: fc.integer({ min: 0, max: 25 }),
   seed: fc.integer(),
 });
 
@@ -51,7 +54,8 @@ describe('ExecClient under random cuts', () => {
     let totalCuts = 0;
     let totalRecoveries = 0;
     await fc.assert(
-      fc.asyncProperty(scenario, async ({ counters, echoes, cutMinMs, cutSpanMs, seed }) => {
+      fc.asyncProperty(scenario, async ({ counters, echoes, cutMinMs, cutSpanMs, latencyMs, seed }) => {
+        proxy.setLatency(latencyMs);
         const client = await ExecClient.connect(proxy.url, { clientName: 'client-chaos-test' });
         client.on('recovered', () => totalRecoveries++);
         const cutsBefore = proxy.cuts;
@@ -66,7 +70,10 @@ describe('ExecClient under random cuts', () => {
             const proc = client.spawn(['perl', '-e', script], { pipeStdin: true });
             return { proc, out: collect(proc.stdout) };
           });
-          proxy.cutRandomly({ minMs: cutMinMs, maxMs: cutMinMs + cutSpanMs, random: mulberry32(seed) });
+          // A resume needs ~4 round trips (upgrade, initialize, catch-up read): with latency, the
+          // link must stay up a little longer between cuts or no recovery could ever finish.
+          const minMs = cutMinMs + 12 * latencyMs;
+          proxy.cutRandomly({ minMs, maxMs: minMs + cutSpanMs, random: mulberry32(seed) });
           const writers = echoers.map(async ({ proc }, k) => {
             for (let j = 1; j <= echoes[k]!.writes; j++) {
               await new Promise<void>((resolve, reject) => proc.stdin!.write(`w${k}-${j}\n`, (err) => (err ? reject(err) : resolve())));
@@ -85,11 +92,12 @@ describe('ExecClient under random cuts', () => {
           }
         } finally {
           proxy.stopCutting();
+          proxy.setLatency(0);
           totalCuts += proxy.cuts - cutsBefore;
           await client.close();
         }
       }),
-      { numRuns: 6, endOnFailure: true },
+      { numRuns: Number(process.env.TETHER_CHAOS_RUNS ?? 6), endOnFailure: true },
     );
     // The property is only meaningful if the link was actually cut under the client.
     expect(totalCuts).toBeGreaterThan(0);
