@@ -16,9 +16,9 @@ let server: WebSocketServer | undefined;
 const b64 = (text: string) => Buffer.from(text).toString('base64');
 const send = (ws: WebSocket, message: object) => ws.send(JSON.stringify(message));
 
-async function fakeServer(handler: Handler): Promise<{ url: string; sockets: WebSocket[] }> {
+async function fakeServer(handler: Handler, options: { autoPong?: boolean } = {}): Promise<{ url: string; sockets: WebSocket[] }> {
   const sockets: WebSocket[] = [];
-  server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  server = new WebSocketServer({ host: '127.0.0.1', port: 0, autoPong: options.autoPong ?? true });
   await new Promise((resolve) => server!.once('listening', resolve));
   server.on('connection', (ws) => {
     sockets.push(ws);
@@ -136,6 +136,36 @@ describe('ExecClient wire dialects and edge cases', () => {
     const proc = client.spawn(['x'], { processId: 'h' });
     expect(await collect(proc.stdout)).toBe('abc');
     expect(client.generation).toBe(1);
+    await client.close();
+  });
+
+  it('keepalive: a link that delivers frames is alive even if pongs are late; silence with a ping outstanding is death', async () => {
+    let streaming: NodeJS.Timeout | undefined;
+    let frames = 0;
+    const { url } = await fakeServer(
+      (msg, ws) => {
+        if (msg.method === 'initialize') return send(ws, { id: msg.id, result: { sessionId: 'k', environmentInfo: info } });
+        if (msg.method === 'process/start') {
+          send(ws, { id: msg.id, result: { processId: 'k', sandboxType: 'none' } });
+          let seq = 0;
+          streaming = setInterval(() => {
+            send(ws, { method: 'process/output', params: { processId: 'k', seq: ++seq, stream: 'stdout', chunk: b64('.') } });
+            if (++frames === 12) clearInterval(streaming); // then silence: the link "dies"
+          }, 50);
+        }
+      },
+      { autoPong: false }, // pongs never come, like a pong stuck behind a long backlog
+    );
+    const client = await ExecClient.connect(url, { keepaliveIntervalMs: 50, keepaliveTimeoutMs: 200, recoveryDeadlineMs: 100 });
+    const states: StateChange[] = [];
+    client.on('state', (s: StateChange) => states.push(s));
+    const proc = client.spawn(['x'], { processId: 'k' });
+    let received = 0;
+    proc.stdout.on('data', (chunk: Buffer) => (received += chunk.length));
+    await waitFor<StateChange>(client, 'state', (s) => s.state === 'recovering');
+    expect(received).toBe(12); // 600 ms of traffic with no pong did not count as a dead link
+    expect(states[0]!.reason).toMatch(/no pong within 200 ms/);
+    clearInterval(streaming);
     await client.close();
   });
 });

@@ -4,6 +4,7 @@
  * nothing about sessions or recovery; when it dies it says why, once, through `onClose`,
  * and every request still in flight rejects with `ConnectionLostError`.
  */
+import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { decodeFrame, RpcError, type JsonRpcId } from '../protocol/index.js';
 import { AuthRefusedError, ConnectionLostError } from './errors.js';
@@ -39,6 +40,7 @@ export class Connection {
   private closedReason: Error | null = null;
   private pingTimer: NodeJS.Timeout | undefined;
   private pongTimer: NodeJS.Timeout | undefined;
+  private lastInboundAt = 0;
 
   private constructor(
     private readonly ws: WebSocket,
@@ -169,6 +171,7 @@ export class Connection {
       this.shutdown(new Error(`connection closed (${code}${text ? ` ${text}` : ''})`));
     });
     ws.on('pong', () => this.onPong());
+    ws.on('ping', () => (this.lastInboundAt = performance.now()));
     if (this.options.keepaliveIntervalMs > 0) {
       this.pingTimer = setInterval(() => this.ping(), this.options.keepaliveIntervalMs);
       this.pingTimer.unref();
@@ -183,21 +186,36 @@ export class Connection {
       return;
     }
     // One deadline per outstanding ping: an answer to any ping proves the link is alive.
-    if (!this.pongTimer) {
-      this.pongTimer = setTimeout(() => {
-        this.destroy(new Error(`no pong within ${this.options.keepaliveTimeoutMs} ms (link dead)`));
-      }, this.options.keepaliveTimeoutMs);
-      this.pongTimer.unref();
-    }
+    if (!this.pongTimer) this.armPongDeadline(this.options.keepaliveTimeoutMs);
+  }
+
+  /**
+   * The link is dead when a ping is outstanding and nothing at all arrived for the timeout.
+   * Frames count as life too: on a slow link a pong can queue behind megabytes of output,
+   * and declaring such a link dead would only make it replay the same output again.
+   */
+  private armPongDeadline(ms: number): void {
+    this.pongTimer = setTimeout(() => {
+      const silentFor = performance.now() - this.lastInboundAt;
+      const left = this.options.keepaliveTimeoutMs - silentFor;
+      if (left > 0) {
+        this.armPongDeadline(left);
+        return;
+      }
+      this.destroy(new Error(`no pong within ${this.options.keepaliveTimeoutMs} ms (link dead)`));
+    }, ms);
+    this.pongTimer.unref();
   }
 
   private onPong(): void {
+    this.lastInboundAt = performance.now();
     clearTimeout(this.pongTimer);
     this.pongTimer = undefined;
   }
 
   private onMessage(data: WebSocket.RawData, _isBinary: boolean): void {
     if (this.closedReason) return;
+    this.lastInboundAt = performance.now();
     const decoded = decodeFrame(data as Buffer | ArrayBuffer | Buffer[]);
     if (!decoded.ok) return; // garbage from the server: nothing sensible to do but ignore it
     const message = decoded.message;
