@@ -51,4 +51,23 @@ describe('ExecClient authentication', () => {
     expect(client.state).toBe('failed');
     await expect(client.spawn(['true']).exited).rejects.toBe(change.error);
   });
+
+  it('a server that comes back refusing the token fails the session with reason auth (no retry loop)', async () => {
+    const own = await startTarget({ token: 'first-token-0123456789' });
+    const port = Number(new URL(own.url).port);
+    let restarted: Target | undefined;
+    try {
+      const client = await ExecClient.connect(own.url, { token: 'first-token-0123456789' });
+      const failed = new Promise<{ error?: Error }>((resolve) => client.on('state', (s) => s.state === 'failed' && resolve(s)));
+      await own.stop();
+      restarted = await startTarget({ token: 'rotated-token-0123456789', port });
+      const change = await failed;
+      expect(change.error).toBeInstanceOf(SessionLostError);
+      expect((change.error as SessionLostError).reason).toBe('auth');
+      expect((change.error as SessionLostError).cause).toBeInstanceOf(AuthRefusedError);
+    } finally {
+      await restarted?.stop();
+      await own.stop().catch(() => {});
+    }
+  });
 });
