@@ -433,9 +433,13 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     const onAbort = () => connection?.destroy(new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      connection = await this.openConnection(Math.max(this.keepaliveTimeoutMs, 5000));
+      const budgetMs = Math.max(this.keepaliveTimeoutMs, 5000);
+      connection = await this.openConnection(budgetMs);
       signal?.throwIfAborted();
-      const init = await connection.request<InitializeResult>(Method.initialize, { clientName: this.clientName });
+      // A server that accepts the socket but never answers must not hang connect().
+      const open = connection;
+      const timer = setTimeout(() => open.destroy(new Error(`the server did not answer initialize within ${budgetMs} ms`)), budgetMs);
+      const init = await connection.request<InitializeResult>(Method.initialize, { clientName: this.clientName }).finally(() => clearTimeout(timer));
       if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
       connection.notify(Method.initialized, {});
       this._sessionId = init.sessionId;
@@ -539,11 +543,12 @@ export class ExecClient extends EventEmitter implements ProcessHost {
           proc.mergeRead(afterSeq, result);
         } catch (err) {
           if (err instanceof ConnectionLostError) throw err;
-          if (isUnknownProcess(err)) {
-            proc.fail(new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process'));
-          } else {
-            throw err;
-          }
+          // The server cannot tell us what this process did: only this process fails.
+          proc.fail(
+            isUnknownProcess(err)
+              ? new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process')
+              : (err as Error),
+          );
         }
       }),
     );
