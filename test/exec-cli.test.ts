@@ -26,14 +26,17 @@ interface Run {
   stderr: string;
 }
 
-function tether(args: string[], options: { onStdout?: (text: string) => void; input?: string } = {}): Promise<Run> {
+function tether(
+  args: string[],
+  options: { onStdout?: (text: string, child: import('node:child_process').ChildProcess) => void; input?: string } = {},
+): Promise<Run> {
   return new Promise((resolve, reject) => {
     const child = spawn(process.execPath, ['bin/tether.js', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
     let stdout = '';
     let stderr = '';
     child.stdout.on('data', (chunk: Buffer) => {
       stdout += chunk.toString();
-      options.onStdout?.(stdout);
+      options.onStdout?.(stdout, child);
     });
     child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
     child.on('error', reject);
@@ -99,5 +102,40 @@ describe('tether exec', () => {
     const usage = await tether(['exec', '--url', proxy.url, 'true']);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/put '--' before the remote command/);
+  });
+
+  it('Ctrl-C (SIGINT) interrupts the remote command, which reports 130', async () => {
+    let sent = false;
+    const run = await tether(['exec', '--url', proxy.url, '--', 'sh', '-c', 'echo ready; sleep 30'], {
+      onStdout: (text, child) => {
+        if (!sent && text.includes('ready\n')) {
+          sent = true;
+          child.kill('SIGINT');
+        }
+      },
+    });
+    expect(sent).toBe(true);
+    expect(run.code).toBe(130);
+  });
+
+  it('a lost session exits 255 with a clear message', async () => {
+    let cut = false;
+    try {
+      const run = await tether(['exec', '--url', proxy.url, '--recovery-deadline', '800ms', '--', 'sh', '-c', 'echo ready; sleep 30'], {
+        onStdout: (text) => {
+          if (!cut && text.includes('ready\n')) {
+            cut = true;
+            proxy.refuse(true);
+            proxy.cutAll();
+          }
+        },
+      });
+      expect(cut).toBe(true);
+      expect(run.code).toBe(255);
+      expect(run.stderr).toMatch(/connection lost .*reconnecting/);
+      expect(run.stderr).toMatch(/session \S+ lost: the server could not be reached again before the recovery deadline/);
+    } finally {
+      proxy.refuse(false);
+    }
   });
 });
