@@ -96,4 +96,9 @@ describe('ExecClient basics', () => {
   it('refuses bad argv synchronously', () => {
     expect(() => client.spawn([])).toThrow(TypeError);
   });
+
+  it('refuses bad options with a clear error', async () => {
+    await expect(ExecClient.connect('http://127.0.0.1:1')).rejects.toThrow(/ws:\/\/ or wss:\/\//);
+    await expect(ExecClient.connect(target.url, { recoveryDeadlineMs: -1 })).rejects.toThrow(/recoveryDeadlineMs must be/);
+  });
 });

@@ -127,6 +127,13 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     private readonly options: ExecClientOptions,
   ) {
     super();
+    for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs'] as const) {
+      const value = options[key];
+      if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
+        throw new TypeError(`ExecClient.connect: ${key} must be a non-negative number of milliseconds (got ${String(value)})`);
+      }
+    }
+    if (!/^wss?:\/\//i.test(url)) throw new TypeError(`ExecClient.connect: url must be a ws:// or wss:// URL (got '${url}')`);
     this.recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;
     this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
