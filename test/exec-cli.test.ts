@@ -20,6 +20,15 @@ afterAll(async () => {
   await target?.stop();
 });
 
+function isAlive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 interface Run {
   code: number | null;
   stdout: string;
@@ -137,5 +146,25 @@ describe('tether exec', () => {
     } finally {
       proxy.refuse(false);
     }
+  });
+
+  it('a reader that goes away (| head -1) ends the remote command too, exit 141 like SIGPIPE', async () => {
+    const before = new Set(target.server.childPids());
+    const run = await new Promise<Run>((resolve, reject) => {
+      const child = spawn('bash', ['-c', `${JSON.stringify(process.execPath)} bin/tether.js exec --url ${proxy.url} -- yes | head -1; echo "status=\${PIPESTATUS[0]}"`], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
+      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
+      child.on('error', reject);
+      child.on('close', (code) => resolve({ code, stdout, stderr }));
+    });
+    expect(run.stdout).toBe('y\nstatus=141\n');
+    // The remote `yes` was terminated, not left running for the session TTL.
+    const started = target.server.childPids().filter((pid) => !before.has(pid));
+    expect(started).toHaveLength(1);
+    expect(isAlive(started[0]!)).toBe(false);
   });
 });

@@ -81,13 +81,29 @@ async function runRemote(client: ExecClient, options: RemoteOptions): Promise<nu
 
   proc.stdout.pipe(process.stdout);
   proc.stderr.pipe(process.stderr);
+  // `tether exec -- yes | head -1`: the reader went away. A local program would die of
+  // SIGPIPE; do the same to the remote one and exit as if killed by it (128+13).
+  const brokenPipe = new Promise<number>((resolve) => {
+    for (const out of [process.stdout, process.stderr]) {
+      out.on('error', (err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EPIPE') return;
+        void proc.terminate().catch(() => {});
+        resolve(128 + 13);
+      });
+    }
+  });
   const restoreTerminal = wireStdin(proc, options.tty);
   const releaseSignals = forwardSignals(proc, options.tty);
   try {
-    const code = await proc.exited;
-    await proc.closed; // every byte of output delivered
-    await drained(process.stdout);
-    return code;
+    return await Promise.race([
+      brokenPipe,
+      (async () => {
+        const code = await proc.exited;
+        await proc.closed; // every byte of output delivered
+        await drained(process.stdout);
+        return code;
+      })(),
+    ]);
   } catch (err) {
     if (err instanceof RpcError) {
       say(`cannot start ${JSON.stringify(options.command[0])}: ${err.message}`);
@@ -156,7 +172,9 @@ function drained(stream: NodeJS.WritableStream): Promise<void> {
 
 /** Exit once stdout/stderr are flushed; local stdin must not keep the process alive. */
 async function exit(code: number): Promise<void> {
-  await drained(process.stdout);
-  await drained(process.stderr);
+  if (code !== 128 + 13) {
+    await drained(process.stdout);
+    await drained(process.stderr);
+  }
   process.exit(code);
 }
