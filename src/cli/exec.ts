@@ -162,7 +162,15 @@ function reportRecoveries(client: ExecClient): void {
 }
 
 function describe(err: unknown): string {
-  if (err instanceof SessionLostError) return `${err.message}; the remote command's fate is unknown`;
+  if (err instanceof SessionLostError) {
+    const fate: Record<SessionLostError['reason'], string> = {
+      expired: 'the remote command was killed with its session',
+      deadline: "the remote command is killed when the server's session TTL runs out",
+      auth: "the remote command is killed when the server's session TTL runs out",
+      closed: 'the remote command was terminated',
+    };
+    return `${err.message}; ${fate[err.reason]}`;
+  }
   return err instanceof Error ? err.message : String(err);
 }
 
