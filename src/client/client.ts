@@ -60,7 +60,7 @@ export interface StateChange {
   previous: ClientState;
   /** Generation of the current (or last) connection. */
   generation: number;
-  /** Recovery attempt (1 = the immediate one); 0 when not recovering. */
+  /** Recovery attempt: 1 on entering recovering; on connected/failed after a recovery, the attempts it took. */
   attempt: number;
   /** Why: the transport error that started a recovery, or the failure. */
   reason?: string;
@@ -121,6 +121,8 @@ export class ExecClient extends EventEmitter implements ProcessHost {
   private readonly clientName: string;
   private readonly wakeRecovery = new Set<() => void>();
   private closing = false;
+  /** The recovery attempt in progress (for state events). */
+  private attempt = 0;
 
   private constructor(
     readonly url: string,
@@ -479,6 +481,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     const deadline = Date.now() + this.recoveryDeadlineMs;
     let lastError: Error = cause;
     for (let attempt = 1; this._state === 'recovering'; attempt++) {
+      this.attempt = attempt;
       const wait = reconnectDelayMs(attempt);
       if (Date.now() + wait >= deadline) {
         await this.sleep(Math.max(0, deadline - Date.now()));
@@ -567,7 +570,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     this._generation = connection.generation;
     this._state = 'connected';
     if (old && old !== connection) old.destroy(new Error('replaced by a newer connection'));
-    this.emitState('recovering', 0);
+    this.emitState('recovering', attempts);
     const recoveredAt = performance.now();
     const event: RecoveredEvent = {
       generation: connection.generation,
@@ -599,7 +602,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     for (const proc of [...this.processes.values()]) proc.fail(error);
     this.processes.clear();
     this.log(reason === 'closed' ? 'debug' : 'error', error.message);
-    this.emitState(previous, 0, error);
+    this.emitState(previous, previous === 'recovering' ? this.attempt : 0, error);
   }
 
   private emitState(previous: ClientState, attempt: number, reason?: Error): void {
