@@ -21,6 +21,11 @@ describe('parseRemoteArgs', () => {
     });
   });
 
+  it('--env NAME forwards the local value, and skips an unset one', () => {
+    const parsed = parseRemoteArgs(['--url', 'ws://127.0.0.1:1', '-e', 'API_KEY', '--env', 'UNSET_ONE', '--', 'true'], { API_KEY: 'k' });
+    expect(parsed).toMatchObject({ env: { API_KEY: 'k' } });
+  });
+
   it('takes the URL from TETHER_URL and answers help', () => {
     expect(parseRemoteArgs(['--', 'true'], { TETHER_URL: 'ws://127.0.0.1:1' })).toMatchObject({ url: 'ws://127.0.0.1:1' });
     expect(parseRemoteArgs(['--help'], {})).toBe('help');
@@ -31,7 +36,8 @@ describe('parseRemoteArgs', () => {
     [['--url', 'http://x', '--', 'true'], /ws:\/\/ or wss:\/\//],
     [['--url', 'ws://127.0.0.1:1'], /no remote command/],
     [['--url', 'ws://127.0.0.1:1', 'ls'], /put '--' before the remote command/],
-    [['--url', 'ws://127.0.0.1:1', '--env', 'NOEQUALS', '--', 'true'], /NAME=VALUE/],
+    [['--url', 'ws://127.0.0.1:1', '--env', '=x', '--', 'true'], /NAME=VALUE/],
+    [['--url', 'ws://127.0.0.1:1', '--env', 'NOT A NAME', '--', 'true'], /NAME=VALUE or a variable NAME/],
     [['--url', 'ws://127.0.0.1:1', '--bogus', '--', 'true'], /unknown option --bogus/],
     [['--url'], /--url needs a value/],
     [['--url', 'ws://127.0.0.1:1', '--recovery-deadline', 'soon', '--', 'true'], /duration/],

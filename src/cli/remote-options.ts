@@ -44,7 +44,8 @@ export interface RemoteOptions {
 export const REMOTE_OPTIONS_HELP = `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
   --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
   -t, --tty                 run the command on a pseudo-terminal (interactive programs)
-  -e, --env NAME=VALUE      set a variable for the remote command (repeatable)
+  -e, --env NAME=VALUE      set a variable for the remote command (repeatable;
+                            a bare NAME forwards its value from this side)
   --inherit-env             forward this shell's environment to the remote command
   --cwd DIR                 remote working directory (default: the server's)
   --recovery-deadline DUR   keep reconnecting this long before giving up (default 25s)
@@ -98,7 +99,13 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
       case '--env': {
         const kv = value();
         const at = kv.indexOf('=');
-        if (at <= 0) throw new UsageError(`${name} expects NAME=VALUE (got '${kv}')`);
+        if (at === -1 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(kv)) {
+          // `--env NAME` forwards this side's value (as `docker run -e NAME`); skipped when unset.
+          const local = environment[kv];
+          if (local !== undefined) out.env[kv] = local;
+          break;
+        }
+        if (at <= 0) throw new UsageError(`${name} expects NAME=VALUE or a variable NAME (got '${kv}')`);
         out.env[kv.slice(0, at)] = kv.slice(at + 1);
         break;
       }
