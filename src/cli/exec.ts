@@ -56,6 +56,9 @@ export async function run(argv: string[]): Promise<void> {
       clientName: 'tether-exec',
       recoveryDeadlineMs: options.recoveryDeadlineMs,
       keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+      // Both output streams are always consumed here, so a slow local reader (a pager, a
+      // slow pipe) may safely slow the remote command instead of filling our memory.
+      outputHighWaterMark: 8 * 1024 * 1024,
     });
   } catch (err) {
     say(`cannot connect to ${options.url}: ${(err as Error).message}`);

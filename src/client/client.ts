@@ -13,6 +13,7 @@
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
+import type { Readable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import {
   ErrorCode,
@@ -51,6 +52,14 @@ export interface ExecClientOptions {
   signal?: AbortSignal;
   /** Send `jsonrpc: "2.0"` on every message (default true; both dialects are accepted in). */
   jsonrpc?: boolean;
+  /**
+   * Flow control (off by default): when a consumed output stream (one with a reader: piped,
+   * 'data' listener, iterated) holds more than this many unread bytes, the client stops
+   * reading the socket until it drains to half, so a slow consumer slows the remote process
+   * (tether pauses its children) instead of growing memory. Streams nobody reads never
+   * count. The whole session waits meanwhile, so read every stream you consume.
+   */
+  outputHighWaterMark?: number;
   /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
   logger?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
@@ -121,6 +130,9 @@ export class ExecClient extends EventEmitter implements ProcessHost {
   private readonly clientName: string;
   private readonly wakeRecovery = new Set<() => void>();
   private closing = false;
+  /** Flow control: the current socket is paused because a consumer is behind. */
+  private flowPaused = false;
+  private flowTimer: NodeJS.Timeout | undefined;
   /** The recovery attempt in progress (for state events). */
   private attempt = 0;
 
@@ -288,6 +300,35 @@ export class ExecClient extends EventEmitter implements ProcessHost {
   abandon(proc: ExecProcess): void {
     if (!proc.started || proc.sequencer.exitSeen) return;
     this.call(Method.processTerminate, { processId: proc.id }).catch(() => {});
+  }
+
+  /** @internal */
+  outputBuffered(stream: Readable): void {
+    const limit = this.options.outputHighWaterMark;
+    if (limit === undefined || this.flowPaused) return;
+    if (stream.readableFlowing === null || stream.readableLength <= limit) return;
+    this.flowPaused = true;
+    this.connection?.pause();
+    // A Readable calls read() once per shortfall, not on every chunk taken, so also look
+    // now and then: consumers drain at their own pace.
+    this.flowTimer = setInterval(() => this.outputWanted(), 20);
+    this.flowTimer.unref();
+    this.emit('flow', { paused: true });
+  }
+
+  /** @internal A consumer wants more: resume once every consumed stream is down to half the mark. */
+  outputWanted(): void {
+    if (!this.flowPaused) return;
+    const low = (this.options.outputHighWaterMark ?? 0) / 2;
+    for (const proc of this.processes.values()) {
+      for (const stream of [proc.stdout, proc.stderr]) {
+        if (stream.readableFlowing !== null && !stream.destroyed && stream.readableLength > low) return;
+      }
+    }
+    this.flowPaused = false;
+    clearInterval(this.flowTimer);
+    this.connection?.resume();
+    this.emit('flow', { paused: false });
   }
 
   /** @internal Single flight per process: read what the notifications skipped. */
@@ -570,6 +611,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     this._generation = connection.generation;
     this._state = 'connected';
     if (old && old !== connection) old.destroy(new Error('replaced by a newer connection'));
+    if (this.flowPaused) connection.pause(); // the catch-up is in; the consumer is still behind
     this.emitState('recovering', attempts);
     const recoveredAt = performance.now();
     const event: RecoveredEvent = {
@@ -593,6 +635,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     const error = new SessionLostError(reason, { cause, sessionId: this._sessionId });
     this.failure = error;
     this._state = 'failed';
+    clearInterval(this.flowTimer);
     for (const wake of this.wakeRecovery) wake();
     this.wakeRecovery.clear();
     if (reason !== 'closed') this.connection?.destroy(error);

@@ -41,6 +41,7 @@ export class Connection {
   private pingTimer: NodeJS.Timeout | undefined;
   private pongTimer: NodeJS.Timeout | undefined;
   private lastInboundAt = 0;
+  private paused = false;
 
   private constructor(
     private readonly ws: WebSocket,
@@ -136,6 +137,26 @@ export class Connection {
     this.send({ method, params: params ?? {} });
   }
 
+  /**
+   * Stop reading from the socket (flow control: the consumer is behind). The server sees TCP
+   * backpressure and stops reading its children. The keepalive is suspended meanwhile: a
+   * pong cannot be seen without reading.
+   */
+  pause(): void {
+    if (this.paused || this.closedReason) return;
+    this.paused = true;
+    clearTimeout(this.pongTimer);
+    this.pongTimer = undefined;
+    this.ws.pause();
+  }
+
+  resume(): void {
+    if (!this.paused) return;
+    this.paused = false;
+    this.lastInboundAt = performance.now();
+    if (!this.closedReason) this.ws.resume();
+  }
+
   /** Orderly close (close frame), e.g. when the client is closed. */
   close(reason = 'closed by the client'): void {
     if (this.closedReason) return;
@@ -179,7 +200,7 @@ export class Connection {
   }
 
   private ping(): void {
-    if (this.closedReason) return;
+    if (this.closedReason || this.paused) return;
     try {
       this.ws.ping();
     } catch {

@@ -22,6 +22,9 @@ export interface ProcessHost {
   fillHole(process: ExecProcess): void;
   /** The handle gave up on a process that may still run (lost output): kill it, no leaks. */
   abandon(process: ExecProcess): void;
+  /** Flow control: output was buffered on `stream`, or a consumer asked for more. */
+  outputBuffered(stream: Readable): void;
+  outputWanted(): void;
 }
 
 interface Deferred<T> {
@@ -88,9 +91,11 @@ export class ExecProcess extends EventEmitter {
     this.startedPromise = this.startDeferred.promise;
     this.exited = this.exitDeferred.promise;
     this.closed = this.closeDeferred.promise;
-    // Output cannot be paused on the server side, so the streams buffer what the reader has not taken.
-    this.stdout = new Readable({ read() {} });
-    this.stderr = new Readable({ read() {} });
+    // Output cannot be refused, only slowed: with the client's outputHighWaterMark set, a
+    // consumer that falls behind pauses the socket (see ExecClient), and `read()` (called
+    // when the consumer wants more) lets it resume.
+    this.stdout = new Readable({ read: () => host.outputWanted() });
+    this.stderr = new Readable({ read: () => host.outputWanted() });
     this.stdin =
       options.tty || options.pipeStdin
         ? new Writable({
@@ -216,9 +221,12 @@ export class ExecProcess extends EventEmitter {
     for (const event of events) {
       for (const sink of this.iterators) sink.push(event);
       switch (event.type) {
-        case 'output':
-          (event.stream === 'stderr' ? this.stderr : this.stdout).push(event.data);
+        case 'output': {
+          const stream = event.stream === 'stderr' ? this.stderr : this.stdout;
+          stream.push(event.data);
+          this.host.outputBuffered(stream);
           break;
+        }
         case 'exit':
           this.exitCode = event.exitCode;
           this.exitDeferred.resolve(event.exitCode);
