@@ -63,6 +63,17 @@ describe('ExecClient basics', () => {
     expect(await out).toBe('one\ntwo\n');
   });
 
+  it('sends a large write in pieces, in order (servers cap message sizes)', async () => {
+    const proc = client.spawn(['sh', '-c', 'head -c 3145728 | md5sum'], { pipeStdin: true });
+    const out = collect(proc.stdout);
+    const data = Buffer.alloc(3 * 1024 * 1024);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7 + (i >> 10)) & 0xff;
+    await new Promise<void>((resolve, reject) => proc.stdin!.write(data, (err) => (err ? reject(err) : resolve())));
+    expect(await proc.exited).toBe(0);
+    const { createHash } = await import('node:crypto');
+    expect((await out).split(' ')[0]).toBe(createHash('md5').update(data).digest('hex'));
+  });
+
   it('runs on a pty when tty is set (output on stdout)', async () => {
     const proc = client.spawn(['sh', '-c', 'test -t 1 && echo is-a-tty'], { tty: true });
     const out = collect(proc.stdout);

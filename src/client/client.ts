@@ -110,6 +110,8 @@ interface Waiter {
 }
 
 const DEFAULT_DEADLINE_MS = 25_000;
+/** Bytes per process/write (base64 makes the message a third larger). */
+const MAX_WRITE_BYTES = 1024 * 1024;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
 
 export class ExecClient extends EventEmitter implements ProcessHost {
@@ -250,7 +252,14 @@ export class ExecClient extends EventEmitter implements ProcessHost {
 
   /** @internal */
   async writeStdin(proc: ExecProcess, data: Buffer): Promise<void> {
-    await this.write(proc, { processId: proc.id, chunk: data.toString('base64'), writeId: randomUUID() });
+    // Servers cap message sizes (tether: 16 MiB): send big writes as ordered pieces, each
+    // its own logical write with its own writeId.
+    let offset = 0;
+    do {
+      const piece = data.subarray(offset, offset + MAX_WRITE_BYTES);
+      await this.write(proc, { processId: proc.id, chunk: piece.toString('base64'), writeId: randomUUID() });
+      offset += MAX_WRITE_BYTES;
+    } while (offset < data.length);
   }
 
   /**
