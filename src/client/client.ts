@@ -268,7 +268,9 @@ export class ExecClient extends EventEmitter implements ProcessHost {
    * writes nothing, so this is harmless there).
    */
   async closeStdin(proc: ExecProcess): Promise<void> {
-    if (!proc.live) return;
+    // A pty has no separate stdin to close (closing its master hangs the session up); on a
+    // terminal, end of input is the program's business (^D), so ending a tty's stdin is a no-op.
+    if (!proc.live || proc.tty) return;
     await this.write(proc, { processId: proc.id, chunk: '', writeId: randomUUID(), closeStdin: true }).catch(() => {});
   }
 
