@@ -420,6 +420,24 @@ describe('process/write', () => {
     await c.request('process/terminate', { processId: sleeper });
   });
 
+  // beyond: `closeStdin` is a tether extension (Codex ignores the member and keeps stdin
+  // open), the only way to send end-of-file so `echo x | tether exec -- cat` can finish.
+  it.skipIf(isCodex)('closeStdin ends the child\'s stdin after the chunk, once per writeId', async () => {
+    const c = await ready();
+    const id = pid();
+    await c.request('process/start', { processId: id, argv: ['cat'], cwd: CWD, env: ENV, tty: false, pipeStdin: true });
+    const eof = { processId: id, chunk: b64('last\n'), writeId: 'eof', closeStdin: true };
+    expect(await c.request('process/write', eof)).toEqual({ status: 'accepted' });
+    const closed = await c.waitClosed(id);
+    expect(c.output(id)).toBe('last\n');
+    expect(closed).toBeDefined();
+    const exited = eventsOf(c, id).find((n) => n.method === 'process/exited');
+    expect(exited?.params.exitCode).toBe(0); // cat saw EOF and ended on its own
+    // A re-send of the same write after a reconnect is still "accepted" and writes nothing.
+    expect(await c.request('process/write', eof)).toEqual({ status: 'accepted' });
+    expect(await c.request('process/write', { processId: id, chunk: b64('x'), writeId: 'late' })).toEqual({ status: 'stdinClosed' });
+  });
+
   it('refuses bad base64 and a missing or empty writeId with -32602', async () => {
     const c = await ready();
     expectError(await c.call('process/write', { processId: 'x', chunk: '!!!', writeId: 'w' }), ErrorCode.InvalidParams);

@@ -207,7 +207,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
     if (!proc) return { status: session.starting.has(p.processId) ? 'starting' : 'unknownProcess' };
-    return { status: await proc.write(Buffer.from(p.chunk, 'base64'), p.writeId) };
+    return { status: await proc.write(Buffer.from(p.chunk, 'base64'), p.writeId, p.closeStdin ?? false) };
   });
 
   rpc.addMethod(Method.processSignal, (params, { conn }) => {

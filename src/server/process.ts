@@ -406,8 +406,11 @@ export class ManagedProcess {
   /**
    * Writes to stdin. The answer waits while the child's stdin pipe is full (it is not
    * reading), so a client that awaits its writes cannot make the server buffer unbounded input.
+   * `closeStdin` (a tether extension; Codex ignores it) ends the pipe after `data`, so a
+   * child reading to end of file (`cat`, an MCP server) sees EOF as it would locally. A
+   * pty has no end of file to send: there it is ignored (closing it would hang the child up).
    */
-  async write(data: Buffer, writeId: string): Promise<WriteStatus> {
+  async write(data: Buffer, writeId: string, closeStdin = false): Promise<WriteStatus> {
     if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
     if (!this.stdinOpen || this.exitSeq !== null) return 'stdinClosed';
     this.writeIds.add(writeId);
@@ -419,12 +422,17 @@ export class ManagedProcess {
         this.writeIds.delete(id);
       }
     }
-    if (data.length === 0) return 'accepted';
     if (this.pty) {
-      this.pty.write(data);
+      if (data.length > 0) this.pty.write(data);
       return 'accepted';
     }
     const stdin = this.stdin!;
+    if (closeStdin) {
+      this.stdinOpen = false;
+      stdin.end(data);
+      return 'accepted';
+    }
+    if (data.length === 0) return 'accepted';
     if (!stdin.write(data)) {
       await new Promise<void>((resolve) => {
         const done = () => {
