@@ -1,6 +1,6 @@
 /** `tether exec` option parsing and the default remote environment (src/cli/remote-options.ts). */
 import { describe, expect, it } from 'vitest';
-import { buildRemoteEnv, parseDuration, parseRemoteArgs, STANDARD_PATH, UsageError } from '../src/cli/remote-options.js';
+import { buildRemoteEnv, parseDuration, parseRemoteArgs, UsageError } from '../src/cli/remote-options.js';
 
 describe('parseRemoteArgs', () => {
   it('parses every flag and the command after --', () => {
@@ -56,9 +56,10 @@ describe('parseRemoteArgs', () => {
 describe('buildRemoteEnv', () => {
   const info = { userHomeDir: 'file:///home/remote', prependPathDirs: ['file:///opt/tools/bin'] };
 
-  it('gives a standard PATH, the remote HOME, local LANG/TERM, over the server core variables', () => {
-    const { env, envPolicy } = buildRemoteEnv(info, { tty: false }, { LANG: 'de_DE.UTF-8', TERM: 'xterm', SECRET_TOKEN: 's' });
-    expect(env).toEqual({ PATH: `/opt/tools/bin:${STANDARD_PATH}`, HOME: '/home/remote', LANG: 'de_DE.UTF-8', TERM: 'xterm' });
+  it("keeps the server's PATH (core names), gives the remote HOME and local LANG/TERM", () => {
+    const { env, envPolicy } = buildRemoteEnv(info, { tty: false }, { LANG: 'de_DE.UTF-8', TERM: 'xterm', SECRET_TOKEN: 's', PATH: '/local/only' });
+    // No PATH in the overlay: the server's own PATH (inherited as a core name) finds its tools.
+    expect(env).toEqual({ HOME: '/home/remote', LANG: 'de_DE.UTF-8', TERM: 'xterm' });
     expect(envPolicy.inherit).toBe('core');
   });
 

@@ -82,14 +82,16 @@ describe('tether exec', () => {
 
   it('pipes stdin and gives the remote a usable default environment and directory', async () => {
     const run = await tether(
-      ['exec', '--url', proxy.url, '--env', 'GREETING=hi there', '--', 'sh', '-c', 'head -n 1; echo "$GREETING|$HOME|$(pwd)"; command -v ls'],
-      { input: 'from-stdin\n' },
+      // `cat` reads to end of file: local EOF must reach the remote stdin (closeStdin).
+      ['exec', '--url', proxy.url, '--env', 'GREETING=hi there', '--', 'sh', '-c', 'cat; echo "$GREETING|$HOME|$(pwd)|$PATH"; command -v ls'],
+      { input: 'from-stdin\nline two\n' },
     );
     expect(run.code).toBe(0);
-    const [first, second, third] = run.stdout.split('\n');
-    expect(first).toBe('from-stdin');
-    expect(second).toBe(`hi there|${process.env.HOME ?? ''}|${process.cwd()}`);
-    expect(third).toMatch(/\/ls$/);
+    const [first, second, third, fourth] = run.stdout.split('\n');
+    expect([first, second]).toEqual(['from-stdin', 'line two']);
+    // The server runs in this process: the remote PATH is the server's own.
+    expect(third).toBe(`hi there|${process.env.HOME ?? ''}|${process.cwd()}|${process.env.PATH}`);
+    expect(fourth).toMatch(/\/ls$/);
   });
 
   it('runs on a pty with --tty', async () => {

@@ -23,7 +23,7 @@ options:
 ${REMOTE_OPTIONS_HELP}
   -h, --help                this text
 
-The remote command gets the server's core variables (HOME, USER, SHELL…), a standard PATH,
+The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
 and LANG/TERM from this side; --env and --inherit-env add to that.
 
 exit status: the remote command's (128+N if signal N killed it); ${EXIT_CANNOT_START} if it could

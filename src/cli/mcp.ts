@@ -24,7 +24,7 @@ ${REMOTE_OPTIONS_HELP.split('\n')
                             put in this process's environment); skipped when unset
   -h, --help                this text
 
-The remote command gets the server's core variables (HOME, USER, SHELL…), a standard PATH,
+The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
 and LANG/TERM from this side; --env and --inherit-env add to that.
 
 exit status: the remote command's own; 0 when stdin ends (the host closed us);

@@ -6,10 +6,11 @@
  * Default remote environment (what a user expects from a login-less remote run):
  * - `envPolicy {inherit: "core"}`: the server's own HOME, LOGNAME, PATH, SHELL, USER,
  *   USERNAME, TMPDIR/TEMP/TMP — never its secrets or the server's unrelated variables;
- * - laid over it: PATH = the server's `prependPathDirs` + a standard Unix PATH (so basic
- *   programs are found even when the server runs with a minimal PATH), HOME = the server's
- *   `userHomeDir`, LANG = the local LANG (or C.UTF-8), TERM = the local TERM (or
- *   xterm-256color with --tty, dumb without);
+ * - PATH stays the server's own (inherited with the core names): it is the one that finds
+ *   the server host's tools (node under nvm, `npx` for MCP servers), where a fixed
+ *   "standard" PATH would hide them. `--env PATH=…` replaces it;
+ * - laid over it: HOME = the server's `userHomeDir`, LANG = the local LANG (or C.UTF-8),
+ *   TERM = the local TERM (or xterm-256color with --tty, dumb without);
  * - `--inherit-env` forwards the local environment on top (minus shell-session variables
  *   that make no sense elsewhere, and tether's own token); `--env K=V` wins over everything.
  * The working directory defaults to the server's (`environment/info` cwd).
@@ -17,8 +18,6 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { EnvironmentInfo, EnvPolicy } from '../protocol/index.js';
-
-export const STANDARD_PATH = '/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin';
 
 /** Local variables never forwarded by --inherit-env: they describe this shell or this machine's tether. */
 const NOT_FORWARDED = new Set(['PWD', 'OLDPWD', 'SHLVL', '_', 'TETHER_TOKEN', 'TETHER_URL']);
@@ -160,9 +159,7 @@ export function buildRemoteEnv(
   options: { tty: boolean; env?: Record<string, string>; inheritEnv?: boolean },
   local: NodeJS.ProcessEnv = process.env,
 ): RemoteEnvironment {
-  const prepend = (info?.prependPathDirs ?? []).map(uriToPath).filter((p): p is string => !!p);
   const env: Record<string, string> = {
-    PATH: [...prepend, STANDARD_PATH].join(':'),
     LANG: local.LANG || 'C.UTF-8',
     TERM: local.TERM || (options.tty ? 'xterm-256color' : 'dumb'),
   };
