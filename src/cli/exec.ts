@@ -7,7 +7,7 @@
  */
 import { ExecClient, SessionLostError, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
 import { RpcError } from '../protocol/index.js';
-import { buildRemoteEnv, parseRemoteArgs, readToken, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
+import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
 
 /** Like ssh: 255 means tether itself failed (cannot connect, session lost), not the command. */
 export const EXIT_TETHER_ERROR = 255;
@@ -33,21 +33,9 @@ usage errors.`;
 const say = (line: string) => process.stderr.write(`tether exec: ${line}\n`);
 
 export async function run(argv: string[]): Promise<void> {
-  let options: RemoteOptions | 'help';
-  let token: string | undefined;
-  try {
-    options = parseRemoteArgs(argv, process.env, 'exec');
-    if (options === 'help') {
-      process.stderr.write(`${USAGE}\n`);
-      return;
-    }
-    token = await readToken(options.tokenFile);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`tether exec: ${err.message}\n\n${USAGE}\n`);
-    process.exitCode = 2;
-    return;
-  }
+  const parsed = await parseCommandLine('exec', USAGE, () => parseRemoteArgs(argv, process.env, 'exec'));
+  if (!parsed) return;
+  const { options, token } = parsed;
 
   let client: ExecClient;
   try {

@@ -8,7 +8,7 @@
  */
 import { ExecClient } from '../client/index.js';
 import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
-import { buildRemoteEnv, parseRemoteArgs, readToken, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
+import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
 
 const USAGE = `usage: tether mcp --url ws://HOST:PORT [options] -- <command> [args…]
 
@@ -20,8 +20,6 @@ options:
 ${REMOTE_OPTIONS_HELP.split('\n')
   .filter((line) => !/--tty/.test(line))
   .join('\n')}
-  -e, --env NAME            forward NAME with its value here (e.g. a secret the MCP host
-                            put in this process's environment); skipped when unset
   -h, --help                this text
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
@@ -34,27 +32,12 @@ session is lost for good; 2 for usage errors.`;
 const say = (line: string) => process.stderr.write(`tether mcp: ${line}\n`);
 
 /**
- * Parses the flags. Beyond `tether exec`: `--env NAME` without a value forwards the local
- * value (as `docker run -e NAME` does), because MCP hosts hand secrets to the command
- * they start through its environment; `--tty` is refused (a terminal would echo requests
- * back and turn \n into \r\n, corrupting the JSON-RPC stream).
+ * The flags of `tether exec` (a bare `--env NAME` forwards a secret the MCP host put in our
+ * environment), except `--tty`: a terminal would echo requests back and turn \n into \r\n,
+ * corrupting the JSON-RPC stream.
  */
 export function parseMcpArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): RemoteOptions | 'help' {
-  const sep = argv.indexOf('--');
-  const flags = sep === -1 ? argv : argv.slice(0, sep);
-  const expanded: string[] = [];
-  for (let i = 0; i < flags.length; i++) {
-    const flag = flags[i]!;
-    if ((flag === '-e' || flag === '--env') && i + 1 < flags.length && !flags[i + 1]!.includes('=')) {
-      const name = flags[++i]!;
-      if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(name)) throw new UsageError(`${flag} expects NAME=VALUE or a variable NAME (got '${name}')`);
-      const value = environment[name];
-      if (value !== undefined) expanded.push('--env', `${name}=${value}`);
-      continue;
-    }
-    expanded.push(flag);
-  }
-  const options = parseRemoteArgs(sep === -1 ? expanded : [...expanded, ...argv.slice(sep)], environment, 'mcp');
+  const options = parseRemoteArgs(argv, environment, 'mcp');
   if (options !== 'help' && options.tty) {
     throw new UsageError('--tty cannot be used with mcp: a terminal echoes input and rewrites newlines, corrupting JSON-RPC');
   }
@@ -62,21 +45,9 @@ export function parseMcpArgs(argv: string[], environment: NodeJS.ProcessEnv = pr
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let options: RemoteOptions | 'help';
-  let token: string | undefined;
-  try {
-    options = parseMcpArgs(argv);
-    if (options === 'help') {
-      process.stderr.write(`${USAGE}\n`);
-      return;
-    }
-    token = await readToken(options.tokenFile);
-  } catch (error) {
-    if (!(error instanceof UsageError)) throw error;
-    process.stderr.write(`tether mcp: ${error.message}\n\n${USAGE}\n`);
-    process.exitCode = 2;
-    return;
-  }
+  const parsed = await parseCommandLine('mcp', USAGE, () => parseMcpArgs(argv));
+  if (!parsed) return;
+  const { options, token } = parsed;
 
   let client: ExecClient;
   try {

@@ -185,3 +185,29 @@ function uriToPath(uri: string): string | undefined {
     return undefined;
   }
 }
+
+/**
+ * The start of every remote command: parse its flags and read its token. Prints the usage
+ * (help: exit 0; a usage error: the reason first, exit 2) and returns undefined when there
+ * is nothing more to do.
+ */
+export async function parseCommandLine(
+  command: string,
+  usage: string,
+  parse: () => RemoteOptions | 'help',
+): Promise<{ options: RemoteOptions; token: string | undefined } | undefined> {
+  try {
+    const options = parse();
+    if (options === 'help') {
+      process.stderr.write(`${usage}\n`);
+      return undefined;
+    }
+    return { options, token: await readToken(options.tokenFile) };
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`tether ${command}: ${err.message}\n\n${usage}\n`);
+    process.exitCode = 2;
+    return undefined;
+  }
+}
+
