@@ -145,9 +145,11 @@ export class RawClient extends EventEmitter {
     return this.outputBuffer(processId, stream).toString('utf8');
   }
 
+  /** The process's output in `seq` order, as PROTOCOL.md tells clients to order events (Codex may send them out of order). */
   outputBuffer(processId: string, stream?: string): Buffer {
     const parts = this.notifications
       .filter((f) => f.method === 'process/output' && f.params.processId === processId && (!stream || f.params.stream === stream))
+      .sort((a, b) => (a.params.seq as number) - (b.params.seq as number))
       .map((f) => Buffer.from(f.params.chunk as string, 'base64'));
     return Buffer.concat(parts);
   }
