@@ -37,7 +37,7 @@ interface RecoveryResult {
 }
 
 async function measure(server: BenchServer): Promise<RecoveryResult> {
-  const proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
+  const proxy = await ChaosProxy.inFrontOf(server.url);
   const client = await ExecClient.connect(proxy.url, { clientName: 'tether-bench-recovery', recoveryDeadlineMs: 20_000 });
   const recoveries: RecoveredEvent[] = [];
   client.on('recovered', (event: RecoveredEvent) => recoveries.push(event));

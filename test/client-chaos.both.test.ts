@@ -16,7 +16,7 @@ let proxy: ChaosProxy;
 
 beforeAll(async () => {
   target = await startTarget();
-  proxy = await ChaosProxy.start({ targetPort: Number(new URL(target.url).port) });
+  proxy = await ChaosProxy.inFrontOf(target.url);
 });
 
 afterAll(async () => {

@@ -33,7 +33,7 @@ afterEach(async () => {
 });
 
 async function connect(options: Parameters<typeof ExecClient.connect>[1] = {}): Promise<ExecClient> {
-  proxy = await ChaosProxy.start({ targetPort: Number(new URL(target.url).port) });
+  proxy = await ChaosProxy.inFrontOf(target.url);
   const client = await ExecClient.connect(proxy.url, { clientName: 'client-recovery-test', ...options });
   clients.push(client);
   return client;
@@ -178,7 +178,7 @@ describe('ExecClient recovery', () => {
   it('a restarted server (session gone) fails with SessionLostError reason expired', async () => {
     const own = await startTarget();
     try {
-      proxy = await ChaosProxy.start({ targetPort: Number(new URL(own.url).port) });
+      proxy = await ChaosProxy.inFrontOf(own.url);
       const client = await ExecClient.connect(proxy.url, { clientName: 'client-restart-test' });
       clients.push(client);
       const proc = client.spawn(['sleep', '30']);
@@ -204,7 +204,7 @@ describe('ExecClient recovery', () => {
   it.skipIf(isCodex)('output evicted while attached behind a black hole fails only that process with OutputLostError', async () => {
     const own = await startTarget({ outputRetentionBytes: 4096 });
     try {
-      proxy = await ChaosProxy.start({ targetPort: Number(new URL(own.url).port) });
+      proxy = await ChaosProxy.inFrontOf(own.url);
       const client = await ExecClient.connect(proxy.url, { clientName: 'client-evict-test', keepaliveTimeoutMs: 300, keepaliveIntervalMs: 100 });
       clients.push(client);
       const go = join(dir, 'go-evict');

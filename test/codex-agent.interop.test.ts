@@ -98,7 +98,7 @@ describe.each(servers)('the real Codex agent runs commands through $name', ({ st
   beforeAll(async () => {
     process.env[EXEC_SIDE_MARKER] = 'exec-server';
     server = await start();
-    proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
+    proxy = await ChaosProxy.inFrontOf(server.url);
     model = await FakeModel.start(modelScript);
     agent = await CodexAgent.start({
       execServerUrl: proxy.url,

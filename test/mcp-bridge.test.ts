@@ -23,10 +23,10 @@ const cleanups: (() => Promise<void> | void)[] = [];
 
 beforeAll(async () => {
   server = await startTetherServer({});
-  proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
+  proxy = await ChaosProxy.inFrontOf(server.url);
 });
 afterEach(async () => {
-  proxy?.stopCutting();
+  proxy?.heal();
   for (const c of cleanups.splice(0).reverse()) await c();
   // Whatever a test started on the server is gone once its clients are closed: no orphans.
   // (childPids() also lists exited processes kept readable for a while: check liveness.)

@@ -18,12 +18,10 @@ const cleanups: (() => Promise<void> | void)[] = [];
 
 beforeAll(async () => {
   server = await startTetherServer({});
-  proxy = await ChaosProxy.start({ targetPort: Number(new URL(server.url).port) });
+  proxy = await ChaosProxy.inFrontOf(server.url);
 });
 afterEach(async () => {
-  proxy?.stopCutting();
-  proxy?.refuse(false);
-  proxy?.blackhole(false);
+  proxy?.heal();
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 afterAll(async () => {

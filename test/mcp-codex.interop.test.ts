@@ -16,10 +16,10 @@ const cleanups: (() => Promise<void> | void)[] = [];
 
 beforeAll(async () => {
   codex = await startCodexServer({});
-  proxy = await ChaosProxy.start({ targetPort: Number(new URL(codex.url).port) });
+  proxy = await ChaosProxy.inFrontOf(codex.url);
 });
 afterEach(async () => {
-  proxy?.stopCutting();
+  proxy?.heal();
   for (const c of cleanups.splice(0).reverse()) await c();
 });
 afterAll(async () => {

@@ -6,25 +6,21 @@ import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/protocol/index.js';
-import { RawClient } from './helpers/raw-client.js';
+import { RawClient, RawClientPool } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 
 let target: TetherTarget | undefined;
-const clients: RawClient[] = [];
+const pool = new RawClientPool();
 afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.drop()));
+  await pool.dropAll();
   await target?.stop();
   target = undefined;
 });
 
-async function client(): Promise<RawClient> {
-  const c = await RawClient.connect(target!.url);
-  clients.push(c);
-  return c;
-}
+const client = (): Promise<RawClient> => pool.connect(target!.url);
 
 describe('limits', () => {
   it('closes a connection that sends a message over the size limit with 1009, and keeps serving', async () => {
@@ -77,8 +73,7 @@ describe('limits', () => {
 
   it('allows a listed Origin and refuses others', async () => {
     target = await startTetherServer({ allowedOrigins: ['https://ok.example'] });
-    const ok = await RawClient.connect(target.url, { headers: { origin: 'https://ok.example' } });
-    clients.push(ok);
+    const ok = await pool.connect(target.url, { headers: { origin: 'https://ok.example' } });
     await ok.handshake();
     await expect(RawClient.connect(target.url, { headers: { origin: 'https://evil.example' } })).rejects.toMatchObject({ status: 403 });
   });

@@ -8,22 +8,18 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/protocol/index.js';
 import { digest } from '../src/server/auth.js';
 import { Session } from '../src/server/session.js';
-import { RawClient } from './helpers/raw-client.js';
+import { RawClient, RawClientPool } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 let target: TetherTarget | undefined;
-const clients: RawClient[] = [];
+const pool = new RawClientPool();
 afterEach(async () => {
-  await Promise.all(clients.splice(0).map((c) => c.drop()));
+  await pool.dropAll();
   await target?.stop();
   target = undefined;
 });
 
-async function client(): Promise<RawClient> {
-  const c = await RawClient.connect(target!.url);
-  clients.push(c);
-  return c;
-}
+const client = (): Promise<RawClient> => pool.connect(target!.url);
 
 describe('resume', () => {
   it('frees a session held by a socket that stopped answering, long before the heartbeat', async () => {

@@ -138,6 +138,11 @@ export class ChaosProxy extends EventEmitter {
     return proxy;
   }
 
+  /** A proxy in front of a loopback server given by its URL (ws://127.0.0.1:PORT). */
+  static inFrontOf(url: string): Promise<ChaosProxy> {
+    return ChaosProxy.start({ targetPort: Number(new URL(url).port) });
+  }
+
   get port(): number {
     return (this.server.address() as net.AddressInfo).port;
   }
@@ -196,6 +201,14 @@ export class ChaosProxy extends EventEmitter {
   stopCutting(): void {
     clearTimeout(this.cutTimer);
     this.cutTimer = undefined;
+  }
+
+  /** Lifts every fault (random cuts, black hole, refusal, latency): the link is good again. */
+  heal(): void {
+    this.stopCutting();
+    this.blackhole(false);
+    this.refuse(false);
+    this.setLatency(0);
   }
 
   async close(): Promise<void> {

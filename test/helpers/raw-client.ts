@@ -183,3 +183,18 @@ export class RawClient extends EventEmitter {
 export const connect = RawClient.connect;
 export const b64 = (s: string | Buffer): string => Buffer.from(s).toString('base64');
 export const unb64 = (s: string): string => Buffer.from(s, 'base64').toString('utf8');
+
+/** The raw clients a test opened, dropped together when it ends (in afterEach). */
+export class RawClientPool {
+  private readonly clients: RawClient[] = [];
+
+  async connect(url: string, options?: RawClientOptions): Promise<RawClient> {
+    const c = await RawClient.connect(url, options);
+    this.clients.push(c);
+    return c;
+  }
+
+  async dropAll(): Promise<void> {
+    await Promise.all(this.clients.splice(0).map((c) => c.drop()));
+  }
+}
