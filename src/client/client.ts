@@ -19,8 +19,12 @@ import {
   ErrorCode,
   Method,
   RpcError,
+  EXTENSIONS_VERSION,
+  KnownExtensions,
   type EnvironmentInfo,
   type EnvPolicy,
+  type ExtensionName,
+  type InitializeParams,
   type InitializeResult,
   type OutputStream,
   type ProcessReadResult,
@@ -60,6 +64,12 @@ export interface ExecClientOptions {
    * count. The whole session waits meanwhile, so read every stream you consume.
    */
   outputHighWaterMark?: number;
+  /**
+   * tether protocol extensions to ask for (default: every one this build knows). The server
+   * accepts the ones it knows; a Codex server accepts none, and the client falls back to the
+   * Codex dialect. `[]` never asks (the Codex dialect against any server). See `extensions`.
+   */
+  extensions?: readonly ExtensionName[];
   /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
   logger?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
 }
@@ -130,6 +140,9 @@ export class ExecClient extends EventEmitter implements ProcessHost {
   private readonly keepaliveTimeoutMs: number;
   private readonly keepaliveIntervalMs: number;
   private readonly clientName: string;
+  /** What `initialize` asks for (the same on every resume: the server keeps the set fixed). */
+  private readonly extensionRequest: InitializeParams['tether'];
+  private _extensions: ReadonlySet<ExtensionName> = new Set();
   private readonly wakeRecovery = new Set<() => void>();
   private closing = false;
   /** Flow control: the current socket is paused because a consumer is behind. */
@@ -154,6 +167,8 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
     this.clientName = options.clientName ?? 'tether-client';
+    const wanted = options.extensions ?? KnownExtensions;
+    this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted] } : undefined;
   }
 
   /** Connects, creates a session and returns the client. Rejects with the transport error, or `SessionLostError('auth')`. */
@@ -173,6 +188,18 @@ export class ExecClient extends EventEmitter implements ProcessHost {
 
   get sessionId(): string {
     return this._sessionId;
+  }
+
+  /** The extensions the server accepted for this session (empty against a Codex server). */
+  get extensions(): ReadonlySet<ExtensionName> {
+    return this._extensions;
+  }
+
+  private initializeParams(resumeSessionId?: string): InitializeParams {
+    const params: InitializeParams = { clientName: this.clientName };
+    if (resumeSessionId !== undefined) params.resumeSessionId = resumeSessionId;
+    if (this.extensionRequest) params.tether = this.extensionRequest;
+    return params;
   }
 
   /** Processes this client still follows. */
@@ -243,6 +270,16 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       let timer: NodeJS.Timeout | undefined;
       await Promise.race([Promise.allSettled(kills), new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
       clearTimeout(timer);
+      // End the session now rather than leaving it detached for its TTL (it would hold a
+      // --max-sessions slot and whatever its processes left behind). Best effort: a lost
+      // answer leaves the server's TTL to do the same later.
+      if (this._extensions.has('sessionClose') && connection.isOpen) {
+        await Promise.race([
+          connection.request(Method.sessionClose, {}).catch(() => {}),
+          new Promise((resolve) => (timer = setTimeout(resolve, 2000))),
+        ]);
+        clearTimeout(timer);
+      }
     }
     this.fail('closed');
     connection?.close();
@@ -500,8 +537,9 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       // A server that accepts the socket but never answers must not hang connect().
       const open = connection;
       const timer = setTimeout(() => open.destroy(new Error(`the server did not answer initialize within ${budgetMs} ms`)), budgetMs);
-      const init = await connection.request<InitializeResult>(Method.initialize, { clientName: this.clientName }).finally(() => clearTimeout(timer));
+      const init = await connection.request<InitializeResult>(Method.initialize, this.initializeParams()).finally(() => clearTimeout(timer));
       if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
+      this._extensions = new Set((init.tether?.extensions ?? []).filter((name): name is ExtensionName => this.extensionRequest?.extensions.includes(name) ?? false));
       connection.notify(Method.initialized, {});
       this._sessionId = init.sessionId;
       if (init.environmentInfo) this.envInfo = init.environmentInfo;
@@ -556,10 +594,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
           candidate.close();
           return;
         }
-        const init = await candidate.request<InitializeResult>(Method.initialize, {
-          clientName: this.clientName,
-          resumeSessionId: this._sessionId,
-        });
+        const init = await candidate.request<InitializeResult>(Method.initialize, this.initializeParams(this._sessionId));
         if (!init || init.sessionId !== this._sessionId) {
           this.fail('expired', new Error(`the server resumed a different session (${String(init?.sessionId)})`));
           candidate.destroy(new Error('wrong session'));

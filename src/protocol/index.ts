@@ -3,3 +3,4 @@ export * from './errors.js';
 export * from './schemas.js';
 export * from './types.js';
 export * from './dialect.js';
+export * from './extensions.js';

@@ -4,12 +4,15 @@
  */
 import { z } from 'zod';
 import { invalidParams } from './errors.js';
+import { TetherInitializeSchema } from './extensions.js';
 
 const nonEmpty = (what: string) => z.string().min(1, `${what} must not be empty`);
 
 export const InitializeParamsSchema = z.object({
   clientName: z.string(),
   resumeSessionId: z.string().nullish(),
+  /** tether extension negotiation (extensions.ts); absent for Codex clients. */
+  tether: TetherInitializeSchema.nullish(),
 });
 
 export const EnvPolicySchema = z.object({

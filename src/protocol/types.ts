@@ -1,4 +1,5 @@
 import type { z } from 'zod';
+import type { TetherInitializeResult } from './extensions.js';
 import type {
   EnvPolicySchema,
   InitializeParamsSchema,
@@ -24,6 +25,8 @@ export type OutputStream = 'stdout' | 'stderr' | 'pty';
 export interface InitializeResult {
   sessionId: string;
   environmentInfo?: EnvironmentInfo;
+  /** Present only when the client asked (extensions.ts): the extensions this session has. */
+  tether?: TetherInitializeResult;
 }
 
 /** Codex's field names and types (PROTOCOL.md section 3). */
@@ -102,4 +105,6 @@ export const Method = {
   processOutput: 'process/output',
   processExited: 'process/exited',
   processClosed: 'process/closed',
+  /** tether extension `sessionClose`: end the session now (kill its processes, forget it). */
+  sessionClose: 'session/close',
 } as const;

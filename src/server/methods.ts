@@ -18,6 +18,9 @@ import {
   ProcessTerminateParamsSchema,
   ProcessWriteParamsSchema,
   RpcError,
+  EXTENSIONS_VERSION,
+  acceptExtensions,
+  sameExtensions,
   invalidParams,
   invalidRequest,
   methodNotFound,
@@ -102,12 +105,19 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   rpc.addMethod(Method.initialize, (params, { conn }): InitializeResult => {
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
     const p = parseParams(Method.initialize, InitializeParamsSchema, params);
+    const extensions = acceptExtensions(p.tether);
     let session: Session;
     if (p.resumeSessionId) {
       const existing = state.sessions.get(p.resumeSessionId);
       // A session created with another credential is reported unknown: its existence is not revealed.
       if (!existing || existing.isExpired || !existing.ownedBy(conn.credential)) {
         throw invalidRequest(Messages.unknownSession(p.resumeSessionId));
+      }
+      if (!sameExtensions(extensions, existing.extensions)) {
+        throw invalidParams(
+          `invalid params for initialize: tether.extensions: a resumed session keeps the extensions it was created with ` +
+            `([${[...existing.extensions].join(', ')}]; this request asks for [${extensions.join(', ')}])`,
+        );
       }
       if (existing.attached) {
         existing.probeAttached(state.livenessProbeMs);
@@ -119,14 +129,17 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       if (state.sessions.size >= state.maxSessions) {
         throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
       }
-      session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks);
+      session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
       state.sessions.set(session.id, session);
       state.log('info', `session ${session.shortId} created for ${conn.remote} (${p.clientName})`);
     }
     conn.state = 'initializing';
     conn.session = session;
     session.attach(conn);
-    return { sessionId: session.id, environmentInfo: environmentInfo() };
+    const result: InitializeResult = { sessionId: session.id, environmentInfo: environmentInfo() };
+    // Only a client that asked learns about extensions: a Codex client sees Codex's result.
+    if (p.tether) result.tether = { version: EXTENSIONS_VERSION, extensions };
+    return result;
   });
 
   rpc.addMethod(Method.initialized, (_params, { conn }) => {
@@ -222,6 +235,17 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
     return { running: proc ? proc.terminate() : false };
+  });
+
+  rpc.addMethod(Method.sessionClose, (params, { conn }) => {
+    parseParams(Method.sessionClose, EmptyParamsSchema, params);
+    const session = requireReady(conn, 'exec');
+    state.log('info', `session ${session.shortId} closed by its client`);
+    session.close();
+    // The answer goes out first (it is sent when this handler's promise settles); then the
+    // socket ends normally: there is nothing left on this connection to talk about.
+    setImmediate(() => conn.ws.close(1000, 'session closed'));
+    return {};
   });
 
   return rpc;

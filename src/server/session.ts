@@ -4,7 +4,7 @@
  * every process it started is killed (whole process groups: no orphans).
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { OutputStream } from '../protocol/index.js';
+import type { ExtensionName, OutputStream } from '../protocol/index.js';
 import type { ManagedProcess, ProcessHost } from './process.js';
 
 /** What a session needs from the connection it is attached to. */
@@ -41,6 +41,8 @@ export class Session implements ProcessHost {
     private readonly credential: Buffer,
     readonly limits: SessionLimits,
     private readonly hooks: { expired(session: Session): void; detached(session: Session): void },
+    /** The extensions negotiated at creation (protocol/extensions.ts); fixed for the session's life. */
+    readonly extensions: ReadonlySet<ExtensionName> = new Set(),
   ) {}
 
   /** Short form for logs: the id is the resume credential. */
@@ -90,6 +92,7 @@ export class Session implements ProcessHost {
   detach(link: SessionLink): void {
     if (this.link !== link) return;
     this.link = null;
+    if (this.expired) return; // closed by its client: nothing to wait for
     if (this.graceTimer) {
       clearTimeout(this.graceTimer);
       this.graceTimer = null;
@@ -103,6 +106,11 @@ export class Session implements ProcessHost {
   /** Backpressure or attachment changed: every process re-evaluates whether to read its pipes. */
   flowChanged(): void {
     for (const proc of this.processes.values()) proc.updateFlow();
+  }
+
+  /** The client is done (`session/close`): the same as expiry, now. */
+  close(): void {
+    this.expire();
   }
 
   /** Kills every process of the session and forgets it. */

@@ -1,0 +1,66 @@
+/**
+ * tether's negotiated protocol extensions (docs/protocol.md, "Extensions").
+ *
+ * A tether client asks for extensions in `initialize`:
+ *   `{clientName, resumeSessionId?, tether: {version: 1, extensions: ["acks", ...]}}`
+ * and the server answers with the subset it accepted:
+ *   `{sessionId, environmentInfo, tether: {version: 1, extensions: ["acks"]}}`.
+ * A client that does not ask (every Codex client) gets no `tether` member and the Codex
+ * dialect byte for byte; a Codex server ignores the unknown param and answers without
+ * `tether`, which the tether client reads as "nothing accepted" and falls back.
+ *
+ * The accepted set is fixed for the session's life: a resume must ask for the same set
+ * (anything else is -32602), so neither side ever has to reason about a session whose
+ * rules changed halfway.
+ *
+ * To add an extension: add its name to `KnownExtensions` (with a comment saying what it
+ * changes), document it in docs/protocol.md, and check `session.extensions.has(name)` (server)
+ * or `client.extensions.has(name)` (client) where behaviour differs.
+ */
+import { z } from 'zod';
+
+export const EXTENSIONS_VERSION = 1;
+
+/** Every extension this build understands. */
+export const KnownExtensions = [
+  /** `session/close`: a client that is done ends its session at once (nothing lingers detached). */
+  'sessionClose',
+] as const;
+
+export type ExtensionName = (typeof KnownExtensions)[number];
+
+const known: ReadonlySet<string> = new Set(KnownExtensions);
+
+export function isKnownExtension(name: string): name is ExtensionName {
+  return known.has(name);
+}
+
+/** The `tether` member of `initialize` params. Unknown extension names are ignored, not refused. */
+export const TetherInitializeSchema = z.object({
+  version: z.number().int().positive(),
+  extensions: z.array(z.string()).max(64, 'at most 64 extensions'),
+});
+
+export type TetherInitialize = z.input<typeof TetherInitializeSchema>;
+
+/** The `tether` member of the `initialize` result: what the server accepted. */
+export interface TetherInitializeResult {
+  version: number;
+  extensions: ExtensionName[];
+}
+
+/** The accepted set for a request: the known names it asks for, in a stable order. */
+export function acceptExtensions(requested: TetherInitialize | null | undefined): ExtensionName[] {
+  if (!requested) return [];
+  const asked = new Set(requested.extensions);
+  return KnownExtensions.filter((name) => asked.has(name));
+}
+
+/** Order-insensitive equality of two accepted sets (a resume must ask for the same one). */
+export function sameExtensions(a: Iterable<string>, b: Iterable<string>): boolean {
+  const left = new Set(a);
+  const right = new Set(b);
+  if (left.size !== right.size) return false;
+  for (const name of left) if (!right.has(name)) return false;
+  return true;
+}
