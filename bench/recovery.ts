@@ -12,7 +12,7 @@ import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { ExecClient } from '../src/client/index.js';
 import type { RecoveredEvent } from '../src/client/index.js';
-import { ChaosProxy } from '../test/helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { ms, ratioLowerBetter, summarize, table, type Summary } from './lib/stats.js';
 import { exitCleanlyOnSignalsAndCrashes, startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 

@@ -1,7 +1,7 @@
 import net from 'node:net';
 import { once } from 'node:events';
 import { afterEach, beforeEach, describe, expect, it } from 'vitest';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 
 /** A loopback echo server: every byte comes back. */
 async function startEcho(): Promise<net.Server> {

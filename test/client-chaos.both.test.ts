@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient } from '../src/client/index.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { startTarget, type Target } from './helpers/target.js';
 import { collect } from './helpers/client-util.js';
 

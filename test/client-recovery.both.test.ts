@@ -8,7 +8,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, OutputLostError, SessionLostError, type StateChange } from '../src/client/index.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { isCodex, startTarget, type Target } from './helpers/target.js';
 import { collect, waitFor, waitForFile } from './helpers/client-util.js';
 

@@ -26,7 +26,7 @@ import {
   type ResponsesRequest,
 } from './helpers/fake-model.js';
 import { CodexAgent, type TurnResult } from './helpers/codex-agent.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { startCodexServer } from './helpers/codex.js';
 import { startTetherServer } from './helpers/tether.js';
 import type { Target } from './helpers/target.js';

@@ -4,7 +4,7 @@
  */
 import { spawn } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 let target: TetherTarget;

@@ -11,7 +11,7 @@ import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import type { Target } from './helpers/target.js';
 import { everything, memoryServer, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
 import { EXIT_SESSION_LOST } from '../src/mcp/index.js';

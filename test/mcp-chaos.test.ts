@@ -8,7 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ExecStdioClientTransport } from '../src/mcp/index.js';
 import { SessionLostError } from '../src/client/index.js';
 import { startTetherServer } from './helpers/tether.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import type { Target } from './helpers/target.js';
 import { everything, memoryServer, text } from './helpers/mcp-peers.js';
 

@@ -7,7 +7,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ExecStdioClientTransport } from '../src/mcp/index.js';
 import { startCodexServer, type CodexServer } from './helpers/codex.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { everything, memoryServer, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
 
 let codex: CodexServer;

@@ -12,7 +12,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ServerSupervisor, SUPERVISOR_EVENT_NAMES, type ExecServerSpec, type SupervisorEventName } from '../src/supervisor/index.js';
 import { everything, text } from './helpers/mcp-peers.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
-import { ChaosProxy } from './helpers/chaos-proxy.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
