@@ -36,6 +36,11 @@ describe('decodeFrame', () => {
     });
   });
 
+  it('classifies a method with id null as a request (answered with id null), not a notification', () => {
+    expect(decodeFrame('{"id":null,"method":"x"}')).toMatchObject({ ok: true, message: { kind: 'request', id: null, method: 'x' } });
+    expect(decodeFrame('{"method":"x"}')).toMatchObject({ ok: true, message: { kind: 'notification' } });
+  });
+
   it('answers unparsable JSON with -32700 and id null', () => {
     const result = decodeFrame('{not json');
     expect(result).toMatchObject({ ok: false, id: null, error: { code: ErrorCode.ParseError } });

@@ -16,7 +16,8 @@ export interface JsonRpcErrorObject {
 }
 
 export type JsonRpcMessage =
-  | { kind: 'request'; id: JsonRpcId; method: string; params?: unknown }
+  /** `id: null` is a request too (JSON-RPC 2.0 allows it, discouraged): it is answered with `id: null`. */
+  | { kind: 'request'; id: JsonRpcId | null; method: string; params?: unknown }
   | { kind: 'notification'; method: string; params?: unknown }
   | { kind: 'response'; id: JsonRpcId | null; result?: unknown; error?: JsonRpcErrorObject };
 
@@ -56,9 +57,9 @@ export function decodeFrame(data: string | Buffer | ArrayBuffer | Buffer[]): Dec
     return invalid(raw, 'jsonrpc must be "2.0" when present');
   }
   if (typeof raw.method === 'string') {
-    if ('id' in raw && raw.id !== null) {
-      if (!isId(raw.id)) return invalid(raw, 'id must be an integer or a string');
-      return { ok: true, raw, hasJsonrpc, message: { kind: 'request', id: raw.id, method: raw.method, params: raw.params } };
+    if ('id' in raw) {
+      if (raw.id !== null && !isId(raw.id)) return invalid(raw, 'id must be an integer, a string or null');
+      return { ok: true, raw, hasJsonrpc, message: { kind: 'request', id: raw.id as JsonRpcId | null, method: raw.method, params: raw.params } };
     }
     return { ok: true, raw, hasJsonrpc, message: { kind: 'notification', method: raw.method, params: raw.params } };
   }

@@ -8,6 +8,17 @@ import { TetherInitializeSchema } from './extensions.js';
 
 const nonEmpty = (what: string) => z.string().min(1, `${what} must not be empty`);
 
+/**
+ * Strings that reach execve (argv, environment, paths) cannot hold a NUL byte: the kernel
+ * would cut them there. Refused as invalid params rather than left to spawn's raw error.
+ */
+const execString = z.string().refine((s) => !s.includes('\0'), { message: 'must not contain a NUL byte' });
+const execEnv = z.record(z.string(), execString).superRefine((env, ctx) => {
+  for (const name of Object.keys(env)) {
+    if (name.includes('\0')) ctx.addIssue({ code: 'custom', message: `variable names must not contain a NUL byte (${JSON.stringify(name)})` });
+  }
+});
+
 export const InitializeParamsSchema = z.object({
   clientName: z.string(),
   resumeSessionId: z.string().nullish(),
@@ -19,22 +30,20 @@ export const EnvPolicySchema = z.object({
   inherit: z.enum(['all', 'core', 'none']).default('all'),
   ignoreDefaultExcludes: z.boolean().default(false),
   exclude: z.array(z.string()).default([]),
-  set: z.record(z.string(), z.string()).default({}),
+  set: execEnv.default({}),
   includeOnly: z.array(z.string()).default([]),
 });
 
-const fileUri = z
-  .string()
-  .refine((s) => s.startsWith('file://'), { message: 'must be a file:// URI (e.g. file:///home/me)' });
+const fileUri = execString.refine((s) => s.startsWith('file://'), { message: 'must be a file:// URI (e.g. file:///home/me)' });
 
 export const ProcessStartParamsSchema = z.object({
   processId: nonEmpty('processId'),
-  argv: z.array(z.string()).min(1, 'argv must name a program (it is empty)'),
+  argv: z.array(execString).min(1, 'argv must name a program (it is empty)'),
   cwd: fileUri,
-  env: z.record(z.string(), z.string()),
+  env: execEnv,
   tty: z.boolean(),
   pipeStdin: z.boolean().nullish(),
-  arg0: z.string().nullish(),
+  arg0: execString.nullish(),
   envPolicy: EnvPolicySchema.nullish(),
   metadata: z.unknown().optional(),
   sandbox: z.unknown().optional(),

@@ -4,6 +4,7 @@
  * never delays a write), answers in the client's dialect, and tracks the handshake state and
  * the send-buffer backpressure of the session attached to it.
  */
+import { setMaxListeners } from 'node:events';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import { decodeFrame, Dialect, withJsonrpc } from '../protocol/index.js';
@@ -48,6 +49,8 @@ export class Connection implements SessionLink {
     private readonly marks: BackpressureMarks,
     readonly remote: string,
   ) {
+    // Every concurrent long-poll listens on it: any number of them is legitimate, no leak.
+    setMaxListeners(0, this.closing.signal);
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
     ws.on('pong', () => {
       this.alive = true;

@@ -70,12 +70,21 @@ function requireProcess(session: Session, processId: string): ManagedProcess {
 
 /** file:///x → /x, with a -32602 naming the field when it is not a usable file URI. */
 function cwdPath(uri: string): string {
+  let path: string;
   try {
-    return fileURLToPath(uri);
+    path = fileURLToPath(uri);
   } catch (err) {
     throw invalidParams(`invalid params for process/start: cwd: ${(err as Error).message}`);
   }
+  if (path.includes('\0')) throw invalidParams('invalid params for process/start: cwd: must not contain a NUL byte (%00)');
+  return path;
 }
+
+/**
+ * Node's timers hold at most 2^31-1 ms (about 24.8 days); a longer delay fires after 1 ms
+ * with a TimeoutOverflowWarning. A long-poll asking for more waits that long instead.
+ */
+const MAX_WAIT_MS = 2 ** 31 - 1;
 
 // Like Codex, every handler validates its params first and checks the handshake state second.
 export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionContext> {
@@ -92,7 +101,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     };
   };
   rpc.handleMethodNotFound = async (request, ctx) => {
-    if (request.id === undefined || request.id === null) return null; // unknown notifications are ignored
+    if (request.id === undefined) return null; // unknown notifications are ignored (`id: null` is a request: answered)
     try {
       // tether has no fs/* methods yet, but like Codex it checks the handshake first.
       if (request.method.startsWith('fs/')) requireReady((ctx as unknown as ConnectionContext).conn, 'filesystem');
@@ -211,7 +220,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const session = requireReady(conn, 'exec');
     const afterSeq = p.afterSeq ?? 0;
     const proc = requireProcess(session, p.processId);
-    await proc.waitForNews(afterSeq, p.waitMs ?? 0, conn.signal);
+    await proc.waitForNews(afterSeq, Math.min(p.waitMs ?? 0, MAX_WAIT_MS), conn.signal);
     return proc.read(afterSeq, p.maxBytes ?? null);
   });
 
