@@ -5,7 +5,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { createInterface } from 'node:readline';
@@ -13,6 +13,7 @@ import { afterAll, afterEach, describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { startHttpMcpBackend, type HttpMcpBackend } from './helpers/http-mcp-backend.js';
+import { running, waitGone } from './helpers/procs.js';
 import { everything, node, tetherBin, text } from './helpers/mcp-peers.js';
 import { subscribeEvents, waitForStatuses } from './helpers/sse.js';
 
@@ -32,14 +33,7 @@ function writeConfig(name: string, config: unknown): string {
   return file;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const alive = running;
 
 function gateway(args: string[]): { child: ChildProcess; stdout: string[]; stderr: () => string } {
   const child = spawn(node, [tetherBin, 'gateway', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
@@ -117,6 +111,25 @@ describe('tether gateway (CLI)', () => {
       await client.close().catch(() => {});
     }
     expect(errors).toEqual([]); // any non-protocol line on stdout would have been a parse error
+  });
+
+  it('SIGTERM while a server hangs in its first attempt: exit within 5 s, nothing left running', async () => {
+    const pids = path.join(dir, 'hang-pids');
+    const config = writeConfig('hang.json', {
+      mcpServers: { chatty: { command: 'sh', args: ['-c', `echo "not json"; sleep 300 & echo $! >> ${pids}; wait`] } },
+    });
+    const g = gateway(['--config', config, '--listen', 'http://127.0.0.1:0']);
+    const url = await firstLine(g);
+    expect(url).toMatch(/^http:/);
+    for (let i = 0; i < 100 && !existsSync(pids); i++) await new Promise((r) => setTimeout(r, 20));
+    const [sleeper] = readFileSync(pids, 'utf8').split('\n').filter(Boolean).map(Number);
+    expect(alive(sleeper!)).toBe(true);
+    const started = Date.now();
+    g.child.kill('SIGTERM');
+    const [code] = await once(g.child, 'exit');
+    expect(Date.now() - started).toBeLessThan(5000);
+    expect(code).toBe(0);
+    expect(await waitGone([sleeper!], 1000)).toEqual([]);
   });
 
   it('a bad config is one clear error naming the entry and the field, exit code 2, nothing on stdout', async () => {

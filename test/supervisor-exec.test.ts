@@ -5,6 +5,7 @@
  * requires_reauth.
  */
 import { once } from 'node:events';
+import net from 'node:net';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -128,5 +129,99 @@ describe('supervisor, exec kind (through a tether server)', () => {
     const { sup } = supervise({ tether: { url: t.url, tokenFile: '/nonexistent/token' } });
     await sup.start();
     expect(sup.summary()).toMatchObject({ status: 'requires_reauth', lastError: expect.stringContaining('/nonexistent/token') });
+  });
+});
+
+/** A TCP relay on a fixed port in front of a tether server, that can stop listening (an ssh tunnel that goes down and comes back). */
+async function relay(targetPort: number): Promise<{ url: string; down(): Promise<void>; up(): Promise<void>; close(): Promise<void> }> {
+  const sockets = new Set<net.Socket>();
+  let server: net.Server | undefined;
+  let port = 0;
+  const listen = async () => {
+    server = net.createServer((client) => {
+      const upstream = net.connect(targetPort, '127.0.0.1');
+      for (const s of [client, upstream]) {
+        sockets.add(s);
+        s.on('close', () => sockets.delete(s));
+        s.on('error', () => {});
+      }
+      client.pipe(upstream).pipe(client);
+      client.on('close', () => upstream.destroy());
+      upstream.on('close', () => client.destroy());
+    });
+    await new Promise<void>((resolve) => server!.listen(port, '127.0.0.1', resolve));
+    port = (server!.address() as net.AddressInfo).port;
+  };
+  const down = async () => {
+    const s = server;
+    server = undefined;
+    for (const socket of sockets) socket.destroy();
+    if (s) await new Promise<void>((resolve) => s.close(() => resolve()));
+  };
+  await listen();
+  return { url: `ws://127.0.0.1:${port}`, down, up: listen, close: down };
+}
+
+describe('supervisor, exec kind: status true within a second (issue 15)', () => {
+  it('the tether server refuses connections → reconnecting at once, calls fail fast saying so; it listens again → the same session resumes', async () => {
+    const t = await tether();
+    const tunnel = await relay(t.server.port);
+    cleanups.push(() => tunnel.close());
+    const { sup, names } = supervise({ tether: { url: tunnel.url, recoveryDeadlineMs: 20_000 } });
+    await sup.start();
+    expect(sup.status).toBe('connected');
+    const [remotePid] = t.server.childPids();
+
+    const down = Date.now();
+    const disconnected = once(sup, 'server_disconnected');
+    await tunnel.down();
+    await disconnected;
+    expect(Date.now() - down).toBeLessThan(1000);
+    expect(sup.summary()).toMatchObject({ status: 'reconnecting', lastError: expect.stringMatching(/refuses connections \(.*ECONNREFUSED.*\); the session is kept/) });
+
+    const callStarted = Date.now();
+    const err = await sup.callTool('echo', { message: 'x' }).catch((e: unknown) => e);
+    expect(Date.now() - callStarted).toBeLessThan(1000);
+    expect((err as Error).message).toMatch(/MCP server 'remote' is unavailable: status reconnecting, attempt \d+, .*ECONNREFUSED/);
+
+    const reconnected = once(sup, 'server_reconnected');
+    await tunnel.up();
+    await reconnected;
+    expect(sup.status).toBe('connected');
+    expect(t.server.childPids()).toEqual([remotePid]); // the same remote server: the session resumed
+    expect(text(await sup.callTool('echo', { message: 'back' }))).toBe('Echo: back');
+    expect(names().slice(-2)).toEqual(['server_disconnected', 'server_reconnected']);
+  });
+
+  it('the tether server killed: reconnecting within a second, then the lost session is a loss and a new one connects', async () => {
+    const first = await tether();
+    const port = first.server.port;
+    const { sup } = supervise({ tether: { url: first.url, recoveryDeadlineMs: 20_000 } });
+    await sup.start();
+    const stopped = Date.now();
+    const disconnected = once(sup, 'server_disconnected');
+    await first.stop();
+    await disconnected;
+    expect(Date.now() - stopped).toBeLessThan(1000);
+    expect(sup.status).toBe('reconnecting');
+    const reconnected = once(sup, 'server_reconnected');
+    await tether({ port });
+    await reconnected; // "unknown session id" → a new session and a new server process
+    expect(text(await sup.callTool('echo', { message: 'new session' }))).toBe('Echo: new session');
+  });
+
+  it('a remote command that does not exist is a crash: failed after 3 attempts, with the server\'s reason', async () => {
+    const t = await tether();
+    const sup = new ServerSupervisor(
+      { name: 'missing', kind: 'exec', command: 'no-such-mcp-server-xyz', tether: { url: t.url } },
+      { healthIntervalMs: 0, backoff: { initialMs: 50, maxMs: 400 } },
+    );
+    cleanups.push(() => sup.stop());
+    const failed = once(sup, 'server_failed');
+    await sup.start();
+    await failed;
+    expect(sup.status).toBe('failed');
+    expect(sup.detail().recentCrashes).toBe(3);
+    expect(sup.summary().lastError).toMatch(/no-such-mcp-server-xyz/);
   });
 });

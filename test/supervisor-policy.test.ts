@@ -162,7 +162,7 @@ describe('supervisor policy (fake timers)', () => {
     let attempts = peer.attempts;
     const err = await sup.callTool('echo', { message: 'x' }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServerUnavailableError);
-    expect((err as Error).message).toMatch(/status failed, attempt 0, no automatic retry .*last error: .*ECONNREFUSED/);
+    expect((err as Error).message).toMatch(/status failed, attempt 1, no automatic retry .*last error: .*ECONNREFUSED/);
     expect(peer.attempts).toBe(attempts + 1);
     expect(sup.status).toBe('failed');
     await vi.advanceTimersByTimeAsync(600_000);

@@ -3,11 +3,12 @@
  * command that exits at once, a failed server brought back by a tool call.
  */
 import { once } from 'node:events';
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServerSupervisor, ServerUnavailableError, SUPERVISOR_EVENT_NAMES, type SupervisorEventName } from '../src/supervisor/index.js';
+import { running, waitGone } from './helpers/procs.js';
 import { everything, node, text } from './helpers/mcp-peers.js';
 
 const supervisors: ServerSupervisor[] = [];
@@ -24,14 +25,7 @@ function watch(sup: ServerSupervisor) {
   return events;
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
+const alive = running;
 
 async function waitDead(pid: number): Promise<void> {
   for (let i = 0; i < 100 && alive(pid); i++) await new Promise((r) => setTimeout(r, 20));
@@ -123,5 +117,80 @@ describe('supervisor with real stdio servers', () => {
     expect(sup.status).toBe('connected');
     // Never connected before: this first success is server_connected.
     expect(events.map(([n]) => n).slice(-2)).toEqual(['server_connected', 'tools_list_changed']);
+  });
+});
+
+/** Pids a test's shell script wrote, one per line. */
+function pidsIn(file: string): number[] {
+  if (!existsSync(file)) return [];
+  return readFileSync(file, 'utf8').split('\n').filter(Boolean).map(Number);
+}
+
+describe('supervisor: what a failed stdio server leaves and says (issue 15)', () => {
+  it('a server that prints a non-JSON line then hangs: each abandoned attempt kills its whole process group, and lastError says why', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-sup-nonjson-'));
+    dirs.push(dir);
+    const pids = path.join(dir, 'pids');
+    // A wrapper that logs to stdout and starts its real work as a child (as npx, sh -c do).
+    const script = `echo "Starting server on stdio..."; sleep 300 & echo $! >> ${pids}; wait`;
+    const logs: string[] = [];
+    const sup = new ServerSupervisor(
+      { name: 'chatty', kind: 'stdio', command: 'sh', args: ['-c', script] },
+      { ...fast, connectTimeoutMs: 600, maxRetries: 1, logger: (_level, msg) => logs.push(msg) },
+    );
+    watch(sup);
+    expect(sup.summary().health).toBe('unknown');
+    await sup.start();
+    const failed = sup.status === 'failed' ? Promise.resolve() : once(sup, 'server_failed');
+    await failed;
+    expect(sup.summary().health).toBe('unknown'); // never connected, never checked
+    expect(sup.summary().lastError).toMatch(/timed out after 600 ms; the server wrote non-JSON to stdout, where MCP allows only JSON-RPC messages .*"Starting server on stdio\.\.\."/);
+    expect(logs.find((l) => /attempt \d+ failed/.test(l))).toMatch(/attempt 1 failed/);
+    const children = pidsIn(pids);
+    expect(children).toHaveLength(2);
+    expect(await waitGone(children)).toEqual([]);
+  });
+
+  it('a Node server that throws at start: lastError carries the error, not the "Node.js v20" trailer', async () => {
+    const sup = new ServerSupervisor(
+      { name: 'thrower', kind: 'stdio', command: node, args: ['-e', "const key = process.env.NOPE; if (!key) throw new Error('NOPE_API_KEY is not set');"] },
+      { ...fast, crashLimit: 1 },
+    );
+    watch(sup);
+    await sup.start();
+    expect(sup.status).toBe('failed');
+    const lastError = sup.summary().lastError!;
+    expect(lastError).toMatch(/^server process exited with code 1; stderr: Error: NOPE_API_KEY is not set/);
+    expect(lastError).not.toMatch(/Node\.js v\d/);
+  });
+
+  it('stop() is bounded when the server ignores stdin EOF and SIGTERM: its group is killed', async () => {
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-sup-stubborn-'));
+    dirs.push(dir);
+    const pids = path.join(dir, 'pids');
+    // Answers initialize (a real MCP server), ignores SIGTERM, and has a child that does too.
+    const server = path.join(dir, 'stubborn.mjs');
+    writeFileSync(
+      server,
+      `import { spawn } from 'node:child_process';
+       import { appendFileSync } from 'node:fs';
+       process.on('SIGTERM', () => {});
+       process.stdin.on('end', () => {});
+       const child = spawn('sh', ['-c', 'trap "" TERM; sleep 300 & wait'], { stdio: 'ignore' });
+       appendFileSync(${JSON.stringify(pids)}, process.pid + '\\n' + child.pid + '\\n');
+       const { McpServer } = await import(${JSON.stringify(path.join(process.cwd(), 'node_modules/@modelcontextprotocol/sdk/dist/esm/server/mcp.js'))});
+       const { StdioServerTransport } = await import(${JSON.stringify(path.join(process.cwd(), 'node_modules/@modelcontextprotocol/sdk/dist/esm/server/stdio.js'))});
+       await new McpServer({ name: 'stubborn', version: '1' }).connect(new StdioServerTransport());
+       setInterval(() => {}, 1000);`,
+    );
+    const sup = new ServerSupervisor({ name: 'stubborn', kind: 'stdio', command: node, args: [server] }, fast);
+    await sup.start();
+    expect(sup.status).toBe('connected');
+    const started = Date.now();
+    await sup.stop();
+    expect(Date.now() - started).toBeLessThan(5000);
+    const children = pidsIn(pids);
+    expect(children).toHaveLength(2);
+    expect(await waitGone(children)).toEqual([]);
   });
 });

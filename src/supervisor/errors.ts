@@ -80,6 +80,22 @@ export function isMethodNotFound(err: unknown): boolean {
   return err instanceof McpError && err.code === ErrorCode.MethodNotFound;
 }
 
+const REFUSAL_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);
+
+/**
+ * Nobody is listening (or the host is unreachable): not a flaky link that drops a packet but a
+ * server that is down (or a tunnel that is being re-established).
+ */
+export function isRefusal(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  const e = err as Error & { code?: unknown; cause?: unknown; errors?: unknown };
+  if (typeof e.code === 'string' && REFUSAL_CODES.has(e.code)) return true;
+  if (/\b(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND)\b/.test(e.message)) return true;
+  // Node's happy-eyeballs connect reports an AggregateError of the per-address failures.
+  if (Array.isArray(e.errors) && e.errors.some(isRefusal)) return true;
+  return e.cause instanceof Error && e.cause !== err && isRefusal(e.cause);
+}
+
 const NETWORK_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ETIMEDOUT', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_CLOSED']);
 
 /**

@@ -4,3 +4,4 @@ export * from './errors.js';
 export * from './types.js';
 export * from './transports.js';
 export * from './supervisor.js';
+export * from './stderr-summary.js';

@@ -17,7 +17,8 @@ import {
 } from '@modelcontextprotocol/sdk/types.js';
 import { applyJitter, backoffDelay } from './backoff.js';
 import { CrashWindow } from './crash-window.js';
-import { errorText, isAuthError, isConnectionClosed, isMethodNotFound, isTransportLoss, ServerUnavailableError } from './errors.js';
+import { errorText, isAuthError, isConnectionClosed, isMethodNotFound, isRefusal, isTransportLoss, ServerUnavailableError } from './errors.js';
+import { STDERR_KEEP_BYTES, summarizeStderr } from './stderr-summary.js';
 import { createTransport, describeExit, type TransportFactory } from './transports.js';
 import {
   resolveSupervisorOptions,
@@ -61,14 +62,24 @@ interface Connection {
   closed: boolean;
   /** Errors the transport reported, newest last; they explain a close (auth? session lost?). */
   errors: Error[];
-  /** Last lines the server wrote to stderr; they explain a crash. */
-  stderrTail: string[];
+  /** The last STDERR_KEEP_BYTES the server wrote to stderr; they explain a crash. */
+  stderrTail: string;
+  /** The first lines the server wrote to stdout that were not JSON-RPC. */
+  invalidStdout: string[];
+  /**
+   * exec: the tether server refuses the connection while the session may still resume
+   * (the reason), or null. The connection is kept; the status says `reconnecting`.
+   */
+  linkDown: string | null;
 }
 
 type Trigger = 'initial' | 'retry' | 'call' | 'manual';
 type FailureKind = 'auth' | 'crash' | 'loss';
 
-const STDERR_TAIL_LINES = 5;
+/** Non-JSON stdout lines kept per connection to explain a server that never answers. */
+const INVALID_STDOUT_KEPT = 3;
+/** How long stop() waits for a server to end politely before killing it. */
+const STOP_BUDGET_MS = 4000;
 
 /**
  * Keeps one configured MCP server usable: connects, watches the connection, reconnects with
@@ -89,11 +100,17 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private readonly crashes: CrashWindow;
 
   private _status: ServerStatus = 'disconnected';
-  private _health: ServerHealth = 'healthy';
+  /** `unknown` until a first check (a connection that initializes and lists is one). */
+  private _health: ServerHealth = 'unknown';
   private stopped = true;
   private everConnected = false;
-  /** Reconnect attempt number since the last successful connection (0 = none yet). */
+  /**
+   * The attempt in progress or scheduled next, counted from 1 in each streak (the first
+   * connection, or the attempts after a loss); 0 while connected.
+   */
   private attemptNo = 0;
+  /** Failures in the current streak (a loss counts as one): the backoff exponent. */
+  private streakFailures = 0;
   private retryTimer: NodeJS.Timeout | undefined;
   private nextRetryAt: number | null = null;
   private inflight: Promise<boolean> | null = null;
@@ -164,13 +181,18 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   async start(): Promise<void> {
     if (!this.stopped) return;
     this.stopped = false;
-    this.attemptNo = 0;
+    this.attemptNo = 1;
+    this.streakFailures = 0;
     this.setStatus('connecting');
     await this.runAttempt('initial');
   }
 
-  /** Stops on purpose: closes the connection, cancels retries; status `disconnected`. */
-  async stop(): Promise<void> {
+  /**
+   * Stops on purpose: closes the connection, cancels retries; status `disconnected`.
+   * Bounded by `budgetMs` whatever the server does: past it, a local server's process group
+   * is killed and a remote one's session closed (the tether server ends its processes).
+   */
+  async stop(budgetMs = STOP_BUDGET_MS): Promise<void> {
     if (this.stopped && this._status === 'disconnected') return;
     this.stopped = true;
     this.clearRetry();
@@ -180,19 +202,17 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.connectedAt = null;
     const wasConnected = this._status === 'connected';
     this.setStatus('disconnected');
-    if (conn) {
-      conn.closedByUs = true;
-      await closeQuietly(conn.client);
-    }
+    // The connection, and an attempt in progress (aborted rather than waited out).
     const opening = this.opening;
-    if (opening) {
-      // Abort a connection attempt in progress rather than wait out its timeout.
-      opening.closedByUs = true;
-      await closeQuietly(opening.client);
+    const victims = [conn, opening].filter((c): c is Connection => c !== null);
+    for (const c of victims) c.closedByUs = true;
+    const polite = Promise.all([...victims.map((c) => closeQuietly(c.client, budgetMs)), this.inflight?.catch(() => {})]);
+    if (!(await settlesWithin(polite, budgetMs))) {
+      this.log('warn', `[${this.name}] did not stop within ${budgetMs} ms: killing it`);
     }
+    // Always: whatever an attempt opened meanwhile, and anything left in a process group.
+    for (const c of [...victims, this.opening].filter((c): c is Connection => c !== null && c !== undefined)) forceClose(c);
     if (wasConnected) this.emit('server_disconnected', { server: this.name, wasIntentional: true, reason: 'stopped' });
-    // An attempt still in flight sees `stopped` and closes what it opened.
-    await this.inflight?.catch(() => {});
   }
 
   /**
@@ -217,6 +237,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       this.emit('server_disconnected', { server: this.name, wasIntentional: true, reason: 'manual reconnect' });
     }
     this.attemptNo = 1;
+    this.streakFailures = 0;
     this.setStatus('reconnecting');
     this.emit('server_reconnecting', { server: this.name, attempt: this.attemptNo, nextRetryMs: 0 });
     await this.runAttempt('manual');
@@ -260,6 +281,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   /** Resolves with a live connection or throws ServerUnavailableError; never waits unboundedly. */
   private async ensureConnected(): Promise<Connection> {
     if (this._status === 'connected' && this.conn) return this.conn;
+    // The tether server refuses connections: say so now rather than wait for the session's
+    // recovery deadline (a new session would not help while nobody listens).
+    if (this.conn?.linkDown) throw this.unavailable();
     if (this._status === 'connecting' || this._status === 'reconnecting' || this._status === 'failed') {
       // Joins the attempt in flight, or cancels the scheduled retry and tries at once: one
       // attempt per call, bounded by connectTimeoutMs.
@@ -304,7 +328,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   private async attemptOnce(trigger: Trigger): Promise<boolean> {
     const from = this._status;
-    const attemptNo = this.attemptNo;
+    // A call's attempt on a failed server is one more attempt of the last streak.
+    if (trigger === 'call' && from === 'failed') this.attemptNo += 1;
+    const attemptNo = Math.max(1, this.attemptNo);
     this.log('debug', `[${this.name}] connection attempt ${attemptNo} (${trigger}, status ${from})`);
     let conn: Connection | undefined;
     try {
@@ -337,13 +363,20 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private async openConnection(): Promise<Connection> {
     const transport = await this.factory(this.spec);
     const client = new Client(this.clientInfo, { capabilities: {} });
-    const conn: Connection = { id: ++this.connSeq, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: [] };
+    const conn: Connection = { id: ++this.connSeq, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: '', invalidStdout: [], linkDown: null };
     this.tailStderr(conn);
     client.onclose = () => {
       conn.closed = true;
       this.onTransportClosed(conn);
     };
     client.onerror = (error) => {
+      const badLine = /^MCP server wrote a line that is (?:not JSON|not a JSON-RPC message): ([^]*)$/.exec(error.message);
+      if (badLine) {
+        // Not a transport problem, but the likeliest reason a server never answers.
+        if (conn.invalidStdout.length < INVALID_STDOUT_KEPT) conn.invalidStdout.push(badLine[1]!);
+        this.log('debug', `[${this.name}] ${error.message}`);
+        return;
+      }
       conn.errors.push(error);
       if (conn.errors.length > 10) conn.errors.shift();
       if (conn !== this.conn) return;
@@ -376,7 +409,45 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       clearTimeout(timer);
       if (this.opening === conn) this.opening = null;
     }
+    if (this.kind === 'exec') this.watchTetherLink(conn);
     return conn;
+  }
+
+  /**
+   * exec: the tether client hides short drops, but a tether server that refuses connections
+   * is not a short drop. The first refused recovery attempt makes the status `reconnecting`
+   * (calls fail fast saying why); the session still counts as lost only when the server
+   * says it does not know it or the recovery deadline passes (a refused connection can be
+   * an ssh tunnel coming back), and a resumed session is `connected` again.
+   */
+  private watchTetherLink(conn: Connection): void {
+    const execClient = (conn.transport as { client?: import('node:events').EventEmitter }).client;
+    if (!execClient || typeof execClient.on !== 'function') return;
+    execClient.on('retry', (e: { attempt: number; error: Error }) => {
+      if (conn !== this.conn || !isRefusal(e.error)) return;
+      const first = conn.linkDown === null;
+      conn.linkDown = errorText(e.error);
+      this.attemptNo = e.attempt + 1;
+      this.lastError = `the tether server refuses connections (${conn.linkDown}); the session is kept until it resumes, the server no longer knows it, or the recovery deadline passes`;
+      if (!first) return;
+      this.stopHealth();
+      this.connectedAt = null;
+      this.log('warn', `[${this.name}] tether link down: ${this.lastError}`);
+      this.setStatus('reconnecting');
+      this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError });
+    });
+    execClient.on('state', (change: { state: string; attempt: number }) => {
+      if (conn !== this.conn || change.state !== 'connected' || conn.linkDown === null) return;
+      conn.linkDown = null;
+      const attemptsTaken = Math.max(1, change.attempt);
+      this.attemptNo = 0;
+      this.lastError = null;
+      this.connectedAt = Date.now();
+      this.setStatus('connected');
+      this.log('info', `[${this.name}] tether session resumed`);
+      this.emit('server_reconnected', { server: this.name, attemptsTaken, capabilities: this.capabilities });
+      this.scheduleHealth(conn);
+    });
   }
 
   private tailStderr(conn: Connection): void {
@@ -385,14 +456,11 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     let partial = '';
     stderr.setEncoding?.('utf8');
     stderr.on('data', (chunk: string | Buffer) => {
-      const lines = (partial + chunk.toString()).split('\n');
-      partial = lines.pop() ?? '';
-      for (const line of lines) {
-        if (!line.trim()) continue;
-        conn.stderrTail.push(line);
-        if (conn.stderrTail.length > STDERR_TAIL_LINES) conn.stderrTail.shift();
-        this.log('debug', `[${this.name}] stderr: ${line}`);
-      }
+      const text = chunk.toString();
+      conn.stderrTail = (conn.stderrTail + text).slice(-STDERR_KEEP_BYTES);
+      const lines = (partial + text).split('\n');
+      partial = (lines.pop() ?? '').slice(-STDERR_KEEP_BYTES);
+      for (const line of lines) if (line.trim()) this.log('debug', `[${this.name}] stderr: ${line}`);
     });
     stderr.on('error', () => {});
   }
@@ -404,6 +472,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     if (this.kind === 'http') return 'loss';
     // exec: an unreachable tether server or a lost session is a loss, not a crash of the MCP server.
     if (this.kind === 'exec' && errors.some(isRemoteLoss)) return 'loss';
+    // exec: the tether server answered, but could not start the command (missing binary,
+    // bad cwd): the same failure as a local spawn error, so the same crash policy.
+    if (this.kind === 'exec' && errors.some((e) => (e as Error | undefined)?.name === 'RpcError')) return 'crash';
     const code = (err as { code?: unknown } | undefined)?.code;
     if (code === 'ENOENT' || code === 'EACCES') return 'crash';
     if (conn?.closed && !conn.closedByUs) return 'crash';
@@ -413,11 +484,21 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   private describeFailure(err: unknown, conn: Connection | undefined, failure: FailureKind): string {
     const exit = conn ? describeExit(conn.transport) : null;
+    const remoteExit = err instanceof Error && err.name === 'ServerProcessExitedError' ? /^remote MCP server process exited with code \d+/.exec(err.message)?.[0] : undefined;
     // "Connection closed" says nothing when we know how the process ended.
-    const text = exit && (isConnectionClosed(err) || /server process exited|Not connected/.test(errorText(err))) ? exit : errorText(err);
-    // A crashed server's last words usually say why (missing key, bad flag).
-    const tail = failure === 'crash' ? conn?.stderrTail.at(-1) : undefined;
-    const full = tail && !text.includes(tail) ? `${text}; stderr: ${tail}` : text;
+    const spawnRefused = this.spec.kind === 'exec' && err instanceof Error && err.name === 'RpcError';
+    const text = spawnRefused
+      ? `the tether server could not start ${JSON.stringify(this.spec.command)}: ${errorText(err)}`
+      : (remoteExit ?? (exit && (isConnectionClosed(err) || /server process exited|Not connected/.test(errorText(err))) ? exit : errorText(err)));
+    const parts = [text];
+    // A server's stderr usually says why it died or hangs (missing key, bad flag): the error
+    // lines, not merely the last line.
+    const said = conn && failure !== 'auth' ? summarizeStderr(conn.stderrTail) : null;
+    if (said && !text.includes(said)) parts.push(`stderr: ${said}`);
+    if (conn?.invalidStdout.length) {
+      parts.push(`the server wrote non-JSON to stdout, where MCP allows only JSON-RPC messages (log to stderr instead): ${conn.invalidStdout.map((l) => JSON.stringify(l.length > 120 ? `${l.slice(0, 120)}…` : l)).join(', ')}`);
+    }
+    const full = parts.join('; ');
     return full.length > 1000 ? `${full.slice(0, 997)}...` : full;
   }
 
@@ -426,6 +507,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    * does not restart the retry loop.
    */
   private afterFailure(failure: FailureKind, staysFailed: boolean): void {
+    this.streakFailures += 1;
     if (failure === 'auth') {
       this.enterStopped('requires_reauth', `authorization failed: ${this.lastError}`);
       return;
@@ -443,11 +525,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     }
     if (staysFailed) return;
     const max = this.options.maxRetries;
-    if (max !== undefined && this.attemptNo >= max) {
-      this.enterStopped('failed', `gave up after ${this.attemptNo} ${this.attemptNo === 1 ? 'retry' : 'retries'}: ${this.lastError}`);
+    // Every failure of a streak but the first was a retry.
+    const retries = this.streakFailures - 1;
+    if (max !== undefined && retries >= max) {
+      this.enterStopped('failed', `gave up after ${retries} ${retries === 1 ? 'retry' : 'retries'}: ${this.lastError}`);
       return;
     }
-    this.schedule(backoffDelay(this.attemptNo + 1, this.options.backoff, this.random));
+    this.schedule(backoffDelay(this.streakFailures, this.options.backoff, this.random));
   }
 
   /** Schedules the next attempt (number attemptNo+1) after `delayMs`. */
@@ -483,10 +567,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.everConnected = true;
     this.connectedAt = Date.now();
     this.attemptNo = 0;
+    this.streakFailures = 0;
     this.clearRetry();
     this.lastError = null;
     const wasDegraded = this._health === 'degraded';
+    // Initialize and discovery answered: that is the first health check.
     this._health = 'healthy';
+    this.lastHealthCheckAt = this.connectedAt;
     this.consecutiveHealthFailures = 0;
     this.pingUnsupported = false;
     this.setStatus('connected');
@@ -521,8 +608,10 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     }
     this.lastError = reason;
     this.attemptNo = 0;
+    this.streakFailures = 0;
     this.log('warn', `[${this.name}] connection lost (${failure}): ${reason}`);
-    this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason });
+    // A tether link already reported down was announced then: one disconnection, one event.
+    if (conn.linkDown === null) this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason });
     if (this.stopped) return;
     this.afterFailure(failure, false);
   }
@@ -692,6 +781,26 @@ function isRemoteLoss(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (err.name === 'SessionLostError') return true;
   return isTransportLoss(err) && !isConnectionClosed(err) && !/Not connected/.test(err.message);
+}
+
+/** Ends a connection now: a local server's process group is killed, a remote session closed. */
+function forceClose(conn: Connection): void {
+  const transport = conn.transport as { kill?: () => void; client?: { close?: () => Promise<void> } };
+  try {
+    transport.kill?.();
+  } catch {
+    // already gone
+  }
+  void transport.client?.close?.().catch(() => {});
+}
+
+async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    return await Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

@@ -1,39 +1,11 @@
 import { readFile } from 'node:fs/promises';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CredentialsUnavailableError } from './errors.js';
+import { LocalStdioClientTransport } from './stdio-transport.js';
 import type { ExecServerSpec, ServerSpec } from './types.js';
 
-/** How a server process ended, when the transport knows. */
-export interface ExitInfo {
-  code: number | null;
-  signal: NodeJS.Signals | null;
-}
-
-/**
- * The SDK's StdioClientTransport, remembering how the process ended: "exited with code 3" or
- * "killed by SIGKILL" explains a crash far better than the SDK's "Connection closed".
- */
-export class LocalStdioClientTransport extends StdioClientTransport {
-  exitInfo: ExitInfo | null = null;
-
-  override async start(): Promise<void> {
-    await super.start();
-    // The child is private in the SDK; 'exit' cannot have fired yet (start resolves on 'spawn').
-    const child = (this as unknown as { _process?: import('node:child_process').ChildProcess })._process;
-    child?.once('exit', (code, signal) => {
-      this.exitInfo = { code, signal };
-    });
-  }
-}
-
-/** "exited with code 3" / "killed by SIGKILL", or null. */
-export function describeExit(transport: unknown): string | null {
-  const info = (transport as { exitInfo?: ExitInfo | null }).exitInfo;
-  if (!info) return null;
-  return info.signal ? `server process killed by ${info.signal}` : `server process exited with code ${info.code}`;
-}
+export { LocalStdioClientTransport, describeExit, type ExitInfo } from './stdio-transport.js';
 
 /**
  * Makes a fresh, unstarted transport for one connection attempt. The supervisor never reuses a
@@ -44,9 +16,9 @@ export type TransportFactory = (spec: ServerSpec) => Transport | Promise<Transpo
 export const createTransport: TransportFactory = async (spec) => {
   switch (spec.kind) {
     case 'stdio':
-      // stderr is piped (not inherited) so the gateway's stdout/stderr stay its own and the
-      // last lines can explain a crash in `lastError`.
-      return new LocalStdioClientTransport({ command: spec.command, args: spec.args ?? [], env: spec.env, cwd: spec.cwd, stderr: 'pipe' });
+      // stderr is piped (not inherited) so the gateway's stdout/stderr stay its own and what
+      // the server said can explain a crash in `lastError`.
+      return new LocalStdioClientTransport({ command: spec.command, args: spec.args ?? [], env: spec.env, cwd: spec.cwd });
     case 'http':
       return new StreamableHTTPClientTransport(new URL(spec.url), {
         requestInit: spec.headers ? { headers: spec.headers } : undefined,

@@ -5,7 +5,8 @@ export type ServerKind = 'stdio' | 'http' | 'exec';
 
 /** connecting → connected ↔ reconnecting → failed | requires_reauth; disconnected = stopped on purpose. */
 export type ServerStatus = 'connecting' | 'connected' | 'reconnecting' | 'failed' | 'requires_reauth' | 'disconnected';
-export type ServerHealth = 'healthy' | 'degraded';
+/** `unknown` until a first check: a connection's initialize and lists, then the periodic probes. */
+export type ServerHealth = 'unknown' | 'healthy' | 'degraded';
 
 interface StdioLike {
   command: string;

@@ -1,0 +1,18 @@
+/** Process liveness for orphan checks: a zombie (dead, not yet reaped by init) counts as gone. */
+import { readFileSync } from 'node:fs';
+
+export function running(pid: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    return !stat.slice(stat.lastIndexOf(')') + 2).startsWith('Z');
+  } catch {
+    return false;
+  }
+}
+
+/** Waits (bounded) until none of `pids` runs; returns the ones still running. */
+export async function waitGone(pids: number[], timeoutMs = 2000): Promise<number[]> {
+  const until = Date.now() + timeoutMs;
+  while (pids.some(running) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
+  return pids.filter(running);
+}
