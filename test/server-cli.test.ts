@@ -83,14 +83,15 @@ describe('flag parsing', () => {
         [
           '--listen', 'ws://127.0.0.1:0', '--session-ttl', '5s', '--token-file', file, '--output-retention', '2MiB',
           '--closed-retention', '1m', '--allow-origin', 'https://a', '--allow-origin', 'https://b', '--max-sessions', '7',
-          '--max-processes', '3', '--max-message-size', '1MiB',
+          '--max-processes', '3', '--max-message-size', '1MiB', '--max-connections', '9', '--stall-timeout', '10s',
+          '--initialize-timeout', '2s',
         ],
         {},
       );
       expect(config.options).toEqual({
         host: '127.0.0.1', port: 0, sessionTtlMs: 5000, token: 'from-file', outputRetentionBytes: 2 * 1024 * 1024,
         closedRetentionMs: 60_000, allowedOrigins: ['https://a', 'https://b'], maxSessions: 7, maxProcessesPerSession: 3,
-        maxMessageBytes: 1024 * 1024,
+        maxMessageBytes: 1024 * 1024, maxConnections: 9, stallTimeoutMs: 10_000, initializeTimeoutMs: 2000,
       });
       expect(parseServeArgs([], { TETHER_TOKEN: 'env-token' }).options.token).toBe('env-token');
       expect(() => parseServeArgs(['--token-file', join(dir, 'missing')], {})).toThrow(/--token-file: cannot read/);

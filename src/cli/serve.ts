@@ -23,6 +23,12 @@ options:
   --max-sessions N           sessions per server (default ${Defaults.maxSessions})
   --max-processes N          live processes per session (default ${Defaults.maxProcessesPerSession})
   --max-message-size SIZE    largest incoming message (default 16MiB)
+  --max-connections N        open sockets at most; more are answered HTTP 503 (default: a
+                             quarter of the descriptor limit, at most 10000)
+  --stall-timeout DURATION   drop a connection whose unsent output has not moved this long
+                             (a client that stopped reading; default 30s)
+  --initialize-timeout DURATION  close a socket that has not sent its request headers, or
+                             completed initialize, this long after it opened (default 5s)
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
@@ -107,6 +113,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'max-sessions': { type: 'string' },
         'max-processes': { type: 'string' },
         'max-message-size': { type: 'string' },
+        'max-connections': { type: 'string' },
+        'stall-timeout': { type: 'string' },
+        'initialize-timeout': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -123,6 +132,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
   if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);
   if (v['max-processes'] !== undefined) options.maxProcessesPerSession = parseCount('--max-processes', v['max-processes']);
+  if (v['max-connections'] !== undefined) options.maxConnections = parseCount('--max-connections', v['max-connections']);
+  if (v['stall-timeout'] !== undefined) options.stallTimeoutMs = parseDuration('--stall-timeout', v['stall-timeout']);
+  if (v['initialize-timeout'] !== undefined) options.initializeTimeoutMs = parseDuration('--initialize-timeout', v['initialize-timeout']);
   if (v['allow-origin'] !== undefined) options.allowedOrigins = v['allow-origin'];
   if (v['token-file'] !== undefined) {
     let token: string;

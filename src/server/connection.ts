@@ -5,6 +5,7 @@
  * the send-buffer backpressure of the session attached to it.
  */
 import { setMaxListeners } from 'node:events';
+import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import { decodeFrame, Dialect, withJsonrpc } from '../protocol/index.js';
@@ -37,10 +38,18 @@ export class Connection implements SessionLink {
   }
   /** Pong seen since the last ping (server heartbeat). */
   alive = true;
-  private bytesWrittenAtPing = 0;
+  /** Heartbeats in a row whose ping went unanswered (and unexcused): two drop the connection. */
+  private missedPongs = 0;
   private backloggedAtPing = false;
+  private pingAt = 0;
+  /**
+   * When the send buffer last moved: a write reached the kernel (its callback ran) or the
+   * buffer was seen empty. Only completed writes count: a frame merely queued behind a peer
+   * that stopped reading (a ping, more output) is no progress.
+   */
+  private progressAt = performance.now();
   private probeTimer: NodeJS.Timeout | null = null;
-
+  private initializeTimer: NodeJS.Timeout | null = null;
   constructor(
     readonly ws: WebSocket,
     /** sha256 of the bearer token this connection presented (empty when auth is off). */
@@ -62,21 +71,48 @@ export class Connection implements SessionLink {
   }
 
   /**
-   * Server heartbeat: false when the peer neither answered the previous ping nor took any
-   * bytes since (a slow reader behind megabytes of output sees the ping late, but it is
-   * reading: that is not a dead link).
+   * Server heartbeat, every ping interval: false (drop it) when the peer missed two pongs in
+   * a row. A ping that queued behind a backlog which has since drained in part is excused:
+   * a slow reader behind megabytes of output sees it late, but it is reading. A peer that
+   * reads nothing at all is the send-stall rule's (`stalledFor`).
    */
   heartbeat(): boolean {
-    const written = (this.ws as unknown as { _socket?: { bytesWritten?: number } })._socket?.bytesWritten ?? 0;
-    // Only a socket that had a user-space backlog counts: the kernel swallows a lone ping even
-    // on a dead link, but it stops taking megabytes.
-    const progressed = this.backloggedAtPing && written > this.bytesWrittenAtPing;
-    if (!this.alive && !progressed) return false;
+    if (this.alive) this.missedPongs = 0;
+    else if (!(this.backloggedAtPing && this.progressAt > this.pingAt)) this.missedPongs++;
+    if (this.missedPongs >= 2) return false;
     this.alive = false;
-    this.bytesWrittenAtPing = written;
+    this.pingAt = performance.now();
     this.backloggedAtPing = this.ws.bufferedAmount > 0;
-    this.ws.ping();
+    this.ws.ping(undefined, undefined, this.afterSend);
     return true;
+  }
+
+  /**
+   * How long the send buffer has been non-empty without any write completing (0 when it is
+   * empty or moving). The server drops a connection stalled past its limit, so a peer that
+   * stops reading cannot hold its session (and the output queued for it) forever.
+   */
+  stalledFor(now: number): number {
+    if (this.ws.bufferedAmount === 0) {
+      this.progressAt = now;
+      return 0;
+    }
+    return now - this.progressAt;
+  }
+
+  /**
+   * A connection must complete `initialize` within `ms`, or it is closed: an idle socket
+   * costs a descriptor and belongs to nobody.
+   */
+  requireInitializeWithin(ms: number): void {
+    this.initializeTimer = setTimeout(() => {
+      this.initializeTimer = null;
+      if (this.closed || this.session) return;
+      this.ws.close(1008, `no initialize within ${ms} ms`);
+      // Do not wait 30 s for the close handshake of a peer that may never answer.
+      setTimeout(() => this.ws.terminate(), 1000).unref();
+    }, ms);
+    this.initializeTimer.unref();
   }
 
   /**
@@ -168,6 +204,7 @@ export class Connection implements SessionLink {
 
   /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
   private readonly afterSend = (): void => {
+    this.progressAt = performance.now();
     if (this.backpressured && (this.closed || this.ws.bufferedAmount <= this.marks.lowWaterBytes)) {
       this.backpressured = false;
       this.session?.flowChanged();
@@ -180,6 +217,7 @@ export class Connection implements SessionLink {
     this.closed = true;
     this.backpressured = false;
     if (this.probeTimer) clearTimeout(this.probeTimer);
+    if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();
     const session = this.session;
     this.session = null;

@@ -3,7 +3,10 @@
  * JSON-RPC, sessions that outlive their socket. See PROTOCOL.md.
  */
 import { EventEmitter } from 'node:events';
+import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import type { Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { checkUpgrade, digest } from './auth.js';
@@ -40,8 +43,25 @@ export interface TetherServerOptions {
   maxProcessesPerSession?: number;
   /** Sessions per server, attached or detached (10000). */
   maxSessions?: number;
-  /** Server → client ping interval (30 s); a connection that missed the previous pong is dropped. */
+  /** Server → client ping interval (30 s); a connection that misses two pongs in a row is dropped. */
   pingIntervalMs?: number;
+  /**
+   * A connection whose send buffer holds bytes and has not moved for this long (30 s) is
+   * dropped and its session detaches: a client that stops reading cannot pin its session,
+   * and its paused children, forever.
+   */
+  stallTimeoutMs?: number;
+  /**
+   * A connection must complete `initialize` this soon after its upgrade, and a socket must
+   * send its HTTP request headers this soon after it opens (5 s); otherwise it is closed.
+   */
+  initializeTimeoutMs?: number;
+  /**
+   * Open sockets (WebSocket and plain HTTP) at most; one more is answered HTTP 503 with the
+   * reason. Default: a quarter of the descriptor limit (RLIMIT_NOFILE), at most 10,000, so
+   * the server refuses clearly long before accept() would fail with EMFILE.
+   */
+  maxConnections?: number;
   /**
    * When a client tries to resume a session that is still attached (-32010), the attached
    * connection is pinged and dropped unless it answers within this time (2 s), so a socket
@@ -64,12 +84,14 @@ export const Defaults = {
   maxProcessesPerSession: 1024,
   maxSessions: 10_000,
   pingIntervalMs: 30_000,
+  stallTimeoutMs: 30_000,
+  initializeTimeoutMs: 5_000,
   livenessProbeMs: 2_000,
   highWaterBytes: 4 * 1024 * 1024,
   lowWaterBytes: 1024 * 1024,
 } as const;
 
-const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found' };
+const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };
 
 export class TetherServer extends EventEmitter {
   readonly url: string;
@@ -78,6 +100,10 @@ export class TetherServer extends EventEmitter {
   private readonly state: ServerState;
   private readonly wss: WebSocketServer;
   private readonly pingTimer: NodeJS.Timeout;
+  private readonly stallTimer: NodeJS.Timeout;
+  /** Every open TCP socket, upgraded or not: what the connection cap counts. */
+  private openSockets = 0;
+  readonly maxConnections: number;
   private closing: Promise<void> | null = null;
   private readonly maxMessageBytes: number;
 
@@ -131,7 +157,19 @@ export class TetherServer extends EventEmitter {
       clientTracking: false,
     });
 
+    this.maxConnections = opts.maxConnections ?? defaultMaxConnections();
+    const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
+    // A socket that never finishes its request headers is closed (408) as soon as it is late.
+    http.headersTimeout = initializeTimeoutMs;
+    http.requestTimeout = initializeTimeoutMs;
+    http.on('connection', (socket: Socket) => {
+      this.openSockets++;
+      socket.once('close', () => this.openSockets--);
+      if (this.openSockets > this.maxConnections) refuseSocket(socket, this.atCapacityReason(), log);
+    });
+
     http.on('request', (req, res) => {
+      if (refused.has(req.socket)) return;
       const path = (req.url ?? '/').split('?')[0];
       const ready = path === '/readyz' && (req.method === 'GET' || req.method === 'HEAD');
       res.writeHead(ready ? 200 : 404, { 'content-length': '0' });
@@ -140,23 +178,43 @@ export class TetherServer extends EventEmitter {
 
     http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
       socket.on('error', () => {});
+      if (refused.has(socket)) return;
       if (this.closing) return rejectUpgrade(socket, 503, 'server is shutting down');
       const verdict = checkUpgrade(req, expected, allowedOrigins);
       if (!verdict.ok) {
         log('info', `refused upgrade from ${req.socket.remoteAddress}: ${verdict.status} ${verdict.body || 'origin not allowed'}`);
         return rejectUpgrade(socket, verdict.status, verdict.body);
       }
-      this.wss.handleUpgrade(req, socket, head, (ws) => this.onConnection(ws, verdict.credential, req, rpc, marks));
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        const conn = this.onConnection(ws, verdict.credential, req, rpc, marks);
+        conn.requireInitializeWithin(initializeTimeoutMs);
+      });
     });
 
     const interval = opts.pingIntervalMs ?? Defaults.pingIntervalMs;
     this.pingTimer = setInterval(() => {
       for (const conn of this.connections) {
-        // No pong since the last ping and no progress: a half-open TCP connection. Drop it so its session detaches.
-        if (!conn.heartbeat()) conn.ws.terminate();
+        if (conn.heartbeat()) continue;
+        // Two pings unanswered: a half-open TCP connection. Drop it so its session detaches.
+        log('info', `connection ${conn.remote} missed two pongs: dropped`);
+        conn.ws.terminate();
       }
     }, interval);
     this.pingTimer.unref();
+
+    const stallMs = opts.stallTimeoutMs ?? Defaults.stallTimeoutMs;
+    this.stallTimer = setInterval(
+      () => {
+        const now = performance.now();
+        for (const conn of this.connections) {
+          if (conn.stalledFor(now) < stallMs) continue;
+          log('info', `connection ${conn.remote} stopped reading (${conn.ws.bufferedAmount} bytes unsent for ${stallMs} ms): dropped`);
+          conn.ws.terminate();
+        }
+      },
+      Math.max(20, Math.min(1000, stallMs / 4)),
+    );
+    this.stallTimer.unref();
   }
 
   private onConnection(
@@ -165,7 +223,7 @@ export class TetherServer extends EventEmitter {
     req: IncomingMessage,
     rpc: ReturnType<typeof createRpcServer>,
     marks: BackpressureMarks,
-  ): void {
+  ): Connection {
     const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
     // ws closes an oversized message with a bare 1009; give the peer a reason it can act on.
     const close = ws.close.bind(ws);
@@ -182,6 +240,16 @@ export class TetherServer extends EventEmitter {
       conn.onClosed();
     });
     this.emit('connection', conn);
+    return conn;
+  }
+
+  private atCapacityReason(): string {
+    return `too many connections: this server allows at most ${this.maxConnections} at once (--max-connections); try again later`;
+  }
+
+  /** Open TCP sockets (WebSocket and HTTP), as the connection cap counts them. */
+  get socketCount(): number {
+    return this.openSockets;
   }
 
   /** Live sessions (attached or detached). */
@@ -214,6 +282,7 @@ export class TetherServer extends EventEmitter {
   close(): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.pingTimer);
+      clearInterval(this.stallTimer);
       const closedHttp = new Promise<void>((resolve) => this.http.close(() => resolve()));
       for (const conn of this.connections) conn.ws.terminate();
       const sessions = [...this.state.sessions.values()];
@@ -234,6 +303,43 @@ function formatBytes(n: number): string {
   return `${n} bytes`;
 }
 
+/** Sockets answered 503 at accept time: the HTTP parser may still emit their request; it is ignored. */
+const refused = new WeakSet<object>();
+
+/**
+ * Over the cap: answer 503 at once, before the request arrives (an HTTP/1.1 client reads a
+ * response whenever it comes), then keep reading what the peer sends (closing with unread
+ * bytes would reset the connection and lose the answer) until it closes, at most 2 s.
+ */
+function refuseSocket(socket: Socket, reason: string, log: (level: LogLevel, msg: string) => void): void {
+  refused.add(socket);
+  log('warn', `refused a connection from ${socket.remoteAddress}: ${reason}`);
+  socket.on('error', () => {});
+  socket.end(
+    `HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(reason)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n${reason}`,
+  );
+  setTimeout(() => socket.destroy(), 2000).unref();
+}
+
+/**
+ * RLIMIT_NOFILE's soft limit, from /proc (Node has no getrlimit; it raises the soft limit to
+ * the hard one at start). 1024 where /proc is not there.
+ */
+export function descriptorLimit(): number {
+  try {
+    const line = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
+    if (line) return line[1] === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(line[1]);
+  } catch {
+    /* not Linux */
+  }
+  return 1024;
+}
+
+/** A quarter of the descriptors for sockets: the rest is for children's pipes and the server itself. */
+export function defaultMaxConnections(limit = descriptorLimit()): number {
+  return Math.max(1, Math.min(10_000, Math.floor(limit / 4)));
+}
+
 function rejectUpgrade(socket: Duplex, status: number, body: string): void {
   const text = STATUS_TEXT[status] ?? 'Error';
   const headers = [
@@ -247,7 +353,8 @@ function rejectUpgrade(socket: Duplex, status: number, body: string): void {
 
 export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
   const host = opts.host ?? Defaults.host;
-  const http = createServer();
+  const checkEvery = Math.max(50, Math.min(1000, Math.floor((opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs) / 4)));
+  const http = createServer({ connectionsCheckingInterval: checkEvery });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port ?? Defaults.port, host, () => {
