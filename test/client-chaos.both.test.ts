@@ -8,6 +8,7 @@ import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient } from '../src/client/index.js';
 import { ChaosProxy } from '../src/chaos/proxy.js';
+import { seededRandom } from '../src/chaos/random.js';
 import { startTarget, type Target } from './helpers/target.js';
 import { collect } from './helpers/client-util.js';
 
@@ -23,18 +24,6 @@ afterAll(async () => {
   await proxy?.close();
   await target?.stop();
 });
-
-/** Deterministic cut schedule per run (fast-check shrinks and replays by seed). */
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const scenario = fc.record({
   counters: fc.array(fc.record({ lines: fc.integer({ min: 40, max: 200 }), code: fc.integer({ min: 0, max: 9 }) }), { minLength: 1, maxLength: 3 }),
@@ -73,7 +62,7 @@ describe('ExecClient under random cuts', () => {
           // A resume needs ~4 round trips (upgrade, initialize, catch-up read): with latency, the
           // link must stay up a little longer between cuts or no recovery could ever finish.
           const minMs = cutMinMs + 12 * latencyMs;
-          proxy.cutRandomly({ minMs, maxMs: minMs + cutSpanMs, random: mulberry32(seed) });
+          proxy.cutRandomly({ minMs, maxMs: minMs + cutSpanMs, random: seededRandom(seed) });
           const writers = echoers.map(async ({ proc }, k) => {
             for (let j = 1; j <= echoes[k]!.writes; j++) {
               await new Promise<void>((resolve, reject) => proc.stdin!.write(`w${k}-${j}\n`, (err) => (err ? reject(err) : resolve())));
