@@ -9,6 +9,7 @@ import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ConfigError, Gateway, createGatewayServer, loadConfigFile, startGatewayHttp, type GatewayHttp } from '../gateway/index.js';
 import type { Logger } from '../supervisor/index.js';
+import { atLeast } from '../util/logger.js';
 
 const HELP = `usage: tether gateway --config tether.json [--listen http://127.0.0.1:8766] [--stdio] [--verbose]
 
@@ -123,11 +124,7 @@ function isLoopback(host: string): boolean {
 }
 
 function stderrLogger(min: 'debug' | 'info'): Logger {
-  const order = { debug: 0, info: 1, warn: 2, error: 3 } as const;
-  return (level, msg) => {
-    if (order[level] < order[min]) return;
-    process.stderr.write(`${new Date().toISOString()} ${level.padEnd(5)} gateway: ${msg}\n`);
-  };
+  return atLeast(min, (level, msg) => process.stderr.write(`${new Date().toISOString()} ${level.padEnd(5)} gateway: ${msg}\n`));
 }
 
 function fail(message: string): void {

@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Defaults, startServer, type LogLevel, type TetherServerOptions } from '../server/index.js';
+import { Defaults, startServer, type TetherServerOptions } from '../server/index.js';
+import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 
 export const SERVE_USAGE = `usage: tether serve [options]
 
@@ -149,13 +150,11 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     options.token = env.TETHER_TOKEN.trim();
   }
   const logLevel = (v['log-level'] ?? 'info') as LogLevel;
-  if (!['debug', 'info', 'warn', 'error'].includes(logLevel)) {
+  if (!isLogLevel(logLevel)) {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${v['log-level']}'`);
   }
   return { options, logLevel, help: v.help ?? false };
 }
-
-const LEVELS: Record<LogLevel, number> = { debug: 0, info: 1, warn: 2, error: 3 };
 
 export async function run(argv: string[]): Promise<void> {
   let config: ServeConfig;
@@ -173,10 +172,7 @@ export async function run(argv: string[]): Promise<void> {
   }
   // Children never see the server's credential, whatever envPolicy they ask for.
   delete process.env.TETHER_TOKEN;
-  const min = LEVELS[config.logLevel];
-  const logger = (level: LogLevel, msg: string) => {
-    if (LEVELS[level] >= min) process.stderr.write(`${new Date().toISOString()} ${level} ${msg}\n`);
-  };
+  const logger = stderrLogger(config.logLevel);
   let server;
   try {
     server = await startServer({ ...config.options, logger });

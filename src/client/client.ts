@@ -38,6 +38,8 @@ import { reconnectDelayMs } from './backoff.js';
 import { Connection } from './connection.js';
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
 import { ExecProcess, type ProcessHost } from './process.js';
+import type { Logger, LogLevel } from '../util/logger.js';
+import { settleWithin, sleep } from '../util/timeouts.js';
 
 export type ClientState = 'connected' | 'recovering' | 'failed';
 
@@ -71,7 +73,7 @@ export interface ExecClientOptions {
    */
   extensions?: readonly ExtensionName[];
   /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
-  logger?: (level: 'debug' | 'info' | 'warn' | 'error', message: string) => void;
+  logger?: Logger;
 }
 
 export interface StateChange {
@@ -267,18 +269,12 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       const kills = live.map((p) =>
         connection.request(Method.processTerminate, { processId: p.id }).then(() => p.closed),
       );
-      let timer: NodeJS.Timeout | undefined;
-      await Promise.race([Promise.allSettled(kills), new Promise((resolve) => (timer = setTimeout(resolve, 2000)))]);
-      clearTimeout(timer);
+      await settleWithin(Promise.allSettled(kills), 2000);
       // End the session now rather than leaving it detached for its TTL (it would hold a
       // --max-sessions slot and whatever its processes left behind). Best effort: a lost
       // answer leaves the server's TTL to do the same later.
       if (this._extensions.has('sessionClose') && connection.isOpen) {
-        await Promise.race([
-          connection.request(Method.sessionClose, {}).catch(() => {}),
-          new Promise((resolve) => (timer = setTimeout(resolve, 2000))),
-        ]);
-        clearTimeout(timer);
+        await settleWithin(connection.request(Method.sessionClose, {}), 2000);
       }
     }
     this.fail('closed');
@@ -426,7 +422,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
         case 'accepted':
           return;
         case 'starting':
-          await delay(Math.min(100, 5 * 2 ** Math.min(starting, 5)));
+          await sleep(Math.min(100, 5 * 2 ** Math.min(starting, 5)));
           continue;
         case 'stdinClosed':
           throw Object.assign(new Error(`stdin of process ${proc.id} is closed`), { code: 'EPIPE' });
@@ -743,7 +739,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     });
   }
 
-  private log(level: 'debug' | 'info' | 'warn' | 'error', message: string): void {
+  private log(level: LogLevel, message: string): void {
     this.options.logger?.(level, message);
   }
 }
@@ -757,10 +753,6 @@ export function fullEnvPolicy(policy: EnvPolicy): Required<EnvPolicy> {
     set: policy.set ?? {},
     includeOnly: policy.includeOnly ?? [],
   };
-}
-
-function delay(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
 }
 
 function isUnknownProcess(err: unknown): boolean {

@@ -9,6 +9,8 @@ import type { SignalName } from '../protocol/index.js';
 import { OutputLostError } from './errors.js';
 import { Sequencer, type Gap, type ProcessEvent } from './sequencer.js';
 import type { ProcessReadResult } from '../protocol/index.js';
+// A failure is also reported through events and streams: deferreds here are always observed.
+import { deferred } from '../util/deferred.js';
 
 export type { ProcessEvent } from './sequencer.js';
 
@@ -27,23 +29,6 @@ export interface ProcessHost {
   outputWanted(): void;
 }
 
-interface Deferred<T> {
-  promise: Promise<T>;
-  resolve: (value: T) => void;
-  reject: (error: Error) => void;
-}
-
-function deferred<T>(): Deferred<T> {
-  let resolve!: (value: T) => void;
-  let reject!: (error: Error) => void;
-  const promise = new Promise<T>((res, rej) => {
-    resolve = res;
-    reject = rej;
-  });
-  // A failure is also reported through events and streams: never crash on an unobserved one.
-  promise.catch(() => {});
-  return { promise, resolve, reject };
-}
 
 type IteratorSink = { push(event: ProcessEvent): void; end(error?: Error): void };
 

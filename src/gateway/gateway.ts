@@ -16,6 +16,7 @@ import {
 } from '../supervisor/index.js';
 import type { GatewayConfig } from './config.js';
 import { managementTools } from './management-tools.js';
+import { settleWithin } from '../util/timeouts.js';
 
 /** `<server>__<tool>`: the aggregate's name for a server's tool. */
 export const TOOL_SEPARATOR = '__';
@@ -95,9 +96,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** Resolves when startup settled or after startupWaitMs, whichever first. */
   async whenReady(): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.ready, new Promise<void>((resolve) => (timer = setTimeout(resolve, this.startupWaitMs)))]);
-    clearTimeout(timer);
+    await settleWithin(this.ready, this.startupWaitMs);
   }
 
   async close(): Promise<void> {

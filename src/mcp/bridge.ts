@@ -18,6 +18,7 @@ import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { EnvPolicy } from '../protocol/index.js';
 import type { ExecClient, ExecProcess, RecoveredEvent, StateChange } from '../client/index.js';
+import { settleWithin, withTimeout } from '../util/timeouts.js';
 
 /** As ssh and `tether exec`: 255 means tether itself failed (unreachable, session lost), not the server. */
 export const EXIT_SESSION_LOST = 255;
@@ -104,8 +105,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       proc.once('close', () => resolveEnded());
       proc.once('error', () => resolveEnded());
     });
-    const endedWithin = (ms: number) =>
-      Promise.race([ended.then(() => true), new Promise<boolean>((r) => setTimeout(() => r(false), ms).unref())]);
+    const endedWithin = (ms: number) => settleWithin(ended, ms);
 
     const outputDone = new Promise<void>((resolveDone) => {
       proc.stdout.once('end', resolveDone);
@@ -181,13 +181,6 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
   });
-}
-
-function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  return Promise.race([
-    promise,
-    new Promise<never>((_, reject) => setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms).unref()),
-  ]);
 }
 
 /** 128 + the signal number when the abort reason names a signal (SIGTERM → 143), else 130. */

@@ -21,6 +21,7 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
 import { ExecClient, type ExecProcess } from '../client/index.js';
 import { JsonRpcLineDecoder, MessageTooLargeError, serializeMessage } from './framing.js';
+import { settleWithin, withTimeout } from '../util/timeouts.js';
 
 export type StderrMode = 'pipe' | 'inherit' | 'ignore';
 
@@ -337,17 +338,8 @@ export class ExecStdioClientTransport implements Transport {
     return this.closing;
   }
 
-  private async endedWithin(ms: number): Promise<boolean> {
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<boolean>((resolve) => {
-      timer = setTimeout(() => resolve(false), ms);
-      timer.unref();
-    });
-    try {
-      return await Promise.race([this.ended.then(() => true), timeout]);
-    } finally {
-      clearTimeout(timer);
-    }
+  private endedWithin(ms: number): Promise<boolean> {
+    return settleWithin(this.ended, ms);
   }
 
   /** Fires onerror (if given) then onclose, exactly once, after every message is delivered. */
@@ -419,17 +411,3 @@ function asError(error: unknown): Error {
   return error instanceof Error ? error : new Error(String(error));
 }
 
-async function withTimeout<T>(promise: Promise<T>, ms: number): Promise<T> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([
-      promise,
-      new Promise<never>((_, reject) => {
-        timer = setTimeout(() => reject(new Error(`timed out after ${ms} ms`)), ms);
-        timer.unref();
-      }),
-    ]);
-  } finally {
-    clearTimeout(timer);
-  }
-}

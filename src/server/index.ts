@@ -13,8 +13,9 @@ import { checkUpgrade, digest } from './auth.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import { createRpcServer, type ServerState } from './methods.js';
 import type { Session } from './session.js';
+import type { Logger } from '../util/logger.js';
 
-export type LogLevel = 'debug' | 'info' | 'warn' | 'error';
+export type { LogLevel } from '../util/logger.js';
 
 export interface TetherServerOptions {
   /** Interface to bind; 127.0.0.1 by default (loopback only). */
@@ -70,7 +71,7 @@ export interface TetherServerOptions {
   livenessProbeMs?: number;
   /** Send-buffer marks for backpressure (defaults 4 MiB / 1 MiB). */
   backpressure?: Partial<BackpressureMarks>;
-  logger?: (level: LogLevel, msg: string) => void;
+  logger?: Logger;
 }
 
 export const Defaults = {

@@ -39,6 +39,7 @@ import { environmentInfo } from './environment-info.js';
 import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
 import type { SessionLimits } from './session.js';
+import type { Logger } from '../util/logger.js';
 
 export interface ServerState {
   sessions: Map<string, Session>;
@@ -47,7 +48,7 @@ export interface ServerState {
   /** How long a connection whose session someone tries to resume has to answer a ping. */
   livenessProbeMs: number;
   sessionHooks: { expired(session: Session): void; detached(session: Session): void };
-  log(level: 'debug' | 'info' | 'warn' | 'error', msg: string): void;
+  log: Logger;
 }
 
 /** Which words Codex uses in its "client must call initialize before using … methods" texts. */

@@ -20,6 +20,7 @@ import { CrashWindow } from './crash-window.js';
 import { errorText, isAuthError, isConnectionClosed, isMethodNotFound, isRefusal, isTransportLoss, ServerUnavailableError } from './errors.js';
 import { STDERR_KEEP_BYTES, summarizeStderr } from './stderr-summary.js';
 import { createTransport, describeExit, type TransportFactory } from './transports.js';
+import { settleWithin, withTimeout } from '../util/timeouts.js';
 import {
   resolveSupervisorOptions,
   type Logger,
@@ -393,20 +394,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.refresh(conn, 'resources'));
     client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.refresh(conn, 'prompts'));
     const timeoutMs = this.options.connectTimeoutMs;
-    let timer: NodeJS.Timeout | undefined;
     this.opening = conn;
     try {
-      await Promise.race([
-        client.connect(transport, { timeout: timeoutMs }),
-        new Promise<never>((_, reject) => {
-          timer = setTimeout(() => reject(new Error(`connection attempt timed out after ${timeoutMs} ms`)), timeoutMs);
-        }),
-      ]);
+      await withTimeout(client.connect(transport, { timeout: timeoutMs }), timeoutMs, 'connection attempt');
     } catch (err) {
       // The caller needs the half-open connection to classify the failure and close it.
       throw Object.assign(err instanceof Error ? err : new Error(String(err)), { connection: conn });
     } finally {
-      clearTimeout(timer);
       if (this.opening === conn) this.opening = null;
     }
     if (this.kind === 'exec') this.watchTetherLink(conn);
@@ -809,12 +803,6 @@ async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boo
  * the process when the session expires).
  */
 async function closeQuietly(client: Client, timeoutMs = 5000): Promise<void> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    await Promise.race([client.close(), new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
-  } catch {
-    // Already closed or never opened: nothing to release.
-  } finally {
-    clearTimeout(timer);
-  }
+  // Already closed or never opened: nothing to release (settleWithin never rejects).
+  await settleWithin(client.close(), timeoutMs);
 }

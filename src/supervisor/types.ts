@@ -157,4 +157,4 @@ export const SUPERVISOR_EVENT_NAMES: SupervisorEventName[] = [
   'tools_list_changed',
 ];
 
-export type Logger = (level: 'debug' | 'info' | 'warn' | 'error', msg: string) => void;
+export type { Logger } from '../util/logger.js';
