@@ -1,18 +1,13 @@
 /**
- * One child process of a session: spawns it (pipes or a real PTY), numbers its events with
- * one sequence counter (output, exited, closed — closed last), keeps its recent output for
- * `process/read`, and stops reading its pipes when nobody could take more output
- * (connection backpressure, or retention full of output no client has seen yet).
+ * One child process of a session, from the protocol's side: its events numbered with one
+ * sequence counter (output, exited, closed — closed last) in its output log, kept for
+ * `process/read`, sent through its host, and its output read only while the log says so.
+ * How the child is run (pipes, a pty) is `spawn.ts`'s business.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, closeSync, constants as fsConstants, openSync, readFileSync, statSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
-import { delimiter, join, resolve } from 'node:path';
-import type { Readable, Writable } from 'node:stream';
-import type { IPty } from 'node-pty';
-import { internalError } from '../protocol/index.js';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
-import { osErrorMessage } from './os-error.js';
+import { OutputLog, shouldPauseReading, type LoggedChunk } from './output-log.js';
+import { spawnChild, type ChildSpec, type SpawnedChild } from './spawn.js';
+import { settleWithin } from '../util/timeouts.js';
 
 /** Where a process sends its events: its session, which forwards them to the attached connection. */
 export interface ProcessHost {
@@ -28,36 +23,9 @@ export interface ProcessHost {
   processClosed(proc: ManagedProcess): void;
 }
 
-export interface SpawnSpec {
+export interface SpawnSpec extends ChildSpec {
   processId: string;
-  argv: string[];
-  cwd: string;
-  env: Record<string, string>;
-  tty: boolean;
-  pipeStdin: boolean;
-  arg0?: string | null;
   retentionBytes: number;
-}
-
-interface RetainedChunk {
-  seq: number;
-  stream: OutputStream;
-  /** base64, encoded once on arrival and reused by the notification and every read */
-  chunk: string;
-  bytes: number;
-  state: ChunkState;
-}
-
-/**
- * unsent: no connection took it (detached, or its socket died before writing it) — never
- * evicted, and a retention full of these pauses the child; inflight: queued on a socket —
- * not evicted either (the socket may still die), bounded by the backpressure marks;
- * delivered: written to the kernel or read back by `process/read` — evictable.
- */
-const enum ChunkState {
-  Unsent,
-  Inflight,
-  Delivered,
 }
 
 const SIGNALS: Record<SignalName, NodeJS.Signals> = {
@@ -75,28 +43,14 @@ const EXIT_WITHOUT_EOF_GRACE_MS = 20;
 /** Remembered writeIds per process (PROTOCOL.md: at least 4096). */
 const WRITE_ID_MEMORY = 4096;
 
-let ptyModule: typeof import('node-pty') | undefined;
-async function loadPty(): Promise<typeof import('node-pty')> {
-  ptyModule ??= await import('node-pty');
-  return ptyModule;
-}
-
 export class ManagedProcess {
   readonly id: string;
   readonly tty: boolean;
   pid = 0;
-  private child: ChildProcess | null = null;
-  private pty: IPty | null = null;
-  private stdin: Writable | null = null;
+  private child: SpawnedChild | null = null;
   private stdinOpen = false;
 
-  private nextSeq = 1;
-  private chunks: RetainedChunk[] = [];
-  private head = 0;
-  private retainedBytes = 0;
-  private totalBytes = 0;
-  private unsentBytes = 0;
-  private readonly retentionBytes: number;
+  private readonly log: OutputLog;
 
   exitCode: number | null = null;
   private exitSeq: number | null = null;
@@ -118,163 +72,70 @@ export class ManagedProcess {
   ) {
     this.id = spec.processId;
     this.tty = spec.tty;
-    this.retentionBytes = spec.retentionBytes;
+    this.log = new OutputLog(spec.retentionBytes);
   }
 
   /** Spawns the child; rejects with -32603 and the OS message if it cannot start (nothing is left behind). */
   static async start(spec: SpawnSpec, host: ProcessHost): Promise<ManagedProcess> {
     const proc = new ManagedProcess(spec, host);
-    if (spec.tty) await proc.spawnPty(spec);
-    else await proc.spawnPipes(spec);
+    const child = await spawnChild(spec, {
+      output: (stream, data) => proc.onOutput(stream, data),
+      exit: (rawExitCode) => proc.onExit(rawExitCode, spec.tty),
+      close: () => {
+        proc.recordExit();
+        proc.recordClosed();
+      },
+      streamError: () => {},
+    });
+    proc.child = child;
+    proc.pid = child.pid;
+    const stdin = child.stdin;
+    if (stdin) {
+      proc.stdinOpen = true;
+      stdin.on('error', () => (proc.stdinOpen = false));
+      stdin.on('close', () => (proc.stdinOpen = false));
+    }
     return proc;
   }
 
-  private async spawnPipes(spec: SpawnSpec): Promise<void> {
-    const [file, ...args] = spec.argv as [string, ...string[]];
-    let child: ChildProcess;
-    try {
-      child = spawn(file, args, {
-        cwd: spec.cwd,
-        env: spec.env,
-        // Own process group (setsid): expiry and terminate kill `-pid`, reaching grandchildren too.
-        detached: true,
-        stdio: [spec.pipeStdin ? 'pipe' : 'ignore', 'pipe', 'pipe'],
-        argv0: spec.arg0 ?? undefined,
-        windowsHide: true,
-      });
-    } catch (err) {
-      throw spawnError(err);
-    }
-    if (child.pid === undefined) {
-      // libuv reports exec failures (ENOENT binary or cwd, EACCES) asynchronously.
-      const err = await new Promise<unknown>((resolve) => child.once('error', resolve));
-      throw spawnError(err);
-    }
-    this.child = child;
-    this.pid = child.pid;
-    child.on('error', () => {
-      /* kill() on an already-reaped child; the exit path covers it */
-    });
-    if (child.stdin) {
-      this.stdin = child.stdin;
-      this.stdinOpen = true;
-      child.stdin.on('error', () => (this.stdinOpen = false));
-      child.stdin.on('close', () => (this.stdinOpen = false));
-    }
-    const stdout = child.stdout as Readable;
-    const stderr = child.stderr as Readable;
-    stdout.on('data', (buf: Buffer) => this.onOutput('stdout', buf));
-    stderr.on('data', (buf: Buffer) => this.onOutput('stderr', buf));
-    child.once('exit', (code, signal) => {
-      this.rawExitCode = code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
-      // Report the exit once the pipes are drained ('close'), so output usually precedes it;
-      // do not hold it back forever when a grandchild keeps the pipes open.
-      this.exitTimer = setTimeout(() => this.recordExit(), EXIT_WITHOUT_EOF_GRACE_MS);
-    });
-    child.once('close', () => {
-      this.recordExit();
-      this.recordClosed();
-    });
-  }
-
-  private async spawnPty(spec: SpawnSpec): Promise<void> {
-    const [file, ...args] = spec.argv as [string, ...string[]];
-    // node-pty reports exec failures as an exiting child; check first so the caller gets -32603.
-    checkExecutable(file, spec.cwd, spec.env.PATH);
-    const pty = await loadPty();
-    let term: IPty;
-    try {
-      term = pty.spawn(file, args, {
-        name: spec.env.TERM ?? 'xterm-256color',
-        cols: 80,
-        rows: 24,
-        cwd: spec.cwd,
-        env: spec.env,
-        encoding: null, // raw bytes: base64 them as they come, never re-encode
-      });
-    } catch (err) {
-      throw spawnError(err);
-    }
-    this.pty = term;
-    this.pid = term.pid;
-    this.stdinOpen = true;
-    holdTerminal(this, (term as unknown as { ptsName?: string }).ptsName);
-    term.onData((data: string | Buffer) => this.onOutput('pty', typeof data === 'string' ? Buffer.from(data) : data));
-    // node-pty emits exit only after the pty reached EOF, so exit and close coincide.
-    term.onExit(({ exitCode, signal }) => {
-      releaseTerminal(this);
+  private onExit(rawExitCode: number, tty: boolean): void {
+    this.rawExitCode = rawExitCode;
+    if (tty) {
       this.stdinOpen = false;
-      this.rawExitCode = signal ? 128 + signal : exitCode;
-      this.recordExit();
-      this.recordClosed();
-    });
+      return; // a pty's exit and close coincide
+    }
+    // Report the exit once the pipes are drained (close), so output usually precedes it;
+    // do not hold it back forever when a grandchild keeps the pipes open.
+    this.exitTimer = setTimeout(() => this.recordExit(), EXIT_WITHOUT_EOF_GRACE_MS);
   }
 
   private onOutput(stream: OutputStream, buf: Buffer): void {
     if (this.released) return;
-    this.totalBytes += buf.length;
-    const seq = this.nextSeq++;
-    const chunk: RetainedChunk = { seq, stream, chunk: buf.toString('base64'), bytes: buf.length, state: ChunkState.Inflight };
-    this.chunks.push(chunk);
-    this.retainedBytes += chunk.bytes;
-    if (!this.host.sendOutput(this.id, seq, stream, chunk.chunk, (ok) => this.onWritten(chunk, ok))) {
-      chunk.state = ChunkState.Unsent;
-      this.unsentBytes += chunk.bytes;
-    }
-    this.trim();
+    const log = this.log;
+    const chunk = log.append(stream, buf);
+    if (!this.host.sendOutput(this.id, chunk.seq, stream, chunk.chunk, (ok) => this.onWritten(chunk, ok))) log.unsent(chunk);
     this.updateFlow();
     this.wake();
   }
 
-  private onWritten(chunk: RetainedChunk, ok: boolean): void {
-    if (chunk.state !== ChunkState.Inflight) return; // already read back
-    if (ok) {
-      chunk.state = ChunkState.Delivered;
-      this.trim();
-    } else {
-      // The socket died with it queued: the client never got it; keep it for the replay.
-      chunk.state = ChunkState.Unsent;
-      this.unsentBytes += chunk.bytes;
-      this.updateFlow();
-    }
+  private onWritten(chunk: LoggedChunk, ok: boolean): void {
+    this.log.written(chunk, ok);
+    // The socket died with it queued: it is unsent again, which may pause the child.
+    if (!ok) this.updateFlow();
   }
 
-  /** Evicts the oldest output beyond retention, but never output a client may not have received. */
-  private trim(): void {
-    const chunks = this.chunks;
-    while (this.retainedBytes > this.retentionBytes && this.head < chunks.length) {
-      const oldest = chunks[this.head]!;
-      if (oldest.state !== ChunkState.Delivered) break;
-      this.retainedBytes -= oldest.bytes;
-      oldest.chunk = ''; // free the payload now; the slot itself goes at the next compaction
-      this.head++;
-    }
-    if (this.head > 1024 && this.head * 2 > chunks.length) {
-      this.chunks = chunks.slice(this.head);
-      this.head = 0;
-    }
-  }
-
-  /**
-   * Reading pauses while the connection is backed up, or while retention is full of output
-   * nobody has received yet (detached, or just resumed and not read back): the child then
-   * blocks on write instead of its output being dropped.
-   */
+  /** Applies the output log's pause decision to the child's pipes. */
   updateFlow(): void {
-    const shouldPause =
-      !this.closed && !this.released && (this.host.backpressured || (this.unsentBytes > 0 && this.retainedBytes >= this.retentionBytes));
+    const shouldPause = shouldPauseReading({
+      finished: this.closed || this.released,
+      backpressured: this.host.backpressured,
+      unsentBytes: this.log.unsentBytes,
+      retainedBytes: this.log.retainedBytes,
+      retentionBytes: this.log.retentionBytes,
+    });
     if (shouldPause === this.paused) return;
     this.paused = shouldPause;
-    if (this.pty) {
-      if (shouldPause) this.pty.pause();
-      else this.pty.resume();
-    } else if (this.child) {
-      for (const s of [this.child.stdout, this.child.stderr]) {
-        if (!s) continue;
-        if (shouldPause) s.pause();
-        else s.resume();
-      }
-    }
+    this.child?.setReading(!shouldPause);
   }
 
   private recordExit(): void {
@@ -284,7 +145,7 @@ export class ManagedProcess {
     }
     if (this.exitSeq !== null || this.rawExitCode === null) return;
     this.exitCode = this.rawExitCode;
-    this.exitSeq = this.nextSeq++;
+    this.exitSeq = this.log.takeSeq();
     this.stdinOpen = false;
     this.host.sendNotification('process/exited', {
       processId: this.id,
@@ -299,7 +160,7 @@ export class ManagedProcess {
     if (this.closed) return;
     this.closed = true;
     this.resolveClosed();
-    const seq = this.nextSeq++;
+    const seq = this.log.takeSeq();
     this.host.sendNotification('process/closed', { processId: this.id, seq });
     this.wake();
     this.host.processClosed(this);
@@ -313,8 +174,7 @@ export class ManagedProcess {
   }
 
   private hasNewsAfter(afterSeq: number): boolean {
-    const last = this.chunks.length > this.head ? this.chunks[this.chunks.length - 1]!.seq : 0;
-    return last > afterSeq || this.closed || this.released || (this.exitSeq !== null && this.exitSeq > afterSeq);
+    return this.log.lastChunkSeq > afterSeq || this.closed || this.released || (this.exitSeq !== null && this.exitSeq > afterSeq);
   }
 
   /** Resolves once there is something new after `afterSeq`, after `waitMs`, or when `signal` aborts (the asking connection closed). */
@@ -349,30 +209,11 @@ export class ManagedProcess {
   }
 
   read(afterSeq: number, maxBytes: number | null): ProcessReadResult {
-    const chunks = this.chunks;
-    // First retained chunk with seq > afterSeq (seqs ascend; binary search).
-    let lo = this.head;
-    let hi = chunks.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (chunks[mid]!.seq <= afterSeq) lo = mid + 1;
-      else hi = mid;
-    }
-    const out: { seq: number; stream: OutputStream; chunk: string }[] = [];
-    let bytes = 0;
-    for (let i = lo; i < chunks.length; i++) {
-      const c = chunks[i]!;
-      if (maxBytes !== null && out.length > 0 && bytes + c.bytes > maxBytes) break;
-      out.push({ seq: c.seq, stream: c.stream, chunk: c.chunk });
-      bytes += c.bytes;
-      if (maxBytes !== null && bytes >= maxBytes) break;
-    }
-    const lastReturned = out.length ? out[out.length - 1]!.seq : afterSeq;
-    // The client now holds everything up to here: it may be evicted, and paused pipes resume.
-    this.acknowledge(Math.max(afterSeq, lastReturned));
-    const nextSeq = maxBytes !== null && out.length > 0 ? lastReturned + 1 : this.nextSeq;
+    // The client now holds everything returned: it may be evicted, and paused pipes resume.
+    const { chunks, nextSeq } = this.log.read(afterSeq, maxBytes);
+    this.updateFlow();
     return {
-      chunks: out,
+      chunks,
       nextSeq,
       exited: this.exitSeq !== null,
       exitCode: this.exitCode,
@@ -388,18 +229,8 @@ export class ManagedProcess {
    * oldest output is evicted as usual.
    */
   releaseBacklog(): void {
-    if (this.unsentBytes === 0) return;
-    this.acknowledge(Number.MAX_SAFE_INTEGER);
-  }
-
-  private acknowledge(uptoSeq: number): void {
-    for (let i = this.head; i < this.chunks.length; i++) {
-      const c = this.chunks[i]!;
-      if (c.seq > uptoSeq) break;
-      if (c.state === ChunkState.Unsent) this.unsentBytes -= c.bytes;
-      c.state = ChunkState.Delivered;
-    }
-    this.trim();
+    if (this.log.unsentBytes === 0) return;
+    this.log.acknowledge(Number.MAX_SAFE_INTEGER);
     this.updateFlow();
   }
 
@@ -422,11 +253,11 @@ export class ManagedProcess {
         this.writeIds.delete(id);
       }
     }
-    if (this.pty) {
-      if (data.length > 0) this.pty.write(data);
+    const stdin = this.child!.stdin!;
+    if (this.tty) {
+      if (data.length > 0) stdin.write(data);
       return 'accepted';
     }
-    const stdin = this.stdin!;
     if (closeStdin) {
       this.stdinOpen = false;
       stdin.end(data);
@@ -482,101 +313,16 @@ export class ManagedProcess {
 
   /** Bytes of output read from the child so far. */
   get bytesRead(): number {
-    return this.totalBytes;
+    return this.log.totalBytes;
   }
 
   /** Bytes of output currently kept for replay. */
   get retained(): number {
-    return this.retainedBytes;
+    return this.log.retainedBytes;
   }
 
   /** Resolves when the child has closed (used by shutdown), or after `timeoutMs`. */
   async waitClosed(timeoutMs: number): Promise<void> {
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([this.whenClosed, new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs)))]);
-    clearTimeout(timer);
+    await settleWithin(this.whenClosed, timeoutMs);
   }
-}
-
-/**
- * A program that closes its terminal before it exits (GNU cat, daemons, `exec >&-`) would
- * make node-pty see EOF and close the master, and the kernel would SIGHUP the still-running
- * child (exit 129 where Codex reports the program's own code). Like a terminal emulator, the
- * server keeps the terminal open — it holds a slave fd (O_NOCTTY: never its own controlling
- * terminal) — until the child is gone, which SIGCHLD tells.
- */
-const heldTerminals = new Map<ManagedProcess, number>();
-
-function holdTerminal(proc: ManagedProcess, ptsName: string | undefined): void {
-  if (!ptsName) return;
-  let fd: number;
-  try {
-    fd = openSync(ptsName, fsConstants.O_RDWR | fsConstants.O_NOCTTY);
-  } catch {
-    return; // best effort: without it only the early-close case differs
-  }
-  if (heldTerminals.size === 0) process.on('SIGCHLD', onChildSignal);
-  heldTerminals.set(proc, fd);
-}
-
-function releaseTerminal(proc: ManagedProcess): void {
-  const fd = heldTerminals.get(proc);
-  if (fd === undefined) return;
-  heldTerminals.delete(proc);
-  if (heldTerminals.size === 0) process.off('SIGCHLD', onChildSignal);
-  try {
-    closeSync(fd);
-  } catch {
-    /* already closed */
-  }
-}
-
-function onChildSignal(): void {
-  for (const proc of [...heldTerminals.keys()]) if (!isRunning(proc.pid)) releaseTerminal(proc);
-}
-
-/** False once the process is a zombie or reaped. */
-function isRunning(pid: number): boolean {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return stat.charAt(stat.lastIndexOf(')') + 2) !== 'Z';
-  } catch (err) {
-    if ((err as { code?: string }).code !== 'ENOENT') {
-      try {
-        process.kill(pid, 0); // no /proc (not Linux): reaped means gone
-        return true;
-      } catch {
-        return false;
-      }
-    }
-    return false;
-  }
-}
-
-function spawnError(err: unknown): Error {
-  return internalError(osErrorMessage(err));
-}
-
-/** For the PTY path: the program must resolve to an executable and cwd must be a directory. */
-function checkExecutable(file: string, cwd: string, pathVar: string | undefined): void {
-  const fail = (code: string) => {
-    throw internalError(osErrorMessage(Object.assign(new Error(code), { code })));
-  };
-  let isDir = false;
-  try {
-    isDir = statSync(cwd).isDirectory();
-  } catch (err) {
-    fail((err as { code?: string }).code ?? 'ENOENT');
-  }
-  if (!isDir) fail('ENOTDIR');
-  const candidates = file.includes('/') ? [resolve(cwd, file)] : (pathVar ?? '/usr/bin:/bin').split(delimiter).filter(Boolean).map((d) => join(d, file));
-  for (const candidate of candidates) {
-    try {
-      accessSync(candidate, fsConstants.X_OK);
-      if (statSync(candidate).isFile()) return;
-    } catch {
-      /* next */
-    }
-  }
-  fail('ENOENT');
 }
