@@ -312,7 +312,7 @@ const refused = new WeakSet<object>();
  * response whenever it comes), then keep reading what the peer sends (closing with unread
  * bytes would reset the connection and lose the answer) until it closes, at most 2 s.
  */
-function refuseSocket(socket: Socket, reason: string, log: (level: LogLevel, msg: string) => void): void {
+function refuseSocket(socket: Socket, reason: string, log: Logger): void {
   refused.add(socket);
   log('warn', `refused a connection from ${socket.remoteAddress}: ${reason}`);
   socket.on('error', () => {});
