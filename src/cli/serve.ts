@@ -4,7 +4,8 @@
  */
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
-import { Defaults, startServer, type TetherServerOptions } from '../server/index.js';
+import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
+import { isLoopbackName } from '../util/loopback.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 
 export const SERVE_USAGE = `usage: tether serve [options]
@@ -21,6 +22,10 @@ options:
   --closed-retention DURATION  how long a closed process stays readable (default 30s)
   --allow-origin ORIGIN      accept WebSocket upgrades carrying this Origin (repeatable;
                              any other Origin gets 403)
+  --allow-host NAME          on a loopback listener, accept this Host name besides
+                             localhost, 127.0.0.0/8 and ::1 (repeatable; others get 403)
+  --insecure-no-token        allow a non-loopback --listen address without a token
+                             (refused otherwise: anyone reaching the port runs commands)
   --max-sessions N           sessions per server (default ${Defaults.maxSessions})
   --max-processes N          live processes per session (default ${Defaults.maxProcessesPerSession})
   --max-message-size SIZE    largest incoming message (default 16MiB)
@@ -111,6 +116,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'output-retention': { type: 'string' },
         'closed-retention': { type: 'string' },
         'allow-origin': { type: 'string', multiple: true },
+        'allow-host': { type: 'string', multiple: true },
+        'insecure-no-token': { type: 'boolean' },
         'max-sessions': { type: 'string' },
         'max-processes': { type: 'string' },
         'max-message-size': { type: 'string' },
@@ -137,6 +144,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['stall-timeout'] !== undefined) options.stallTimeoutMs = parseDuration('--stall-timeout', v['stall-timeout']);
   if (v['initialize-timeout'] !== undefined) options.initializeTimeoutMs = parseDuration('--initialize-timeout', v['initialize-timeout']);
   if (v['allow-origin'] !== undefined) options.allowedOrigins = v['allow-origin'];
+  if (v['allow-host'] !== undefined) options.allowedHosts = v['allow-host'];
+  if (v['insecure-no-token']) options.insecureNoToken = true;
   if (v['token-file'] !== undefined) {
     let token: string;
     try {
@@ -177,6 +186,11 @@ export async function run(argv: string[]): Promise<void> {
   try {
     server = await startServer({ ...config.options, logger });
   } catch (err) {
+    if (err instanceof InsecureConfigError) {
+      process.stderr.write(`tether serve: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
     process.stderr.write(`tether serve: cannot listen: ${(err as Error).message}\n`);
     process.exitCode = 1;
     return;
@@ -189,9 +203,8 @@ export async function run(argv: string[]): Promise<void> {
     process.exit(1);
   });
   process.stdout.write(`${server.url}\n`);
-  const host = config.options.host ?? Defaults.host;
-  if (!config.options.token && host !== '127.0.0.1' && host !== '::1' && host !== 'localhost') {
-    logger('warn', `listening on ${host} WITHOUT a token: anyone who can reach this port can run commands (use --token-file)`);
+  if (config.options.insecureNoToken && !config.options.token && !isLoopbackName(config.options.host ?? Defaults.host)) {
+    logger('warn', `listening on ${config.options.host} WITHOUT a token (--insecure-no-token): anyone who can reach this port can run commands`);
   }
   logger('info', `tether serve listening on ${server.url}${config.options.token ? ' (bearer token required)' : ''}`);
 

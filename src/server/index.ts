@@ -9,6 +9,7 @@ import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
+import { isAllowedLoopbackHost, isLoopbackName } from '../util/loopback.js';
 import { checkUpgrade, digest } from './auth.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import { createRpcServer, type ServerState } from './methods.js';
@@ -38,6 +39,17 @@ export interface TetherServerOptions {
   token?: string;
   /** `Origin` values allowed to connect (any other Origin gets 403). */
   allowedOrigins?: string[];
+  /**
+   * On a loopback listener, `Host` names accepted besides loopback ones (localhost,
+   * *.localhost, 127.0.0.0/8, ::1); any other Host gets 403 (DNS rebinding). The port in
+   * the header is never compared (ssh -L forwards from another port).
+   */
+  allowedHosts?: string[];
+  /**
+   * Listening on a non-loopback address without a token is refused at start (anyone who
+   * reaches the port could run commands); true overrides that (`--insecure-no-token`).
+   */
+  insecureNoToken?: boolean;
   /** Largest incoming WebSocket message (16 MiB); bigger ones close the connection with 1009. */
   maxMessageBytes?: number;
   /** Live processes per session (1024). */
@@ -151,6 +163,12 @@ export class TetherServer extends EventEmitter {
     };
     const expected = opts.token !== undefined ? digest(opts.token) : null;
     const allowedOrigins = new Set(opts.allowedOrigins ?? []);
+    // Only a loopback listener knows which names are its own; elsewhere the token guards.
+    const allowedHosts = isLoopbackName(host) ? new Set((opts.allowedHosts ?? []).map((h) => h.toLowerCase())) : null;
+    const hostRefusal = (req: IncomingMessage): string | null =>
+      allowedHosts && !isAllowedLoopbackHost(req.headers.host, allowedHosts)
+        ? `host not allowed: ${JSON.stringify(req.headers.host)} (this server listens on loopback and accepts only loopback names; add one with --allow-host)`
+        : null;
     this.wss = new WebSocketServer({
       noServer: true,
       perMessageDeflate: false,
@@ -171,6 +189,12 @@ export class TetherServer extends EventEmitter {
 
     http.on('request', (req, res) => {
       if (refused.has(req.socket)) return;
+      const badHost = hostRefusal(req);
+      if (badHost) {
+        res.writeHead(403, { 'content-type': 'text/plain; charset=utf-8', 'content-length': Buffer.byteLength(badHost) });
+        res.end(badHost);
+        return;
+      }
       const path = (req.url ?? '/').split('?')[0];
       const ready = path === '/readyz' && (req.method === 'GET' || req.method === 'HEAD');
       res.writeHead(ready ? 200 : 404, { 'content-length': '0' });
@@ -181,6 +205,11 @@ export class TetherServer extends EventEmitter {
       socket.on('error', () => {});
       if (refused.has(socket)) return;
       if (this.closing) return rejectUpgrade(socket, 503, 'server is shutting down');
+      const badHost = hostRefusal(req);
+      if (badHost) {
+        log('info', `refused upgrade from ${req.socket.remoteAddress}: ${badHost}`);
+        return rejectUpgrade(socket, 403, badHost);
+      }
       const verdict = checkUpgrade(req, expected, allowedOrigins);
       if (!verdict.ok) {
         log('info', `refused upgrade from ${req.socket.remoteAddress}: ${verdict.status} ${verdict.body || 'origin not allowed'}`);
@@ -352,8 +381,19 @@ function rejectUpgrade(socket: Duplex, status: number, body: string): void {
   socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
 }
 
+/** `startServer` refused an unsafe configuration (before listening). */
+export class InsecureConfigError extends Error {
+  override readonly name = 'InsecureConfigError';
+}
+
 export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
   const host = opts.host ?? Defaults.host;
+  if (opts.token === undefined && !isLoopbackName(host) && !opts.insecureNoToken) {
+    throw new InsecureConfigError(
+      `refusing to listen on ${host} without a token: anyone who reaches this port could run commands as this user ` +
+        `(give a token with --token-file or TETHER_TOKEN, or accept the risk with --insecure-no-token)`,
+    );
+  }
   const checkEvery = Math.max(50, Math.min(1000, Math.floor((opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs) / 4)));
   const http = createServer({ connectionsCheckingInterval: checkEvery });
   await new Promise<void>((resolve, reject) => {
