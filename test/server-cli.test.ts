@@ -70,7 +70,8 @@ describe('flag parsing', () => {
     expect(parseListen('ws://127.0.0.1:0')).toEqual({ host: '127.0.0.1', port: 0 });
     expect(parseListen('ws://[::1]:9000')).toEqual({ host: '::1', port: 9000 });
     expect(parseListen('ws://127.0.0.1')).toEqual({ host: '127.0.0.1', port: 8765 });
-    expect(() => parseListen('wss://127.0.0.1:1')).toThrow(/only ws:\/\//);
+    expect(() => parseListen('http://127.0.0.1:1')).toThrow(/only ws:\/\/ or wss:\/\//);
+    expect(() => parseServeArgs(['--listen', 'wss://127.0.0.1:1'], {})).toThrow(/needs --tls-cert and --tls-key/);
     expect(() => parseListen('nonsense')).toThrow(/--listen: invalid URL/);
   });
 

@@ -35,12 +35,13 @@ const say = (line: string) => process.stderr.write(`tether exec: ${line}\n`);
 export async function run(argv: string[]): Promise<void> {
   const parsed = await parseCommandLine('exec', USAGE, () => parseRemoteArgs(argv, process.env, 'exec'));
   if (!parsed) return;
-  const { options, token } = parsed;
+  const { options, token, ca } = parsed;
 
   let client: ExecClient;
   try {
     client = await ExecClient.connect(options.url, {
       token,
+      ca,
       clientName: 'tether-exec',
       recoveryDeadlineMs: options.recoveryDeadlineMs,
       keepaliveTimeoutMs: options.keepaliveTimeoutMs,

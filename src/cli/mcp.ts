@@ -47,12 +47,13 @@ export function parseMcpArgs(argv: string[], environment: NodeJS.ProcessEnv = pr
 export async function run(argv: string[]): Promise<void> {
   const parsed = await parseCommandLine('mcp', USAGE, () => parseMcpArgs(argv));
   if (!parsed) return;
-  const { options, token } = parsed;
+  const { options, token, ca } = parsed;
 
   let client: ExecClient;
   try {
     client = await ExecClient.connect(options.url, {
       token,
+      ca,
       clientName: 'tether-mcp',
       recoveryDeadlineMs: options.recoveryDeadlineMs,
       keepaliveTimeoutMs: options.keepaliveTimeoutMs,

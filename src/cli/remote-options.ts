@@ -29,6 +29,8 @@ export class UsageError extends Error {
 export interface RemoteOptions {
   url: string;
   tokenFile?: string;
+  /** --ca FILE: the CA certificate(s) that sign a wss:// server's certificate. */
+  caFile?: string;
   tty: boolean;
   /** --env K=V, in order (later wins). */
   env: Record<string, string>;
@@ -42,6 +44,8 @@ export interface RemoteOptions {
 
 export const REMOTE_OPTIONS_HELP = `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
   --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
+  --ca FILE                 for wss://: trust the CA certificate(s) in FILE (PEM), e.g.
+                            the server's own self-signed certificate
   -t, --tty                 run the command on a pseudo-terminal (interactive programs)
   -e, --env NAME=VALUE      set a variable for the remote command (repeatable;
                             a bare NAME forwards its value from this side)
@@ -90,6 +94,9 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
       case '--token-file':
         out.tokenFile = value();
         break;
+      case '--ca':
+        out.caFile = value();
+        break;
       case '-t':
       case '--tty':
         out.tty = true;
@@ -132,6 +139,19 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
   if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
   if (remote.length === 0) throw new UsageError("no remote command: give it after '--'");
   return { ...out, url, command: remote };
+}
+
+/** The PEM text of --ca FILE (undefined without the flag). */
+export async function readCa(caFile: string | undefined): Promise<string | undefined> {
+  if (caFile === undefined) return undefined;
+  let text: string;
+  try {
+    text = await readFile(caFile, 'utf8');
+  } catch (err) {
+    throw new UsageError(`cannot read --ca ${caFile}: ${(err as Error).message}`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new UsageError(`--ca ${caFile} holds no PEM certificate`);
+  return text;
 }
 
 /** The bearer token: --token-file (trimmed, must not be empty), else $TETHER_TOKEN, else none. */
@@ -195,14 +215,14 @@ export async function parseCommandLine(
   command: string,
   usage: string,
   parse: () => RemoteOptions | 'help',
-): Promise<{ options: RemoteOptions; token: string | undefined } | undefined> {
+): Promise<{ options: RemoteOptions; token: string | undefined; ca: string | undefined } | undefined> {
   try {
     const options = parse();
     if (options === 'help') {
       process.stderr.write(`${usage}\n`);
       return undefined;
     }
-    return { options, token: await readToken(options.tokenFile) };
+    return { options, token: await readToken(options.tokenFile), ca: await readCa(options.caFile) };
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     process.stderr.write(`tether ${command}: ${err.message}\n\n${usage}\n`);

@@ -11,13 +11,16 @@ import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 export const SERVE_USAGE = `usage: tether serve [options]
 
 Runs the tether exec-server (Codex exec-server compatible WebSocket JSON-RPC).
-Prints the bound URL (ws://HOST:PORT) as the first line of stdout; logs go to stderr.
+Prints the bound URL (ws://HOST:PORT, wss:// with TLS) as the first line of stdout; logs go to stderr.
 
 options:
-  --listen URL               ws://HOST:PORT to bind (default ws://127.0.0.1:8765; port 0 = any free port)
+  --listen URL               ws://HOST:PORT to bind (default ws://127.0.0.1:8765; port 0 = any free port;
+                             wss:// with --tls-cert/--tls-key)
   --session-ttl DURATION     how long a detached session survives (default 30s)
   --token-file FILE          require "Authorization: Bearer <token>" (token read from FILE;
                              or set TETHER_TOKEN)
+  --tls-cert FILE            serve wss:// with this certificate chain (PEM); needs --tls-key
+  --tls-key FILE             the certificate's private key (PEM)
   --output-retention SIZE    output kept per process for replay (default 1MiB)
   --closed-retention DURATION  how long a closed process stays readable (default 30s)
   --allow-origin ORIGIN      accept WebSocket upgrades carrying this Origin (repeatable;
@@ -88,11 +91,23 @@ export function parseListen(text: string): { host: string; port: number } {
   } catch {
     throw new UsageError(`--listen: invalid URL '${text}' (expected ws://HOST:PORT, e.g. ws://127.0.0.1:8765)`);
   }
-  if (url.protocol !== 'ws:') throw new UsageError(`--listen: only ws:// is supported (got '${url.protocol}//'); put a TLS proxy in front for wss`);
+  if (url.protocol !== 'ws:' && url.protocol !== 'wss:') throw new UsageError(`--listen: only ws:// or wss:// (got '${url.protocol}//')`);
   if (url.pathname !== '/' && url.pathname !== '') throw new UsageError(`--listen: a path is not supported ('${url.pathname}')`);
   const host = url.hostname.replace(/^\[(.*)\]$/, '$1');
   const port = url.port === '' ? Defaults.port : Number(url.port);
   return { host, port };
+}
+
+/** A PEM file's text; a UsageError naming the flag when it cannot be read or holds no `what`. */
+function readPem(flag: string, file: string, what: string): string {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`${flag}: cannot read '${file}': ${(err as Error).message}`);
+  }
+  if (!new RegExp(`-----BEGIN [A-Z ]*${what}-----`).test(text)) throw new UsageError(`${flag}: '${file}' holds no PEM ${what.toLowerCase()}`);
+  return text;
 }
 
 export interface ServeConfig {
@@ -113,6 +128,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         listen: { type: 'string' },
         'session-ttl': { type: 'string' },
         'token-file': { type: 'string' },
+        'tls-cert': { type: 'string' },
+        'tls-key': { type: 'string' },
         'output-retention': { type: 'string' },
         'closed-retention': { type: 'string' },
         'allow-origin': { type: 'string', multiple: true },
@@ -157,6 +174,13 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     options.token = token;
   } else if (env.TETHER_TOKEN) {
     options.token = env.TETHER_TOKEN.trim();
+  }
+  if (v.listen?.startsWith('wss:') && v['tls-cert'] === undefined) throw new UsageError('--listen wss://… needs --tls-cert and --tls-key');
+  if ((v['tls-cert'] === undefined) !== (v['tls-key'] === undefined)) {
+    throw new UsageError(v['tls-cert'] === undefined ? '--tls-key needs --tls-cert' : '--tls-cert needs --tls-key');
+  }
+  if (v['tls-cert'] !== undefined && v['tls-key'] !== undefined) {
+    options.tls = { cert: readPem('--tls-cert', v['tls-cert'], 'CERTIFICATE'), key: readPem('--tls-key', v['tls-key'], 'PRIVATE KEY') };
   }
   const logLevel = (v['log-level'] ?? 'info') as LogLevel;
   if (!isLogLevel(logLevel)) {

@@ -35,7 +35,7 @@ import {
   type SignalName,
 } from '../protocol/index.js';
 import { reconnectDelayMs } from './backoff.js';
-import { Connection } from './connection.js';
+import { Connection, type TrustedCa } from './connection.js';
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
 import { ExecProcess, type ProcessHost } from './process.js';
 import type { Logger, LogLevel } from '../util/logger.js';
@@ -46,6 +46,11 @@ export type ClientState = 'connected' | 'recovering' | 'failed';
 export interface ExecClientOptions {
   /** Bearer token for the WebSocket upgrade. */
   token?: string;
+  /**
+   * For `wss://` servers whose certificate is not signed by a CA Node trusts (a self-signed
+   * or private CA): the CA certificate(s), PEM. Node's `NODE_EXTRA_CA_CERTS` works too.
+   */
+  ca?: TrustedCa;
   /** Sent in `initialize` (default "tether-client"). */
   clientName?: string;
   /** How long a recovery may take, from the drop, before the session counts as lost (25 s). */
@@ -509,6 +514,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     return Connection.open({
       url: this.url,
       token: this.options.token,
+      ca: this.options.ca,
       generation: this.nextGeneration++,
       handshakeTimeoutMs,
       keepaliveIntervalMs: this.keepaliveIntervalMs,

@@ -12,6 +12,8 @@ import { AuthRefusedError, ConnectionLostError } from './errors.js';
 export interface ConnectionOptions {
   url: string;
   token?: string;
+  /** Certificate authorities trusted for `wss://` instead of Node's bundled list (PEM). */
+  ca?: TrustedCa;
   generation: number;
   /** How long the upgrade may take before the attempt counts as failed. */
   handshakeTimeoutMs: number;
@@ -27,6 +29,9 @@ export interface ConnectionOptions {
   /** Error replies the server could not tie to a request (id null / -1). */
   onStrayError?: (error: { code: number; message: string }) => void;
 }
+
+/** PEM text or buffers: one CA (or a bundle of several), or a list of them. */
+export type TrustedCa = string | Buffer | Array<string | Buffer>;
 
 interface Pending {
   resolve: (value: unknown) => void;
@@ -62,6 +67,7 @@ export class Connection {
           perMessageDeflate: false,
           handshakeTimeout: options.handshakeTimeoutMs,
           maxPayload: 256 * 1024 * 1024,
+          ...(options.ca !== undefined ? { ca: options.ca } : {}),
         });
       } catch (err) {
         reject(err as Error);

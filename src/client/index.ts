@@ -9,3 +9,4 @@ export type { ProcessEvent } from './process.js';
 export { SessionLostError, OutputLostError, AuthRefusedError } from './errors.js';
 export type { SessionLostReason } from './errors.js';
 export { reconnectDelayMs } from './backoff.js';
+export type { TrustedCa } from './connection.js';

@@ -19,7 +19,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ErrorCode, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
-import { ExecClient, type ExecProcess } from '../client/index.js';
+import { ExecClient, type ExecProcess, type TrustedCa } from '../client/index.js';
 import { JsonRpcLineDecoder, MessageTooLargeError, serializeMessage } from './framing.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
 
@@ -42,6 +42,8 @@ export interface ExecStdioServerParameters {
   /** tether server URL (ws://…): the transport opens, and on close closes, its own client. */
   url?: string;
   token?: string;
+  /** For wss://: CA certificate(s) to trust (PEM), as `ExecClientOptions.ca`. */
+  ca?: TrustedCa;
   /** An existing client to run on (it is not closed by the transport). */
   client?: ExecClient;
   clientName?: string;
@@ -150,6 +152,7 @@ export class ExecStdioClientTransport implements Transport {
       if (!this.execClient) {
         this.execClient = await ExecClient.connect(this.params.url!, {
           token: this.params.token,
+          ca: this.params.ca,
           clientName: this.params.clientName ?? 'tether-mcp',
           recoveryDeadlineMs: this.params.recoveryDeadlineMs,
           keepaliveTimeoutMs: this.params.keepaliveTimeoutMs,

@@ -5,6 +5,7 @@
 import { EventEmitter } from 'node:events';
 import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
@@ -37,6 +38,11 @@ export interface TetherServerOptions {
   closedRetentionMs?: number;
   /** Bearer token required on the upgrade request; off when undefined. */
   token?: string;
+  /**
+   * Serve `wss://` (TLS) with this certificate chain and private key (PEM). Without it the
+   * server speaks plain `ws://`, fit for loopback or behind a TLS proxy.
+   */
+  tls?: { cert: string | Buffer; key: string | Buffer };
   /** `Origin` values allowed to connect (any other Origin gets 403). */
   allowedOrigins?: string[];
   /**
@@ -129,7 +135,8 @@ export class TetherServer extends EventEmitter {
     super();
     const address = http.address();
     this.port = typeof address === 'object' && address ? address.port : (opts.port ?? Defaults.port);
-    this.url = `ws://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
+    const secure = opts.tls !== undefined;
+    this.url = `${secure ? 'wss' : 'ws'}://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
     const log = opts.logger ?? (() => {});
     this.maxMessageBytes = opts.maxMessageBytes ?? Defaults.maxMessageBytes;
     this.state = {
@@ -181,11 +188,18 @@ export class TetherServer extends EventEmitter {
     // A socket that never finishes its request headers is closed (408) as soon as it is late.
     http.headersTimeout = initializeTimeoutMs;
     http.requestTimeout = initializeTimeoutMs;
+    // Every accepted TCP socket costs a descriptor, TLS handshake done or not: count them all.
     http.on('connection', (socket: Socket) => {
       this.openSockets++;
       socket.once('close', () => this.openSockets--);
-      if (this.openSockets > this.maxConnections) refuseSocket(socket, this.atCapacityReason(), log);
+      if (!secure && this.openSockets > this.maxConnections) refuseSocket(socket, this.atCapacityReason(), log);
     });
+    // Over TLS the refusal must be said inside the TLS session, or the client reads garbage.
+    if (secure) {
+      http.on('secureConnection', (socket: Socket) => {
+        if (this.openSockets > this.maxConnections) refuseSocket(socket, this.atCapacityReason(), log);
+      });
+    }
 
     http.on('request', (req, res) => {
       if (refused.has(req.socket)) return;
@@ -394,8 +408,12 @@ export async function startServer(opts: TetherServerOptions = {}): Promise<Tethe
         `(give a token with --token-file or TETHER_TOKEN, or accept the risk with --insecure-no-token)`,
     );
   }
-  const checkEvery = Math.max(50, Math.min(1000, Math.floor((opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs) / 4)));
-  const http = createServer({ connectionsCheckingInterval: checkEvery });
+  const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
+  const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
+  const http: HttpServer = opts.tls
+    ? // A TLS handshake that never finishes is an idle socket too.
+      createHttpsServer({ ...opts.tls, handshakeTimeout: initializeTimeoutMs, connectionsCheckingInterval: checkEvery })
+    : createServer({ connectionsCheckingInterval: checkEvery });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
     http.listen(opts.port ?? Defaults.port, host, () => {
