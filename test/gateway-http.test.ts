@@ -100,13 +100,19 @@ describe('gateway over HTTP', () => {
     const client = await mcpClient();
     try {
       const names = (await client.listTools()).tools.map((t) => t.name);
-      expect(names.slice(0, 4)).toEqual(['list_servers', 'get_server_status', 'reconnect_server', 'retry_all_servers']);
+      expect(names.slice(0, 5)).toEqual(['list_servers', 'get_server_status', 'reconnect_server', 'retry_server', 'retry_all_servers']);
       expect(names).toEqual(expect.arrayContaining(['everything__echo', 'everything__get-sum', 'web__add', 'web__generation']));
       expect(names.some((n) => n.startsWith('broken__'))).toBe(false);
 
       expect(text(await client.callTool({ name: 'everything__echo', arguments: { message: 'via gateway' } }))).toBe('Echo: via gateway');
       expect(text(await client.callTool({ name: 'web__add', arguments: { a: 40, b: 2 } }))).toBe('42');
 
+      // Errors said once (not "MCP error -32602: MCP error -32602: …").
+      await expect(client.callTool({ name: 'get_server_status', arguments: { name: 'bogus' } })).rejects.toThrow(
+        /^MCP error -32602: get_server_status: no server named 'bogus'; servers: everything, web, broken$/,
+      );
+      const detail = (await client.callTool({ name: 'retry_server', arguments: { name: 'web' } })).structuredContent as Record<string, unknown>;
+      expect(detail).toMatchObject({ name: 'web', status: 'connected', retryCount: 0, maxRetries: null, errorMessage: null, lastRetryTime: expect.any(String) });
       const list = await client.callTool({ name: 'list_servers', arguments: {} });
       expect((list.structuredContent as any).servers.map((s: any) => [s.name, s.status])).toEqual([
         ['everything', 'connected'],

@@ -6,7 +6,7 @@ import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
 import type { Logger } from '../supervisor/index.js';
 import type { Gateway, GatewayEvent } from './gateway.js';
-import { createGatewayServer } from './mcp-server.js';
+import { createGatewayServer, hostStreamOpened } from './mcp-server.js';
 
 export interface GatewayHttpOptions {
   host?: string;
@@ -121,13 +121,14 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
         session.open--;
         session.lastSeen = Date.now();
       });
+      if (method === 'GET') setImmediate(() => hostStreamOpened(session.server));
       await session.transport.handleRequest(req, res, body);
       return;
     }
     if (method !== 'POST' || !(Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body))) {
       return sendJsonRpcError(res, 400, -32000, 'Bad Request: no valid session id; start with an initialize request');
     }
-    const server = createGatewayServer(gateway);
+    const server = createGatewayServer(gateway, { rootsAfterStream: true });
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {

@@ -17,13 +17,20 @@ export const managementTools: Tool[] = [
   },
   {
     name: 'get_server_status',
-    description: 'Detailed status of one MCP server: status, health, consecutive health failures, attempt, next retry time, last error, recent crashes, capabilities, tools, resources and prompts.',
+    description: 'Detailed status of one MCP server: status, health, consecutive health failures, attempt, next retry time, last error (also as errorMessage), retryCount, maxRetries, lastRetryTime, recent crashes, capabilities, tools, resources and prompts.',
     inputSchema: serverName,
     annotations: { readOnlyHint: true, openWorldHint: false },
   },
   {
     name: 'reconnect_server',
     description: 'Force a reconnect of one MCP server: a connected server is closed and reconnected, a reconnecting one is tried now, a failed or requires_reauth one has its counters reset and is tried. Returns the status after the attempt.',
+    inputSchema: serverName,
+    annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
+  },
+  {
+    // The same operation under the name other MCP gateways give it.
+    name: 'retry_server',
+    description: 'Same as reconnect_server: force a reconnect of one MCP server (connected: close and reconnect; reconnecting: try now; failed / requires_reauth: reset the counters and try). Returns the status after the attempt.',
     inputSchema: serverName,
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   },

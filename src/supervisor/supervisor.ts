@@ -4,14 +4,23 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import {
+  CreateMessageRequestSchema,
+  ElicitRequestSchema,
+  ListRootsRequestSchema,
+  LoggingMessageNotificationSchema,
   PromptListChangedNotificationSchema,
   ResourceListChangedNotificationSchema,
+  ResourceUpdatedNotificationSchema,
+  ResultSchema,
   ToolListChangedNotificationSchema,
   type CallToolResult,
+  type LoggingLevel,
+  type Result,
   type Implementation,
   type Progress,
   type Prompt,
   type Resource,
+  type ResourceTemplate,
   type ServerCapabilities,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -28,6 +37,7 @@ import {
   type ServerHealth,
   type ServerKind,
   type ServerLists,
+  type SupervisorHooks,
   type ServerSpec,
   type ServerStatus,
   type ServerSummary,
@@ -43,7 +53,16 @@ export interface ServerSupervisorOptions extends SupervisorOptionsInput {
   logger?: Logger;
   /** clientInfo sent to the MCP server. */
   clientInfo?: Implementation;
+  /** Where the server's own requests (sampling, elicitation, roots) and notifications go. */
+  hooks?: SupervisorHooks;
 }
+
+/**
+ * What the gateway offers every server as an MCP client: it forwards sampling and
+ * elicitation to its hosts and answers roots with theirs (src/gateway decides which host).
+ * Declared always, so servers that register tools by client capability show them all.
+ */
+const CLIENT_CAPABILITIES = { sampling: {}, elicitation: { form: {}, url: {} }, roots: { listChanged: true } };
 
 export interface CallOptions {
   signal?: AbortSignal;
@@ -130,9 +149,15 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   private capabilities: ServerCapabilities | null = null;
   private serverInfo: Implementation | null = null;
-  private lists: ServerLists = { tools: [], resources: [], prompts: [] };
-  /** The tool list differs from what was last announced with tools_list_changed. */
-  private pendingToolsChanged = false;
+  private lists: ServerLists = { tools: [], resources: [], resourceTemplates: [], prompts: [] };
+  /** Lists that differ from what was last announced. */
+  private pendingChanges = new Set<keyof ServerLists>();
+  private readonly hooks: SupervisorHooks;
+  /** The log level hosts asked for (applied to every connection), or null for the server's default. */
+  private logLevel: LoggingLevel | null = null;
+  /** Resource URIs (the server's own) hosts subscribed to: subscribed again on every connection. */
+  private readonly subscriptions = new Set<string>();
+  private lastAttemptAt: number | null = null;
 
   constructor(
     readonly spec: ServerSpec,
@@ -147,6 +172,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.log = options.logger ?? (() => {});
     this.clientInfo = options.clientInfo ?? { name: 'tether-gateway', version: '0.1.0' };
     this.crashes = new CrashWindow(this.options.crashLimit, this.options.crashWindowMs);
+    this.hooks = options.hooks ?? {};
   }
 
   get status(): ServerStatus {
@@ -167,6 +193,10 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   get prompts(): Prompt[] {
     return this.lists.prompts;
+  }
+
+  get resourceTemplates(): ResourceTemplate[] {
+    return this.lists.resourceTemplates;
   }
 
   get serverCapabilities(): ServerCapabilities | null {
@@ -251,15 +281,23 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    * a ServerUnavailableError. Bounded by `timeoutMs` (default requestTimeoutMs).
    */
   async callTool(tool: string, args: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<CallToolResult> {
+    return (await this.request('tools/call', { name: tool, arguments: args ?? {} }, opts)) as CallToolResult;
+  }
+
+  /**
+   * Any request to this server (prompts/get, resources/read, completion/complete…), with the
+   * guarantees of callTool: an immediate attempt when down, bounded, progress relayed. The
+   * result is passed through as the server sent it.
+   */
+  async request(method: string, params: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<Result> {
     for (let round = 0; ; round++) {
       const conn = await this.ensureConnected();
       try {
-        const result = await conn.client.callTool({ name: tool, arguments: args ?? {} }, undefined, {
+        return await conn.client.request({ method, params } as never, ResultSchema, {
           timeout: opts.timeoutMs ?? this.options.requestTimeoutMs,
           signal: opts.signal,
           ...(opts.onprogress ? { onprogress: opts.onprogress, resetTimeoutOnProgress: true } : {}),
         });
-        return result as CallToolResult;
       } catch (err) {
         this.noteCallFailure(conn, err);
         // A request the server provably never ran (its HTTP session was gone) is safe to send
@@ -332,6 +370,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     // A call's attempt on a failed server is one more attempt of the last streak.
     if (trigger === 'call' && from === 'failed') this.attemptNo += 1;
     const attemptNo = Math.max(1, this.attemptNo);
+    this.lastAttemptAt = Date.now();
     this.log('debug', `[${this.name}] connection attempt ${attemptNo} (${trigger}, status ${from})`);
     let conn: Connection | undefined;
     try {
@@ -363,7 +402,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   /** Creates transport + client and runs initialize, all bounded by connectTimeoutMs. */
   private async openConnection(): Promise<Connection> {
     const transport = await this.factory(this.spec);
-    const client = new Client(this.clientInfo, { capabilities: {} });
+    const client = new Client(this.clientInfo, { capabilities: CLIENT_CAPABILITIES });
     const conn: Connection = { id: ++this.connSeq, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: '', invalidStdout: [], linkDown: null };
     this.tailStderr(conn);
     client.onclose = () => {
@@ -393,6 +432,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh(conn, 'tools'));
     client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.refresh(conn, 'resources'));
     client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.refresh(conn, 'prompts'));
+    // The server's own requests and notifications go to the gateway (its hosts).
+    const noHost = (what: string) => () => Promise.reject(Object.assign(new Error(`no host to answer ${what}: this server is not behind a gateway`), { code: -32601 }));
+    client.setRequestHandler(CreateMessageRequestSchema, (req, extra) => (this.hooks.onRequest ?? noHost('sampling'))(this.name, req, extra) as never);
+    client.setRequestHandler(ElicitRequestSchema, (req, extra) => (this.hooks.onRequest ?? noHost('elicitation'))(this.name, req, extra) as never);
+    client.setRequestHandler(ListRootsRequestSchema, (req, extra) => (this.hooks.onRequest ? this.hooks.onRequest(this.name, req, extra) : Promise.resolve({ roots: [] })) as never);
+    client.setNotificationHandler(LoggingMessageNotificationSchema, (n) => this.hooks.onNotification?.(this.name, n));
+    client.setNotificationHandler(ResourceUpdatedNotificationSchema, (n) => this.hooks.onNotification?.(this.name, n));
     const timeoutMs = this.options.connectTimeoutMs;
     this.opening = conn;
     try {
@@ -575,11 +621,18 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     if (reconnect) this.emit('server_reconnected', { server: this.name, attemptsTaken, capabilities: this.capabilities });
     else this.emit('server_connected', { server: this.name, capabilities: this.capabilities });
     if (wasDegraded) this.emit('server_health_restored', { server: this.name });
-    if (this.pendingToolsChanged) {
-      this.pendingToolsChanged = false;
-      this.emit('tools_list_changed', { server: this.name, tools: this.lists.tools.map((t) => t.name) });
-    }
+    this.announceChanges();
     this.scheduleHealth(conn);
+  }
+
+  /** Lists that changed since last announced: `list_changed` each, `tools_list_changed` for tools. */
+  private announceChanges(): void {
+    const changed = [...this.pendingChanges];
+    this.pendingChanges.clear();
+    for (const list of changed) {
+      this.emit('list_changed', { server: this.name, list });
+      if (list === 'tools') this.emit('tools_list_changed', { server: this.name, tools: this.lists.tools.map((t) => t.name) });
+    }
   }
 
   /** The transport closed. Ours to ignore if we closed it; otherwise a crash or a loss. */
@@ -616,21 +669,66 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private async discover(conn: Connection): Promise<void> {
     this.capabilities = conn.client.getServerCapabilities() ?? null;
     this.serverInfo = conn.client.getServerVersion() ?? null;
-    await Promise.all([this.fetchList(conn, 'tools'), this.fetchList(conn, 'resources'), this.fetchList(conn, 'prompts')]);
+    await Promise.all([this.fetchList(conn, 'tools'), this.fetchList(conn, 'resources'), this.fetchList(conn, 'resourceTemplates'), this.fetchList(conn, 'prompts')]);
+    await this.restoreHostState(conn);
+  }
+
+  /** What hosts asked of the previous connection, asked again of this one (best effort). */
+  private async restoreHostState(conn: Connection): Promise<void> {
+    const caps = conn.client.getServerCapabilities();
+    const opts = { timeout: this.options.requestTimeoutMs };
+    const work: Promise<unknown>[] = [];
+    if (this.logLevel && caps?.logging) work.push(conn.client.setLoggingLevel(this.logLevel, opts));
+    if (caps?.resources?.subscribe) for (const uri of this.subscriptions) work.push(conn.client.subscribeResource({ uri }, opts));
+    const results = await Promise.allSettled(work);
+    for (const r of results) if (r.status === 'rejected') this.log('warn', `[${this.name}] restoring log level / subscriptions: ${errorText(r.reason)}`);
+  }
+
+  /** The log level hosts want (the most verbose one asked), for this and every later connection. */
+  async setLogLevel(level: LoggingLevel | null): Promise<void> {
+    this.logLevel = level;
+    const conn = this.conn;
+    if (level && conn && this._status === 'connected' && conn.client.getServerCapabilities()?.logging) {
+      await conn.client.setLoggingLevel(level, { timeout: this.options.requestTimeoutMs }).catch((err: unknown) => {
+        this.log('warn', `[${this.name}] logging/setLevel ${level}: ${errorText(err)}`);
+      });
+    }
+  }
+
+  /** Subscribes to updates of one of this server's resources; kept across reconnections. */
+  async subscribe(uri: string, opts: CallOptions = {}): Promise<void> {
+    const had = this.subscriptions.has(uri);
+    this.subscriptions.add(uri);
+    try {
+      await this.request('resources/subscribe', { uri }, opts);
+    } catch (err) {
+      if (!had) this.subscriptions.delete(uri);
+      throw err;
+    }
+  }
+
+  async unsubscribe(uri: string, opts: CallOptions = {}): Promise<void> {
+    this.subscriptions.delete(uri);
+    if (this._status !== 'connected') return; // the next connection simply does not subscribe
+    await this.request('resources/unsubscribe', { uri }, opts);
+  }
+
+  /** The hosts' roots changed: tell the server, which asks for them again. */
+  notifyRootsChanged(): void {
+    if (this._status === 'connected') void this.conn?.client.sendRootsListChanged().catch(() => {});
   }
 
   private async refresh(conn: Connection, list: keyof ServerLists): Promise<void> {
     if (conn !== this.conn) return;
     await this.fetchList(conn, list);
-    if (this.pendingToolsChanged && conn === this.conn) {
-      this.pendingToolsChanged = false;
-      this.emit('tools_list_changed', { server: this.name, tools: this.lists.tools.map((t) => t.name) });
-    }
+    // A resource list change can come with new templates too.
+    if (list === 'resources') await this.fetchList(conn, 'resourceTemplates');
+    if (conn === this.conn) this.announceChanges();
   }
 
   private async fetchList(conn: Connection, list: keyof ServerLists): Promise<void> {
     const caps = conn.client.getServerCapabilities();
-    if (!caps?.[list]) {
+    if (!caps?.[list === 'resourceTemplates' ? 'resources' : list]) {
       this.setList(list, []);
       return;
     }
@@ -646,7 +744,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
             ? await conn.client.listTools(params, opts).then((r) => ({ items: r.tools, next: r.nextCursor }))
             : list === 'resources'
               ? await conn.client.listResources(params, opts).then((r) => ({ items: r.resources, next: r.nextCursor }))
-              : await conn.client.listPrompts(params, opts).then((r) => ({ items: r.prompts, next: r.nextCursor }));
+              : list === 'resourceTemplates'
+                ? await conn.client.listResourceTemplates(params, opts).then((r) => ({ items: r.resourceTemplates, next: r.nextCursor }))
+                : await conn.client.listPrompts(params, opts).then((r) => ({ items: r.prompts, next: r.nextCursor }));
         items.push(...res.items);
         cursor = res.next;
         if (!cursor) break;
@@ -658,7 +758,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   private setList(list: keyof ServerLists, items: never[]): void {
-    if (list === 'tools' && JSON.stringify(items) !== JSON.stringify(this.lists.tools)) this.pendingToolsChanged = true;
+    if (JSON.stringify(items) !== JSON.stringify(this.lists[list])) this.pendingChanges.add(list);
     this.lists = { ...this.lists, [list]: items };
   }
 
@@ -757,6 +857,10 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       lastHealthCheckAt: this.lastHealthCheckAt === null ? null : new Date(this.lastHealthCheckAt).toISOString(),
       recentCrashes: this.crashes.count,
       maxRetries: this.options.maxRetries ?? null,
+      // The names other MCP gateways use for the same facts, so their clients read ours.
+      retryCount: Math.max(0, this.streakFailures - 1),
+      lastRetryTime: this.lastAttemptAt === null ? null : new Date(this.lastAttemptAt).toISOString(),
+      errorMessage: this.lastError,
       serverInfo: this.serverInfo ? { name: this.serverInfo.name, version: this.serverInfo.version } : null,
       capabilities: this.capabilities,
       resources: this.lists.resources.map((r) => r.uri),

@@ -1,4 +1,5 @@
-import type { ServerCapabilities, Tool, Resource, Prompt } from '@modelcontextprotocol/sdk/types.js';
+import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
+import type { ClientNotification, ClientRequest, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, ServerNotification, ServerRequest, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { BackoffPolicy } from './backoff.js';
 
 export type ServerKind = 'stdio' | 'http' | 'exec';
@@ -120,6 +121,12 @@ export interface ServerDetail extends ServerSummary {
   lastHealthCheckAt: string | null;
   recentCrashes: number;
   maxRetries: number | null;
+  /** Retries made in the current streak of failures (0 while connected). */
+  retryCount: number;
+  /** When the last connection attempt started (ISO), or null. */
+  lastRetryTime: string | null;
+  /** = lastError (the name other gateways use). */
+  errorMessage: string | null;
   serverInfo: { name: string; version: string } | null;
   capabilities: ServerCapabilities | null;
   resources: string[];
@@ -129,7 +136,16 @@ export interface ServerDetail extends ServerSummary {
 export interface ServerLists {
   tools: Tool[];
   resources: Resource[];
+  resourceTemplates: ResourceTemplate[];
   prompts: Prompt[];
+}
+
+/** Where a supervised server's own requests and notifications go (the gateway's hosts). */
+export interface SupervisorHooks {
+  /** sampling/createMessage, elicitation/create, roots/list from the server. */
+  onRequest?(server: string, request: ServerRequest, extra: RequestHandlerExtra<ClientRequest, ClientNotification>): Promise<Result>;
+  /** notifications/message, notifications/resources/updated from the server. */
+  onNotification?(server: string, notification: ServerNotification): void;
 }
 
 /** Events of one supervisor; every payload also carries `server` (the configured name). */
@@ -142,10 +158,12 @@ export interface SupervisorEvents {
   server_health_restored: [{ server: string }];
   server_failed: [{ server: string; reason: string; status: 'failed' | 'requires_reauth' }];
   tools_list_changed: [{ server: string; tools: string[] }];
+  /** Any of the server's lists changed (internal: the gateway announces list_changed to hosts). */
+  list_changed: [{ server: string; list: keyof ServerLists }];
   status: [{ server: string; status: ServerStatus; previous: ServerStatus }];
 }
 
-export type SupervisorEventName = Exclude<keyof SupervisorEvents, 'status'>;
+export type SupervisorEventName = Exclude<keyof SupervisorEvents, 'status' | 'list_changed'>;
 export const SUPERVISOR_EVENT_NAMES: SupervisorEventName[] = [
   'server_connected',
   'server_disconnected',

@@ -37,3 +37,35 @@ export function text(result: unknown): string {
   }
   return first.text;
 }
+
+/** server-everything over Streamable HTTP, as a child process on a free loopback port. */
+export async function everythingHttp(): Promise<{ url: string; pid: number; close(): Promise<void> }> {
+  const { createServer } = await import('node:net');
+  const { spawn } = await import('node:child_process');
+  const port = await new Promise<number>((resolve) => {
+    const probe = createServer().listen(0, '127.0.0.1', () => {
+      const p = (probe.address() as { port: number }).port;
+      probe.close(() => resolve(p));
+    });
+  });
+  const child = spawn(node, [everything.args[0]!, 'streamableHttp'], { env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'ignore', 'pipe'] });
+  let said = '';
+  await new Promise<void>((resolve, reject) => {
+    child.stderr!.on('data', (d: Buffer) => {
+      said += d.toString();
+      if (/listening on port/.test(said)) resolve();
+    });
+    child.once('exit', (code) => reject(new Error(`server-everything (HTTP) exited with ${code}: ${said}`)));
+  });
+  child.stderr!.resume();
+  return {
+    url: `http://127.0.0.1:${port}/mcp`,
+    pid: child.pid!,
+    close: async () => {
+      if (child.exitCode !== null || child.signalCode !== null) return;
+      const exited = new Promise((resolve) => child.once('exit', resolve));
+      child.kill('SIGKILL');
+      await exited;
+    },
+  };
+}
