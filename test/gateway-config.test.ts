@@ -76,7 +76,7 @@ describe('gateway config', () => {
     expect(error({ mcpServers: { web: { url: 'not a url' } } })).toMatch(/server 'web': field 'url': not a valid URL/);
     expect(error({ mcpServers: { web: { url: 'ftp://x/mcp' } } })).toMatch(/server 'web': field 'url': must be http/);
     expect(error({ mcpServers: { web: { url: 'http://x/mcp', command: 'y' } } })).toMatch(/server 'web': field 'url': give either 'command'/);
-    expect(error({ mcpServers: { web: { type: 'sse', url: 'http://x/sse' } } })).toMatch(/server 'web': field 'type': the legacy SSE transport is not supported/);
+    expect(error({ mcpServers: { web: { type: 'websocket', url: 'ws://x' } } })).toMatch(/server 'web': field 'type': unknown type "websocket"/);
     expect(error({ mcpServers: { r: { command: 'x', tether: { url: 'http://host' } } } })).toMatch(/server 'r': field 'tether.url': must be a ws:\/\/ or wss:\/\//);
     expect(error({ mcpServers: { r: { command: 'x', tether: { url: 'ws://h:1', tokenFile: 't', bogus: 1 } } } })).toMatch(/server 'r': field 'tether': .*bogus/);
     expect(error({ mcpServers: { r: { url: 'http://h/mcp', tether: { url: 'ws://h:1' } } } })).toMatch(/server 'r': field 'tether': only a stdio entry/);
@@ -98,10 +98,34 @@ describe('gateway config', () => {
     expect(config.servers[0]!.spec).toMatchObject({ command: '/home/me/bin/srv', args: ['--port=8080'] });
   });
 
-  it('warns about keys it ignores instead of failing (host-specific fields)', () => {
+  it('warns about entry keys it ignores instead of failing (host-specific fields); ignores a host\'s own top-level settings', () => {
     const config = parseConfig({ mcpServers: { k: { command: 'x', alwaysAllow: ['t'] } }, other: 1 });
-    expect(config.warnings.join('\n')).toMatch(/ignoring keys alwaysAllow/);
-    expect(config.warnings.join('\n')).toMatch(/unknown top-level keys: other/);
+    expect(config.warnings).toEqual(["config: server 'k': ignoring keys alwaysAllow"]);
+  });
+
+  it("takes the main MCP hosts' config files as they are (issue 15)", () => {
+    // Claude Desktop: host settings beside mcpServers.
+    const claude = parseConfig({ globalShortcut: 'Ctrl+Space', mcpServers: { fs: { command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'], env: { A: '1' } } } });
+    expect(claude.servers.map((s) => s.spec)).toEqual([{ name: 'fs', kind: 'stdio', command: 'npx', args: ['-y', '@modelcontextprotocol/server-filesystem', '/tmp'], env: { A: '1' }, cwd: undefined }]);
+    // Claude Code (~/.claude.json) and Cursor: type fields, per-entry extras, an SSE entry skipped (not fatal).
+    const code = parseConfig({
+      numStartups: 12,
+      projects: { '/x': {} },
+      mcpServers: {
+        local: { type: 'stdio', command: 'node', args: ['s.js'], env: {} },
+        remote: { type: 'http', url: 'https://mcp.example.com/mcp', headers: { Authorization: 'Bearer x' } },
+        old: { type: 'sse', url: 'https://old.example.com/sse' },
+        cursor: { command: 'uvx', args: ['srv'], autoApprove: [], timeout: 60, transportType: 'stdio' },
+      },
+    });
+    expect(code.servers.map((s) => [s.spec.name, s.spec.kind])).toEqual([['local', 'stdio'], ['remote', 'http'], ['cursor', 'stdio']]);
+    expect(code.skipped).toEqual(['old']);
+    expect(code.warnings.join('\n')).toMatch(/server 'old': skipped: the legacy SSE transport is not supported/);
+    // Windsurf's serverUrl, Gemini CLI's httpUrl; VS Code's mcp.json ("servers", "inputs").
+    expect(parseConfig({ mcpServers: { w: { serverUrl: 'https://w.example/mcp' } } }).servers[0]!.spec).toMatchObject({ kind: 'http', url: 'https://w.example/mcp' });
+    expect(parseConfig({ mcpServers: { g: { httpUrl: 'https://g.example/mcp' } } }).servers[0]!.spec).toMatchObject({ kind: 'http', url: 'https://g.example/mcp' });
+    const vscode = parseConfig({ inputs: [{ id: 'key', type: 'promptString' }], servers: { gh: { type: 'http', url: 'https://api.example/mcp' }, mem: { type: 'stdio', command: 'npx', args: ['m'] } } });
+    expect(vscode.servers.map((s) => s.spec.name)).toEqual(['gh', 'mem']);
   });
 
   it('loadConfigFile: missing file and invalid JSON are clear errors', () => {

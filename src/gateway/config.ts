@@ -1,6 +1,11 @@
 /**
  * `tether.json`: the `mcpServers` shape MCP hosts already use (Claude Desktop, Claude Code,
- * Cursor…), so an existing config can be pointed at the gateway as is, plus:
+ * Cursor, Windsurf, the MCP Inspector…), so an existing host config can be pointed at the
+ * gateway as is: the keys hosts add (top level or per entry) are ignored, an entry the
+ * gateway cannot serve (the legacy SSE transport) is skipped with a warning instead of
+ * failing the whole file, `serverUrl` (Windsurf) and `httpUrl` (Gemini CLI) name a
+ * Streamable HTTP URL, and a file with `servers` (VS Code's mcp.json) instead of
+ * `mcpServers` works too. Plus:
  * - `"tether": {"url": "ws://…", "tokenFile": "…"}` on a stdio entry runs that server on a
  *   tether exec-server (kind `exec`);
  * - optional `"supervisor": {…}` at the top level and per entry (every interval and limit).
@@ -50,12 +55,14 @@ const stringRecord = z.record(z.string(), z.string());
 /** One entry; fields hosts add for themselves (alwaysAllow, description…) are ignored. */
 const EntrySchema = z
   .object({
-    type: z.enum(['stdio', 'http', 'streamable-http', 'streamableHttp', 'sse']).optional(),
+    type: z.string().optional(),
     command: z.string().min(1, 'must not be empty').optional(),
     args: z.array(z.string()).optional(),
     env: stringRecord.optional(),
     cwd: z.string().min(1).optional(),
     url: z.string().optional(),
+    serverUrl: z.string().optional(),
+    httpUrl: z.string().optional(),
     headers: stringRecord.optional(),
     tether: TetherSchema.optional(),
     disabled: z.boolean().optional(),
@@ -63,7 +70,7 @@ const EntrySchema = z
   })
   .superRefine((e, ctx) => {
     const issue = (pathKey: string, message: string) => ctx.addIssue({ code: 'custom', path: [pathKey], message });
-    if (e.type === 'sse') issue('type', "the legacy SSE transport is not supported; use a Streamable HTTP endpoint ('http')");
+    if (e.type !== undefined && !KNOWN_TYPES.has(e.type)) issue('type', `unknown type ${JSON.stringify(e.type)}: use 'stdio' or 'http'`);
     const wantsHttp = e.type === 'http' || e.type === 'streamable-http' || e.type === 'streamableHttp';
     if (e.command !== undefined && e.url !== undefined) issue('url', "give either 'command' (stdio) or 'url' (http), not both");
     else if (e.command === undefined && e.url === undefined) issue('command', "missing: give 'command' (a stdio server) or 'url' (a Streamable HTTP server)");
@@ -84,10 +91,12 @@ const EntrySchema = z
     if (e.tether && e.tether.token && e.tether.tokenFile) issue('tether', "give either 'token' or 'tokenFile', not both");
   });
 
+const KNOWN_TYPES = new Set(['stdio', 'http', 'streamable-http', 'streamableHttp', 'sse']);
+
 const NAME = /^[A-Za-z0-9_.-]{1,64}$/;
 
 const ConfigSchema = z.object({
-  mcpServers: z.record(z.string(), z.unknown()),
+  mcpServers: z.record(z.string(), z.unknown(), { error: "must be an object of servers ({\"mcpServers\": {\"name\": {\"command\": …}}})" }),
   supervisor: SupervisorConfigSchema.optional(),
 });
 
@@ -100,6 +109,8 @@ export interface GatewayConfig {
   servers: GatewayServerConfig[];
   /** Entries skipped because of `"disabled": true`. */
   disabled: string[];
+  /** Entries skipped because the gateway cannot serve them (the legacy SSE transport), with why. */
+  skipped: string[];
   /** Non-fatal remarks (unknown keys…), for the log. */
   warnings: string[];
 }
@@ -133,24 +144,41 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
   const source = opts.source ?? 'config';
   const baseDir = opts.baseDir ?? process.cwd();
   const env = opts.env ?? process.env;
+  // VS Code's mcp.json names the object `servers`.
+  if (json && typeof json === 'object' && !Array.isArray(json) && !('mcpServers' in json) && 'servers' in json) {
+    json = { ...(json as Record<string, unknown>), mcpServers: (json as Record<string, unknown>).servers };
+  }
   const top = ConfigSchema.safeParse(json);
   if (!top.success) throw new ConfigError(`${source}: ${formatIssue(top.error.issues[0]!)}`);
   const globalSupervisor = toSupervisorOptions(top.data.supervisor);
   const warnings: string[] = [];
   const servers: GatewayServerConfig[] = [];
   const disabled: string[] = [];
-  const topKeys = Object.keys(json as object).filter((k) => k !== 'mcpServers' && k !== 'supervisor');
-  if (topKeys.length) warnings.push(`${source}: ignoring unknown top-level keys: ${topKeys.join(', ')}`);
+  const skipped: string[] = [];
+  // A host's own settings beside mcpServers (Claude Code keeps dozens) are none of ours.
 
-  for (const [name, raw] of Object.entries(top.data.mcpServers)) {
+  for (const [name, given] of Object.entries(top.data.mcpServers)) {
+    let raw = given;
     const where = `${source}: server '${name}'`;
     if (!NAME.test(name)) throw new ConfigError(`${where}: the name must be 1-64 characters of A-Z a-z 0-9 _ . - (it prefixes tool names as <server>__<tool>)`);
     if (name.includes('__')) throw new ConfigError(`${where}: the name must not contain '__' (the separator in <server>__<tool>)`);
     if (typeof raw !== 'object' || raw === null || Array.isArray(raw)) throw new ConfigError(`${where}: must be an object`);
+    if ((raw as { type?: unknown }).type === 'sse' || (raw as { transport?: unknown }).transport === 'sse') {
+      skipped.push(name);
+      warnings.push(`${where}: skipped: the legacy SSE transport is not supported (give its Streamable HTTP endpoint as 'url')`);
+      continue;
+    }
+    // Windsurf's serverUrl and Gemini CLI's httpUrl are Streamable HTTP URLs.
+    const alias = (raw as { serverUrl?: unknown; httpUrl?: unknown; url?: unknown });
+    if (alias.url === undefined && (typeof alias.serverUrl === 'string' || typeof alias.httpUrl === 'string')) {
+      raw = { ...raw, url: alias.httpUrl ?? alias.serverUrl };
+      delete (raw as Record<string, unknown>).serverUrl;
+      delete (raw as Record<string, unknown>).httpUrl;
+    }
     const parsed = EntrySchema.safeParse(raw);
     if (!parsed.success) throw new ConfigError(`${where}: ${formatIssue(parsed.error.issues[0]!)}`);
     const known = new Set(Object.keys(EntrySchema.shape));
-    const unknown = Object.keys(raw).filter((k) => !known.has(k));
+    const unknown = Object.keys(raw as object).filter((k) => !known.has(k));
     if (unknown.length) warnings.push(`${where}: ignoring keys ${unknown.join(', ')}`);
     const e = parsed.data;
     if (e.disabled) {
@@ -191,7 +219,7 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
     }
     servers.push({ spec, supervisor: { ...globalSupervisor, ...toSupervisorOptions(e.supervisor), backoff: { ...globalSupervisor.backoff, ...toSupervisorOptions(e.supervisor).backoff } } });
   }
-  return { servers, disabled, warnings };
+  return { servers, disabled, skipped, warnings };
 }
 
 /** A local path from the config: `~/` is the home directory, relative is against the config's directory. */
