@@ -163,7 +163,11 @@ export class Gateway extends EventEmitter<GatewayEvents> {
       },
     });
     for (const name of SUPERVISOR_EVENT_NAMES) {
-      s.on(name, (payload: object) => this.forward(name, payload));
+      s.on(name, (payload: object) => {
+        this.forward(name, payload);
+        // The summary (attempt, next retry, last error, health, tools) changes with each.
+        this.emit('status', s.summary());
+      });
     }
     s.on('list_changed', ({ list }) => this.listChanged(list));
     s.on('status', () => this.emit('status', s.summary()));

@@ -1,12 +1,14 @@
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import { createServer, type IncomingMessage, type Server as HttpServer, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { isInitializeRequest } from '@modelcontextprotocol/sdk/types.js';
-import type { Logger } from '../supervisor/index.js';
+import type { Logger, ServerSummary } from '../supervisor/index.js';
 import type { Gateway, GatewayEvent } from './gateway.js';
+import { AccessControl } from './access.js';
 import { createGatewayServer, hostStreamOpened } from './mcp-server.js';
+import { LOGIN_PAGE_HTML, STATUS_PAGE_HTML } from './status-page.js';
 
 export interface GatewayHttpOptions {
   host?: string;
@@ -19,6 +21,12 @@ export interface GatewayHttpOptions {
   maxBodyBytes?: number;
   /** An MCP session with no request and no open stream for this long is closed. Default 30 min. */
   sessionIdleMs?: number;
+  /** Required on every endpoint but /healthz and /readyz (Bearer, or the status page's cookie). */
+  token?: string;
+  /** Origins besides the gateway's own allowed to call it from a browser. */
+  allowedOrigins?: string[];
+  /** Host names besides loopback (and the bound address) requests may be addressed to. */
+  allowedHosts?: string[];
 }
 
 export interface GatewayHttp {
@@ -36,7 +44,16 @@ interface Session {
   open: number;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1', '[::1]']);
+/** The page's one inline script, allowed by its hash and nothing else. */
+const PAGE_SCRIPT_HASH = createHash('sha256').update(/<script>([^]*)<\/script>/.exec(STATUS_PAGE_HTML)![1]!).digest('base64');
+const PAGE_HEADERS = {
+  'content-type': 'text/html; charset=utf-8',
+  'cache-control': 'no-store',
+  'x-frame-options': 'DENY',
+  'x-content-type-options': 'nosniff',
+  'referrer-policy': 'no-referrer',
+  'content-security-policy': `default-src 'none'; script-src 'sha256-${PAGE_SCRIPT_HASH}'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
+};
 
 /**
  * The gateway over HTTP: Streamable HTTP MCP at /mcp (one MCP session per client), the status
@@ -52,6 +69,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   const sseClients = new Set<ServerResponse>();
   let port = 0;
   const sessionIdleMs = opts.sessionIdleMs ?? 30 * 60_000;
+  const access = new AccessControl({ bindHost: host, port: () => port, token: opts.token, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts });
   // Clients that vanish without DELETE would otherwise keep their session forever.
   const sweeper = setInterval(() => {
     const now = Date.now();
@@ -74,14 +92,28 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   });
 
   async function handle(req: IncomingMessage, res: ServerResponse): Promise<void> {
-    // DNS rebinding: a loopback gateway answers only requests addressed to loopback.
-    if (LOOPBACK.has(host) && !isLoopbackHost(req.headers.host, port)) {
-      sendJson(res, 403, { error: `forbidden host header: ${req.headers.host ?? '(none)'}` });
-      return;
-    }
+    // Host and Origin on every endpoint (see access.ts).
+    const addressing = access.checkAddressing(req);
+    if (!addressing.ok) return sendJson(res, addressing.status, { error: addressing.error });
     const url = new URL(req.url ?? '/', 'http://gateway');
     const route = url.pathname.replace(/\/+$/, '') || '/';
     const method = req.method ?? 'GET';
+
+    // Probes answer without the token (and say no more than ready or not).
+    if (route === '/healthz' && method === 'GET') return sendJson(res, 200, { ok: true });
+    if (route === '/readyz' && method === 'GET') {
+      const { ready, servers } = gateway.readiness();
+      const authorized = access.checkToken(req).ok;
+      return sendJson(res, ready ? 200 : 503, authorized ? { ready, servers } : { ready });
+    }
+    if (route === '/' && method === 'GET') return handlePage(req, res, url);
+    if (route === '/login' && method === 'POST') return handleLogin(req, res);
+
+    const auth = access.checkToken(req);
+    if (!auth.ok) {
+      res.setHeader('www-authenticate', 'Bearer realm="tether-gateway"');
+      return sendJson(res, auth.status, { error: auth.error });
+    }
 
     if (route === '/mcp') return handleMcp(req, res, method);
     if (route === '/mcp/servers' && method === 'GET') return sendJson(res, 200, { servers: gateway.summaries() });
@@ -95,8 +127,38 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
       return sendJson(res, 200, isRetry ? await gateway.retry(name) : gateway.detail(name));
     }
     if (route === '/events' && method === 'GET') return handleEvents(req, res);
-    if (['/mcp/servers', '/mcp/servers/retry-all', '/events'].includes(route)) return sendJson(res, 405, { error: `method ${method} not allowed here` });
-    sendJson(res, 404, { error: `not found: ${route}`, endpoints: ['/mcp', 'GET /mcp/servers', 'GET /mcp/servers/:name', 'POST /mcp/servers/:name/retry', 'POST /mcp/servers/retry-all', 'GET /events'] });
+    if (['/mcp/servers', '/mcp/servers/retry-all', '/events', '/', '/login', '/healthz', '/readyz'].includes(route)) return sendJson(res, 405, { error: `method ${method} not allowed here` });
+    sendJson(res, 404, {
+      error: `not found: ${route}`,
+      endpoints: ['GET /', '/mcp', 'GET /mcp/servers', 'GET /mcp/servers/:name', 'POST /mcp/servers/:name/retry', 'POST /mcp/servers/retry-all', 'GET /events', 'GET /healthz', 'GET /readyz'],
+    });
+  }
+
+  /** The status page; with a token configured, `?token=` is traded once for the page's cookie. */
+  function handlePage(req: IncomingMessage, res: ServerResponse, url: URL): void {
+    const offered = url.searchParams.get('token');
+    if (access.tokenRequired && offered !== null) {
+      if (!access.isToken(offered)) return sendHtml(res, 401, LOGIN_PAGE_HTML);
+      // Trade it for the cookie and drop it from the address bar.
+      res.writeHead(303, { location: '/', 'set-cookie': access.issueCookie(), 'cache-control': 'no-store' });
+      res.end();
+      return;
+    }
+    if (!access.checkToken(req).ok) return sendHtml(res, 401, LOGIN_PAGE_HTML);
+    sendHtml(res, 200, STATUS_PAGE_HTML);
+  }
+
+  async function handleLogin(req: IncomingMessage, res: ServerResponse): Promise<void> {
+    const raw = await readBody(req, 4096);
+    const token = raw === null ? null : new URLSearchParams(raw).get('token');
+    if (!access.tokenRequired) {
+      res.writeHead(303, { location: '/' });
+      res.end();
+      return;
+    }
+    if (token === null || !access.isToken(token.trim())) return sendHtml(res, 401, LOGIN_PAGE_HTML);
+    res.writeHead(303, { location: '/', 'set-cookie': access.issueCookie(), 'cache-control': 'no-store' });
+    res.end();
   }
 
   async function handleMcp(req: IncomingMessage, res: ServerResponse, method: string): Promise<void> {
@@ -150,13 +212,17 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     // The current state first, so a subscriber never has to race a GET against the stream.
     res.write(`event: snapshot\ndata: ${JSON.stringify({ servers: gateway.summaries(), time: new Date().toISOString() })}\n\n`);
     const onEvent = (e: GatewayEvent) => res.write(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
+    // Every change of a server's summary, whole: what the status page renders.
+    const onStatus = (summary: ServerSummary) => res.write(`event: server_status\ndata: ${JSON.stringify({ ...summary, time: new Date().toISOString() })}\n\n`);
     gateway.on('event', onEvent);
+    gateway.on('status', onStatus);
     const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
     keepAlive.unref();
     sseClients.add(res);
     const done = () => {
       clearInterval(keepAlive);
       gateway.off('event', onEvent);
+      gateway.off('status', onStatus);
       sseClients.delete(res);
     };
     req.on('close', done);
@@ -191,13 +257,6 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   };
 }
 
-function isLoopbackHost(hostHeader: string | undefined, port: number): boolean {
-  if (!hostHeader) return false;
-  const m = /^(\[[^\]]+\]|[^:]+)(?::(\d+))?$/.exec(hostHeader);
-  if (!m) return false;
-  return LOOPBACK.has(m[1]!.toLowerCase()) && (m[2] === undefined || Number(m[2]) === port);
-}
-
 function header(req: IncomingMessage, name: string): string | undefined {
   const v = req.headers[name];
   return Array.isArray(v) ? v[0] : v;
@@ -218,6 +277,11 @@ function sendJson(res: ServerResponse, status: number, value: unknown): void {
   const body = JSON.stringify(value, null, 2);
   res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
   res.end(body);
+}
+
+function sendHtml(res: ServerResponse, status: number, html: string): void {
+  res.writeHead(status, { ...PAGE_HEADERS, 'content-length': Buffer.byteLength(html) });
+  res.end(html);
 }
 
 function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string): void {
