@@ -16,6 +16,7 @@ import { getDefaultEnvironment } from '@modelcontextprotocol/sdk/client/stdio.js
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { JsonRpcLineDecoder, serializeMessage } from '../mcp/framing.js';
+import { settleWithin } from '../util/timeouts.js';
 
 export interface LocalStdioParameters {
   command: string;
@@ -128,11 +129,11 @@ export class LocalStdioClientTransport implements Transport {
         } catch {
           // already gone
         }
-        if (!(await within(this.exited, step))) {
+        if (!(await settleWithin(this.exited, step))) {
           killGroup(child, 'SIGTERM');
-          if (!(await within(this.exited, step))) {
+          if (!(await settleWithin(this.exited, step))) {
             killGroup(child, 'SIGKILL');
-            await within(this.exited, step);
+            await settleWithin(this.exited, step);
           }
         }
       }
@@ -163,15 +164,6 @@ function killGroup(child: ChildProcess, signal: NodeJS.Signals): void {
     process.kill(-child.pid, signal);
   } catch {
     // ESRCH: nothing left in the group
-  }
-}
-
-async function within(promise: Promise<void>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
-  } finally {
-    clearTimeout(timer);
   }
 }
 

@@ -238,7 +238,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const victims = [conn, opening].filter((c): c is Connection => c !== null);
     for (const c of victims) c.closedByUs = true;
     const polite = Promise.all([...victims.map((c) => closeQuietly(c.client, budgetMs)), this.inflight?.catch(() => {})]);
-    if (!(await settlesWithin(polite, budgetMs))) {
+    if (!(await settleWithin(polite, budgetMs))) {
       this.log('warn', `[${this.name}] did not stop within ${budgetMs} ms: killing it`);
     }
     // Always: whatever an attempt opened meanwhile, and anything left in a process group.
@@ -890,15 +890,6 @@ function forceClose(conn: Connection): void {
     // already gone
   }
   void transport.client?.close?.().catch(() => {});
-}
-
-async function settlesWithin(promise: Promise<unknown>, ms: number): Promise<boolean> {
-  let timer: NodeJS.Timeout | undefined;
-  try {
-    return await Promise.race([promise.then(() => true), new Promise<boolean>((resolve) => (timer = setTimeout(() => resolve(false), ms)))]);
-  } finally {
-    clearTimeout(timer);
-  }
 }
 
 /**
