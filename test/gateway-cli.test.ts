@@ -132,6 +132,36 @@ describe('tether gateway (CLI)', () => {
     expect(await waitGone([sleeper!], 1000)).toEqual([]);
   });
 
+  it('reload: a changed file adds, removes and changes servers without touching the others; SIGHUP reloads too', async () => {
+    const file = path.join(dir, 'reload.json');
+    const entry = (extra: Record<string, string> = {}) => ({ command: everything.command, args: everything.args, env: extra });
+    writeFileSync(file, JSON.stringify({ supervisor: { healthIntervalMs: 0 }, mcpServers: { keep: entry(), gone: entry(), change: entry() } }));
+    const g = gateway([file, '--listen', 'http://127.0.0.1:0']); // the config as the argument, no --config
+    const url = await firstLine(g);
+    const events = await subscribeEvents(`${url}/events`);
+    await waitForStatuses(events, { keep: 'connected', gone: 'connected', change: 'connected' });
+    const pidOf = async (name: string) => ((await (await fetch(`${url}/mcp/servers/${name}`)).json()) as { pid: number }).pid;
+    const keepPid = await pidOf('keep');
+    const changePid = await pidOf('change');
+    const gonePid = await pidOf('gone');
+
+    writeFileSync(file, JSON.stringify({ supervisor: { healthIntervalMs: 0 }, mcpServers: { keep: entry(), change: entry({ X: '1' }), fresh: entry() } }));
+    await events.until('servers_changed');
+    await waitForStatuses(events, { change: 'connected', fresh: 'connected' });
+    const servers = ((await (await fetch(`${url}/mcp/servers`)).json()) as { servers: { name: string; status: string }[] }).servers;
+    expect(servers.map((s) => [s.name, s.status])).toEqual([['keep', 'connected'], ['change', 'connected'], ['fresh', 'connected']]);
+    expect(await pidOf('keep')).toBe(keepPid); // untouched
+    expect(await pidOf('change')).not.toBe(changePid);
+    expect(await waitGone([gonePid, changePid])).toEqual([]);
+    events.close();
+
+    g.child.kill('SIGHUP');
+    for (let i = 0; i < 100 && !/reload \(SIGHUP\)/.test(g.stderr()); i++) await new Promise((r) => setTimeout(r, 20));
+    expect(g.stderr()).toMatch(/reload \(SIGHUP\): no server changed/);
+    expect(await pidOf('keep')).toBe(keepPid);
+    expect(g.stderr()).toMatch(/config reloaded: added fresh; removed gone; changed change/);
+  });
+
   it('a bad config is one clear error naming the entry and the field, exit code 2, nothing on stdout', async () => {
     const config = writeConfig('bad.json', { mcpServers: { everything: { command: 'node', args: 'server.js' } } });
     const g = gateway(['--config', config]);

@@ -1,41 +1,53 @@
 /**
- * `tether gateway --config tether.json [--listen http://127.0.0.1:8766] [--stdio]`
+ * `tether gateway [--config] tether.json [--listen http://127.0.0.1:8766] [--stdio]`
  *
  * One MCP server in front of the configured ones. Over HTTP (default) the first stdout line
  * is the URL and nothing else is written to stdout; with --stdio, stdout carries only the MCP
  * protocol (HTTP is then served only if --listen is given). Logs go to stderr.
+ * The config may be given without --config: MCP hosts that take their own --config (the
+ * MCP Inspector) would otherwise swallow ours. SIGHUP or a change of the file reloads it.
  */
+import { watch, readFileSync, type FSWatcher } from 'node:fs';
+import path from 'node:path';
 import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ConfigError, Gateway, createGatewayServer, loadConfigFile, startGatewayHttp, type GatewayHttp } from '../gateway/index.js';
 import type { Logger } from '../supervisor/index.js';
 import { atLeast } from '../util/logger.js';
 
-const HELP = `usage: tether gateway --config tether.json [--listen http://127.0.0.1:8766] [--stdio] [--verbose]
+const HELP = `usage: tether gateway [--config] tether.json [--listen http://127.0.0.1:8766] [--stdio] [--token-file FILE] [--verbose]
 
-  --config FILE    mcpServers config (command/args/env/cwd, or url/headers; "tether": {"url",
-                   "tokenFile"} on a stdio entry runs it on a tether server)
-  --listen URL     HTTP address (default http://127.0.0.1:8766; port 0 = any free port).
-                   Serves MCP at /mcp, GET /mcp/servers[/:name], POST /mcp/servers/:name/retry,
-                   POST /mcp/servers/retry-all, GET /events (server-sent events)
-  --stdio          serve MCP on stdin/stdout (HTTP only if --listen is also given)
-  --verbose        debug logs (each server's stderr, every attempt) on stderr
+  [--config] FILE   mcpServers config, as MCP hosts write it (command/args/env/cwd, or url/
+                    headers; "tether": {"url", "tokenFile"} on a stdio entry runs it on a tether
+                    server). SIGHUP or a change of the file reloads it.
+  --listen URL      HTTP address (default http://127.0.0.1:8766; port 0 = any free port).
+                    Serves the status page at /, MCP at /mcp, GET /mcp/servers[/:name],
+                    POST /mcp/servers/:name/retry, POST /mcp/servers/retry-all, GET /events,
+                    GET /healthz, GET /readyz
+  --token-file FILE require this token on the HTTP endpoints (Authorization: Bearer, or the
+                    status page's cookie); /healthz and /readyz stay open
+  --allow-origin O  a browser origin (besides the gateway's own) allowed to call it; repeatable
+  --stdio           serve MCP on stdin/stdout (HTTP only if --listen is also given)
+  --verbose         debug logs (each server's stderr, every attempt) on stderr
 `;
 
 export async function run(argv: string[]): Promise<void> {
   let values;
+  let positionals: string[];
   try {
-    ({ values } = parseArgs({
+    ({ values, positionals } = parseArgs({
       args: argv,
       options: {
         config: { type: 'string', short: 'c' },
         listen: { type: 'string', short: 'l' },
+        'token-file': { type: 'string' },
+        'allow-origin': { type: 'string', multiple: true },
         stdio: { type: 'boolean', default: false },
         verbose: { type: 'boolean', short: 'v', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
       strict: true,
-      allowPositionals: false,
+      allowPositionals: true,
     }));
   } catch (err) {
     return fail(`${(err as Error).message}\n\n${HELP}`);
@@ -44,7 +56,19 @@ export async function run(argv: string[]): Promise<void> {
     process.stderr.write(HELP);
     return;
   }
-  if (!values.config) return fail(`--config is required\n\n${HELP}`);
+  if (values.config && positionals.length > 0) return fail(`give the config once (--config FILE or FILE), not both\n\n${HELP}`);
+  if (positionals.length > 1) return fail(`unexpected arguments: ${positionals.slice(1).join(' ')}\n\n${HELP}`);
+  const configFile = values.config ?? positionals[0];
+  if (!configFile) return fail(`--config is required (or give the config file as the argument)\n\n${HELP}`);
+  let token: string | undefined;
+  if (values['token-file']) {
+    try {
+      token = readFileSync(values['token-file'], 'utf8').trim();
+    } catch (err) {
+      return fail(`cannot read --token-file ${values['token-file']}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+    }
+    if (!token) return fail(`--token-file ${values['token-file']} is empty`);
+  }
 
   const logger = stderrLogger(values.verbose ? 'debug' : 'info');
   let listen: { host: string; port: number } | undefined;
@@ -58,7 +82,7 @@ export async function run(argv: string[]): Promise<void> {
 
   let config;
   try {
-    config = loadConfigFile(values.config);
+    config = loadConfigFile(configFile);
   } catch (err) {
     return fail(err instanceof ConfigError ? err.message : String(err));
   }
@@ -72,13 +96,52 @@ export async function run(argv: string[]): Promise<void> {
   let http: GatewayHttp | undefined;
   if (listen) {
     try {
-      http = await startGatewayHttp(gateway, { ...listen, logger });
+      http = await startGatewayHttp(gateway, { ...listen, logger, token, allowedOrigins: values['allow-origin'] });
     } catch (err) {
       return fail(`cannot listen on ${listen.host}:${listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }
     if (!values.stdio) process.stdout.write(`${http.url}\n`);
-    logger('info', `listening on ${http.url} (MCP at ${http.url}/mcp)`);
-    if (!isLoopback(listen.host)) logger('warn', `${listen.host} is not a loopback address: the endpoints have no authentication`);
+    logger('info', `listening on ${http.url} (MCP at ${http.url}/mcp, status page at ${http.url}/)`);
+    if (token) logger('info', `token required; open the status page once as ${http.url}/?token=… (traded for a cookie)`);
+    else if (!isLoopback(listen.host)) logger('warn', `${listen.host} is not a loopback address and no --token-file is given: anyone who can reach it can use the endpoints`);
+  }
+
+  // Reload: SIGHUP, or the file changed (debounced: editors write in several steps). A bad
+  // new config is reported and the running one kept.
+  let reloading: Promise<void> = Promise.resolve();
+  let lastText = safeRead(configFile);
+  const reload = (why: string) => {
+    reloading = reloading.then(async () => {
+      const text = safeRead(configFile);
+      if (why === 'file changed' && text === lastText) return;
+      lastText = text;
+      let next;
+      try {
+        next = loadConfigFile(configFile);
+      } catch (err) {
+        logger('error', `reload (${why}) failed, keeping the running config: ${err instanceof ConfigError ? err.message : String(err)}`);
+        return;
+      }
+      for (const w of next.warnings) logger('warn', w);
+      const { added, removed, changed } = await gateway.reconfigure(next);
+      if (!added.length && !removed.length && !changed.length) logger('info', `reload (${why}): no server changed`);
+    }).catch((err: unknown) => logger('error', `reload (${why}) failed: ${(err as Error)?.message ?? String(err)}`));
+  };
+  process.on('SIGHUP', () => reload('SIGHUP'));
+  let watcher: FSWatcher | undefined;
+  let debounce: NodeJS.Timeout | undefined;
+  try {
+    // The directory, not the file: editors and `mv` replace the file (a new inode).
+    const dirName = path.dirname(path.resolve(configFile));
+    const base = path.basename(configFile);
+    watcher = watch(dirName, (_event, name) => {
+      if (name !== null && name !== base) return;
+      clearTimeout(debounce);
+      debounce = setTimeout(() => reload('file changed'), 200);
+    });
+    watcher.on('error', () => {});
+  } catch {
+    logger('warn', `cannot watch ${configFile}: reload with SIGHUP`);
   }
 
   let shuttingDown = false;
@@ -86,6 +149,8 @@ export async function run(argv: string[]): Promise<void> {
     if (shuttingDown) return;
     shuttingDown = true;
     logger('info', `shutting down (${why})`);
+    watcher?.close();
+    clearTimeout(debounce);
     await http?.close().catch(() => {});
     await gateway.close();
     process.exit(0);
@@ -117,6 +182,14 @@ function parseListen(text: string): { host: string; port: number } {
   const host = url.hostname.replace(/^\[|\]$/g, '');
   const port = url.port === '' ? 80 : Number(url.port);
   return { host, port };
+}
+
+function safeRead(file: string): string | null {
+  try {
+    return readFileSync(file, 'utf8');
+  } catch {
+    return null;
+  }
 }
 
 function isLoopback(host: string): boolean {

@@ -213,7 +213,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     res.write(`event: snapshot\ndata: ${JSON.stringify({ servers: gateway.summaries(), time: new Date().toISOString() })}\n\n`);
     const onEvent = (e: GatewayEvent) => res.write(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
     // Every change of a server's summary, whole: what the status page renders.
-    const onStatus = (summary: ServerSummary) => res.write(`event: server_status\ndata: ${JSON.stringify({ ...summary, time: new Date().toISOString() })}\n\n`);
+    const onStatus = (summary: ServerSummary) => res.write(`event: server_status\ndata: ${JSON.stringify({ server: summary.name, ...summary, time: new Date().toISOString() })}\n\n`);
     gateway.on('event', onEvent);
     gateway.on('status', onStatus);
     const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
