@@ -1,0 +1,831 @@
+/*
+ * tether-keeper: runs one command for the tether server and makes sure nothing it starts
+ * outlives it.
+ *
+ *   tether-keeper [--cwd DIR] [--arg0 NAME] [--tty COLSxROWS] -- FILE [ARG...]
+ *
+ * Descriptors, set up by the server (Node's child_process.spawn):
+ *   0  the command's stdin (a socket, or /dev/null)      | with --tty: input relayed to the
+ *   1  the command's stdout                              | terminal, and the terminal's
+ *   2  the command's stderr                              | output relayed to stdout
+ *   3  the control socket (below)
+ *
+ * The keeper is a child subreaper (Linux): every descendant of the command whose parent
+ * exits — a background job, `setsid -f`, a double fork, `nohup … &` — becomes the keeper's
+ * child instead of init's. It reaps them all and stays alive while any remains. When the
+ * server asks it to ("kill"), or when the control socket reaches end of file (the server
+ * died, however: SIGKILL, OOM, crash), it kills the whole tree and exits. SIGTERM, SIGINT
+ * and SIGHUP to the keeper do the same; only SIGKILL/SIGSTOP of the keeper itself escape.
+ *
+ * Control protocol (lines of ASCII, '\n'-terminated):
+ *   server -> keeper, first:  "env <N>\n" then N bytes of NUL-terminated NAME=VALUE entries
+ *                             (the command's whole environment; the keeper runs with none)
+ *   server -> keeper, later:  "signal <N>\n"   signal N to the command's process group
+ *                             "resize <C> <R>\n" terminal size (TIOCSWINSZ; --tty only)
+ *                             "kill\n"         kill every descendant, report, exit
+ *   keeper -> server:         "pid <P>\n"      the command runs (exec succeeded)
+ *                             "error <STAGE> <ERRNO>\n"  it could not start (STAGE: chdir,
+ *                                              exec, fork, pty, setup); the keeper exits
+ *                             "exit <CODE> <SIGNAL>\n"   the command ended (CODE -1 when
+ *                                              killed by SIGNAL); with --tty sent once the
+ *                                              terminal's output is drained and stdout closed
+ */
+#define _GNU_SOURCE
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <poll.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/ioctl.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/syscall.h>
+#include <sys/types.h>
+#include <sys/wait.h>
+#include <termios.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
+
+#ifndef CLOSE_RANGE_CLOEXEC
+#define CLOSE_RANGE_CLOEXEC (1U << 2)
+#endif
+
+extern char **environ;
+
+enum { CTL_FD = 3 };
+enum { STAGE_SETUP = 1, STAGE_FORK, STAGE_PTY, STAGE_CHDIR, STAGE_EXEC };
+static const char *const STAGE_NAMES[] = {"", "setup", "fork", "pty", "chdir", "exec"};
+
+/* Relay buffers for --tty; each direction reads only when its buffer is empty (backpressure). */
+enum { RELAY_BYTES = 64 * 1024 };
+/* After the command exits, the terminal is drained until no output came for this long
+   (other processes may still hold it open, so end of file may never come). */
+enum { DRAIN_QUIET_MS = 100 };
+/* Largest environment accepted on the control socket. */
+enum { MAX_ENV_BYTES = 64 * 1024 * 1024 };
+
+static pid_t command_pid = -1;
+static int command_reaped = 0;
+static int command_status = 0;
+static int exit_sent = 0;
+static int have_children = 1;
+
+static int self_pipe[2] = {-1, -1};
+static volatile sig_atomic_t stop_requested = 0;
+
+/* Control input: bytes read from fd 3 and not parsed yet. */
+static char ctl_buf[4096];
+static size_t ctl_len = 0;
+static int ctl_open = 1;
+
+/* --tty */
+static int tty_mode = 0;
+static int master_fd = -1;
+static int held_slave_fd = -1;
+static int tty_in = -1;  /* fd 0 while relaying input */
+static int tty_out = -1; /* fd 1 while relaying output */
+static int master_eof = 0;
+static char out_buf[RELAY_BYTES];
+static size_t out_len = 0, out_off = 0;
+static char in_buf[RELAY_BYTES];
+static size_t in_len = 0, in_off = 0;
+static long long last_output_ms = 0;
+static int devnull_fd = -1;
+
+static long long now_ms(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (long long)ts.tv_sec * 1000 + ts.tv_nsec / 1000000;
+}
+
+static void on_signal(int sig) {
+  int saved = errno;
+  if (sig != SIGCHLD) stop_requested = 1;
+  char c = (char)sig;
+  if (write(self_pipe[1], &c, 1) < 0) { /* full: a wakeup is already pending */ }
+  errno = saved;
+}
+
+static void write_all(int fd, const char *buf, size_t len) {
+  while (len > 0) {
+    ssize_t n = write(fd, buf, len);
+    if (n < 0) {
+      if (errno == EINTR) continue;
+      return; /* EPIPE: the server is gone; the control socket's EOF handles that */
+    }
+    buf += n;
+    len -= (size_t)n;
+  }
+}
+
+static void send_ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void send_ctl(const char *fmt, ...) {
+  if (!ctl_open) return;
+  char line[128];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n > 0) write_all(CTL_FD, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
+
+static void set_cloexec(int fd) {
+  int flags = fcntl(fd, F_GETFD);
+  if (flags >= 0) fcntl(fd, F_SETFD, flags | FD_CLOEXEC);
+}
+
+static void set_nonblock(int fd) {
+  int flags = fcntl(fd, F_GETFL);
+  if (flags >= 0) fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+}
+
+/*
+ * Closes (or, with cloexec, marks close-on-exec) every descriptor from `first` up, except
+ * `keep`. close_range(2) where the kernel has it; otherwise the descriptors listed in
+ * /proc/self/fd; otherwise every number up to the descriptor limit.
+ */
+static void close_from(int first, int keep, int cloexec) {
+#ifdef SYS_close_range
+  if (keep < first) {
+    if (syscall(SYS_close_range, (unsigned)first, ~0U, cloexec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
+  } else {
+    int ok = 1;
+    if (keep > first) ok = syscall(SYS_close_range, (unsigned)first, (unsigned)keep - 1, cloexec ? CLOSE_RANGE_CLOEXEC : 0) == 0;
+    if (ok && syscall(SYS_close_range, (unsigned)keep + 1, ~0U, cloexec ? CLOSE_RANGE_CLOEXEC : 0) == 0) return;
+  }
+#endif
+  DIR *dir = opendir("/proc/self/fd");
+  if (dir) {
+    int dfd = dirfd(dir);
+    int fds[1024];
+    size_t n = 0;
+    struct dirent *e;
+    /* Collect first, act after: closing while iterating would disturb the listing. */
+    while ((e = readdir(dir)) != NULL && n < sizeof fds / sizeof fds[0]) {
+      char *end;
+      long fd = strtol(e->d_name, &end, 10);
+      if (*end != '\0' || end == e->d_name || fd < first || fd == keep || fd == dfd) continue;
+      fds[n++] = (int)fd;
+    }
+    int complete = e == NULL;
+    closedir(dir);
+    for (size_t i = 0; i < n; i++) {
+      if (cloexec) set_cloexec(fds[i]);
+      else close(fds[i]);
+    }
+    if (complete) return;
+  }
+  struct rlimit rl;
+  long max = getrlimit(RLIMIT_NOFILE, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY ? (long)rl.rlim_cur : 65536;
+  for (long fd = first; fd < max; fd++) {
+    if (fd == keep) continue;
+    if (cloexec) set_cloexec((int)fd);
+    else close((int)fd);
+  }
+}
+
+/* ---- the command's exit ------------------------------------------------------------- */
+
+static void note_reaped(pid_t pid, int status) {
+  if (pid == command_pid && !command_reaped) {
+    command_reaped = 1;
+    command_status = status;
+  }
+}
+
+/* Reaps every child that has exited; updates have_children. */
+static void reap(void) {
+  for (;;) {
+    int status;
+    pid_t pid = waitpid(-1, &status, WNOHANG);
+    if (pid > 0) {
+      note_reaped(pid, status);
+      continue;
+    }
+    if (pid == 0) {
+      have_children = 1;
+    } else if (errno == ECHILD) {
+      have_children = 0;
+    } else if (errno == EINTR) {
+      continue;
+    }
+    return;
+  }
+}
+
+static void send_exit(void) {
+  if (exit_sent || !command_reaped) return;
+  exit_sent = 1;
+  if (WIFSIGNALED(command_status)) send_ctl("exit -1 %d\n", WTERMSIG(command_status));
+  else send_ctl("exit %d 0\n", WIFEXITED(command_status) ? WEXITSTATUS(command_status) : -1);
+}
+
+/* ---- killing the tree ---------------------------------------------------------------- */
+
+/*
+ * The keeper's direct children (including adopted orphans), from the kernel's children list
+ * or, without CONFIG_PROC_CHILDREN, from the parent field of every /proc/N/stat. Returns
+ * their number (the array is malloc'd into *out), or -1 without /proc.
+ */
+static long list_children(pid_t **out) {
+  size_t cap = 64, n = 0;
+  pid_t *pids = malloc(cap * sizeof *pids);
+  if (!pids) return -1;
+  char path[64];
+  snprintf(path, sizeof path, "/proc/self/task/%d/children", (int)getpid());
+  int fd = open(path, O_RDONLY | O_CLOEXEC);
+  if (fd >= 0) {
+    char buf[4096];
+    long cur = -1;
+    for (;;) {
+      ssize_t r = read(fd, buf, sizeof buf);
+      if (r < 0 && errno == EINTR) continue;
+      if (r <= 0) break;
+      for (ssize_t i = 0; i < r; i++) {
+        if (buf[i] >= '0' && buf[i] <= '9') {
+          cur = (cur < 0 ? 0 : cur * 10) + (buf[i] - '0');
+        } else if (cur >= 0) {
+          if (n == cap) {
+            pid_t *grown = realloc(pids, (cap *= 2) * sizeof *pids);
+            if (!grown) break;
+            pids = grown;
+          }
+          pids[n++] = (pid_t)cur;
+          cur = -1;
+        }
+      }
+    }
+    if (cur >= 0 && n < cap) pids[n++] = (pid_t)cur;
+    close(fd);
+    *out = pids;
+    return (long)n;
+  }
+  DIR *proc = opendir("/proc");
+  if (!proc) {
+    free(pids);
+    return -1;
+  }
+  pid_t self = getpid();
+  struct dirent *e;
+  while ((e = readdir(proc)) != NULL) {
+    char *end;
+    long pid = strtol(e->d_name, &end, 10);
+    if (*end != '\0' || end == e->d_name) continue;
+    char stat_path[64], stat[512];
+    snprintf(stat_path, sizeof stat_path, "/proc/%ld/stat", pid);
+    int sfd = open(stat_path, O_RDONLY | O_CLOEXEC);
+    if (sfd < 0) continue;
+    ssize_t r = read(sfd, stat, sizeof stat - 1);
+    close(sfd);
+    if (r <= 0) continue;
+    stat[r] = '\0';
+    char *paren = strrchr(stat, ')');
+    int ppid;
+    if (!paren || sscanf(paren + 1, " %*c %d", &ppid) != 1 || ppid != self) continue;
+    if (n == cap) {
+      pid_t *grown = realloc(pids, (cap *= 2) * sizeof *pids);
+      if (!grown) break;
+      pids = grown;
+    }
+    pids[n++] = (pid_t)pid;
+  }
+  closedir(proc);
+  *out = pids;
+  return (long)n;
+}
+
+/*
+ * SIGKILLs every descendant. Only the keeper's own children are signalled: their pids cannot
+ * be reused before the keeper reaps them, so nothing outside the tree is ever hit. Once a
+ * child has been reaped its own children already belong to the keeper (a subreaper adopts
+ * orphans before their parent becomes a zombie), so repeating until no child is left reaches
+ * every generation, including processes forked while this runs.
+ */
+static void kill_tree(void) {
+  for (;;) {
+    pid_t *pids = NULL;
+    long n = list_children(&pids);
+    if (n < 0) {
+      /* No /proc (not Linux): the command's process group is the best that can be done. */
+      if (command_pid > 0) {
+        kill(-command_pid, SIGKILL);
+        kill(command_pid, SIGKILL);
+      }
+      for (;;) {
+        int status;
+        pid_t pid = waitpid(-1, &status, 0);
+        if (pid > 0) note_reaped(pid, status);
+        else if (errno != EINTR) break;
+      }
+      have_children = 0;
+      return;
+    }
+    if (n == 0) {
+      free(pids);
+      reap();
+      if (!have_children) return;
+      continue;
+    }
+    for (long i = 0; i < n; i++) kill(pids[i], SIGKILL);
+    for (long i = 0; i < n; i++) {
+      int status;
+      pid_t pid;
+      do pid = waitpid(pids[i], &status, 0);
+      while (pid < 0 && errno == EINTR);
+      if (pid > 0) note_reaped(pid, status);
+    }
+    free(pids);
+  }
+}
+
+/* ---- control input ------------------------------------------------------------------- */
+
+static void handle_line(char *line) {
+  if (strcmp(line, "kill") == 0) {
+    stop_requested = 1;
+  } else if (strncmp(line, "signal ", 7) == 0) {
+    int sig = atoi(line + 7);
+    if (sig <= 0 || sig >= NSIG || command_pid <= 0) return;
+    /* The command's group; the command itself if it left it (and is not reaped yet). */
+    if (kill(-command_pid, sig) < 0 && errno == ESRCH && !command_reaped) kill(command_pid, sig);
+  } else if (strncmp(line, "resize ", 7) == 0) {
+    unsigned cols, rows;
+    if (master_fd < 0 || sscanf(line + 7, "%u %u", &cols, &rows) != 2) return;
+    struct winsize ws = {.ws_row = (unsigned short)rows, .ws_col = (unsigned short)cols};
+    ioctl(master_fd, TIOCSWINSZ, &ws);
+  }
+}
+
+/* Reads what the control socket has; returns 0 at end of file (the server is gone). */
+static int read_ctl(void) {
+  ssize_t n;
+  do n = read(CTL_FD, ctl_buf + ctl_len, sizeof ctl_buf - ctl_len);
+  while (n < 0 && errno == EINTR);
+  if (n < 0 && errno == EAGAIN) return 1;
+  if (n <= 0) return 0;
+  ctl_len += (size_t)n;
+  size_t start = 0;
+  for (size_t i = 0; i < ctl_len; i++) {
+    if (ctl_buf[i] != '\n') continue;
+    ctl_buf[i] = '\0';
+    handle_line(ctl_buf + start);
+    start = i + 1;
+  }
+  if (start == 0 && ctl_len == sizeof ctl_buf) start = ctl_len; /* an absurd line: drop it */
+  memmove(ctl_buf, ctl_buf + start, ctl_len - start);
+  ctl_len -= start;
+  return 1;
+}
+
+/* read(2) that waits even if the socket was handed over non-blocking. */
+static ssize_t read_wait(int fd, void *buf, size_t len) {
+  for (;;) {
+    ssize_t n = read(fd, buf, len);
+    if (n >= 0) return n;
+    if (errno == EINTR) continue;
+    if (errno != EAGAIN) return -1;
+    struct pollfd p = {.fd = fd, .events = POLLIN};
+    poll(&p, 1, -1);
+  }
+}
+
+/* Blocking read of the "env <N>\n" header and its N bytes; NULL if the server went away. */
+static char **read_env(void) {
+  size_t header_end = 0;
+  for (;;) {
+    char *nl = memchr(ctl_buf, '\n', ctl_len);
+    if (nl) {
+      header_end = (size_t)(nl - ctl_buf) + 1;
+      break;
+    }
+    if (ctl_len == sizeof ctl_buf) return NULL;
+    ssize_t n = read_wait(CTL_FD, ctl_buf + ctl_len, sizeof ctl_buf - ctl_len);
+    if (n <= 0) return NULL;
+    ctl_len += (size_t)n;
+  }
+  unsigned long size;
+  if (sscanf(ctl_buf, "env %lu", &size) != 1 || size > MAX_ENV_BYTES) return NULL;
+  char *blob = malloc(size + 1);
+  if (!blob) return NULL;
+  size_t have = ctl_len - header_end;
+  if (have > size) have = size;
+  memcpy(blob, ctl_buf + header_end, have);
+  memmove(ctl_buf, ctl_buf + header_end + have, ctl_len - header_end - have);
+  ctl_len -= header_end + have;
+  while (have < size) {
+    ssize_t n = read_wait(CTL_FD, blob + have, size - have);
+    if (n <= 0) return NULL;
+    have += (size_t)n;
+  }
+  blob[size] = '\0';
+  size_t count = 0;
+  for (size_t i = 0; i < size; i++) count += blob[i] == '\0';
+  char **env = calloc(count + 1, sizeof *env);
+  if (!env) return NULL;
+  size_t k = 0;
+  for (size_t i = 0; i < size && k < count; i += strlen(blob + i) + 1) env[k++] = blob + i;
+  return env;
+}
+
+/* ---- the terminal -------------------------------------------------------------------- */
+
+/* What a terminal emulator sets up (xterm's defaults, as node-pty used them), UTF-8 aware. */
+static void terminal_defaults(struct termios *t) {
+  memset(t, 0, sizeof *t);
+  t->c_iflag = ICRNL | IXON | IXANY | IMAXBEL | BRKINT;
+#ifdef IUTF8
+  t->c_iflag |= IUTF8;
+#endif
+  t->c_oflag = OPOST | ONLCR;
+  t->c_cflag = CREAD | CS8 | HUPCL;
+  t->c_lflag = ICANON | ISIG | IEXTEN | ECHO | ECHOE | ECHOK | ECHOKE | ECHOCTL;
+  t->c_cc[VEOF] = 4;
+  t->c_cc[VEOL] = 0xff;
+  t->c_cc[VEOL2] = 0xff;
+  t->c_cc[VERASE] = 0x7f;
+  t->c_cc[VWERASE] = 23;
+  t->c_cc[VKILL] = 21;
+  t->c_cc[VREPRINT] = 18;
+  t->c_cc[VINTR] = 3;
+  t->c_cc[VQUIT] = 0x1c;
+  t->c_cc[VSUSP] = 26;
+  t->c_cc[VSTART] = 17;
+  t->c_cc[VSTOP] = 19;
+  t->c_cc[VLNEXT] = 22;
+  t->c_cc[VDISCARD] = 15;
+  t->c_cc[VMIN] = 1;
+  t->c_cc[VTIME] = 0;
+  cfsetispeed(t, B38400);
+  cfsetospeed(t, B38400);
+}
+
+/* Opens the pseudo-terminal pair (both close-on-exec); returns 0 or an errno. */
+static int open_terminal(unsigned cols, unsigned rows) {
+  int master = posix_openpt(O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (master < 0 && errno == EINVAL) master = posix_openpt(O_RDWR | O_NOCTTY);
+  if (master < 0) return errno;
+  set_cloexec(master);
+  char name[128];
+  if (grantpt(master) < 0 || unlockpt(master) < 0) goto fail;
+#ifdef __linux__
+  if (ptsname_r(master, name, sizeof name) != 0) goto fail;
+#else
+  const char *pts = ptsname(master);
+  if (!pts) goto fail;
+  snprintf(name, sizeof name, "%s", pts);
+#endif
+  int slave = open(name, O_RDWR | O_NOCTTY | O_CLOEXEC);
+  if (slave < 0) goto fail;
+  struct termios t;
+  terminal_defaults(&t);
+  struct winsize ws = {.ws_row = (unsigned short)(rows ? rows : 24), .ws_col = (unsigned short)(cols ? cols : 80)};
+  if (tcsetattr(slave, TCSANOW, &t) < 0 || ioctl(slave, TIOCSWINSZ, &ws) < 0) {
+    int err = errno;
+    close(slave);
+    close(master);
+    return err;
+  }
+  set_nonblock(master);
+  master_fd = master;
+  held_slave_fd = slave;
+  return 0;
+fail:;
+  int err = errno;
+  close(master);
+  return err;
+}
+
+/* ---- starting the command ------------------------------------------------------------ */
+
+struct start_failure {
+  int stage;
+  int err;
+};
+
+static void fail_in_child(int fd, int stage) {
+  struct start_failure f = {stage, errno};
+  write_all(fd, (const char *)&f, sizeof f);
+  _exit(127);
+}
+
+/* In the forked child: becomes the command. Never returns. */
+static void become_command(const char *file, char **argv, char **env, const char *cwd, int err_fd) {
+  /* Default dispositions and an empty mask, as if started by a shell. */
+  struct sigaction dfl;
+  memset(&dfl, 0, sizeof dfl);
+  dfl.sa_handler = SIG_DFL;
+  for (int sig = 1; sig < NSIG; sig++) sigaction(sig, &dfl, NULL);
+  sigset_t none;
+  sigemptyset(&none);
+  sigprocmask(SIG_SETMASK, &none, NULL);
+
+  /* Its own session and process group: signals reach its group, and with a terminal it is
+     the controlling process, as in a terminal emulator. */
+  if (setsid() < 0) fail_in_child(err_fd, STAGE_SETUP);
+  if (tty_mode) {
+#ifdef TIOCSCTTY
+    if (ioctl(held_slave_fd, TIOCSCTTY, 0) < 0) fail_in_child(err_fd, STAGE_PTY);
+#endif
+    for (int fd = 0; fd <= 2; fd++)
+      if (dup2(held_slave_fd, fd) < 0) fail_in_child(err_fd, STAGE_PTY);
+  }
+  if (cwd && chdir(cwd) < 0) fail_in_child(err_fd, STAGE_CHDIR);
+  /* Nothing but 0-2 crosses the exec: the error pipe is already close-on-exec, and so is
+     everything else from here on. */
+  close_from(3, -1, 1);
+  environ = env;
+  execvp(file, argv);
+  fail_in_child(err_fd, STAGE_EXEC);
+}
+
+/* ---- the main loop ------------------------------------------------------------------- */
+
+static void close_fd(int *fd) {
+  if (*fd >= 0) close(*fd);
+  *fd = -1;
+}
+
+/* Ends the server's stdin/stdout socket but keeps the number taken (by /dev/null). */
+static void release_stdio(int *fd) {
+  if (*fd < 0) return;
+  if (devnull_fd < 0 || dup2(devnull_fd, *fd) < 0) close(*fd);
+  *fd = -1;
+}
+
+/* The command is gone: release the terminal, stop taking input. */
+static void command_done(void) {
+  static int done = 0;
+  if (done) return;
+  done = 1;
+  if (!tty_mode) {
+    send_exit();
+    return;
+  }
+  /* Our copy of the slave kept the terminal alive for programs that close theirs early;
+     without it the master reads end of file once every other holder is gone too. */
+  close_fd(&held_slave_fd);
+  /* Pending input has nowhere to go; closing fd 0 ends the server's writes. */
+  release_stdio(&tty_in);
+  in_len = in_off = 0;
+  last_output_ms = now_ms();
+}
+
+/* With a terminal: once drained after the command's end, close stdout and report. */
+static void maybe_finish_terminal(void) {
+  if (!tty_mode || !command_reaped || exit_sent) return;
+  int drained = master_eof || tty_out < 0 || (out_len == 0 && now_ms() - last_output_ms >= DRAIN_QUIET_MS);
+  if (!drained || (out_len > 0 && tty_out >= 0)) return;
+  close_fd(&master_fd);
+  release_stdio(&tty_out);
+  send_exit();
+}
+
+static void relay_output(void) {
+  if (master_fd >= 0 && out_len == 0 && !master_eof) {
+    ssize_t n = read(master_fd, out_buf, sizeof out_buf);
+    if (n > 0) {
+      out_len = (size_t)n;
+      out_off = 0;
+      last_output_ms = now_ms();
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      master_eof = 1; /* EIO: every slave descriptor is closed */
+    }
+  }
+  if (tty_out >= 0 && out_len > 0) {
+    ssize_t n = write(tty_out, out_buf + out_off, out_len - out_off);
+    if (n > 0) {
+      out_off += (size_t)n;
+      if (out_off == out_len) {
+        out_len = out_off = 0;
+        last_output_ms = now_ms();
+      }
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      release_stdio(&tty_out); /* the server closed its end: discard from now on */
+    }
+  }
+  if (tty_out < 0) out_len = out_off = 0;
+}
+
+static void relay_input(void) {
+  if (tty_in >= 0 && in_len == 0) {
+    ssize_t n = read(tty_in, in_buf, sizeof in_buf);
+    if (n > 0) {
+      in_len = (size_t)n;
+      in_off = 0;
+    } else if (n == 0 || (errno != EAGAIN && errno != EINTR)) {
+      release_stdio(&tty_in); /* no more input; a pty has no end of file to pass on */
+    }
+  }
+  if (master_fd >= 0 && in_len > 0) {
+    ssize_t n = write(master_fd, in_buf + in_off, in_len - in_off);
+    if (n > 0) {
+      in_off += (size_t)n;
+      if (in_off == in_len) in_len = in_off = 0;
+    } else if (n < 0 && errno != EAGAIN && errno != EINTR) {
+      in_len = in_off = 0;
+    }
+  }
+}
+
+static void drain_self_pipe(void) {
+  char buf[64];
+  while (read(self_pipe[0], buf, sizeof buf) > 0) {
+  }
+}
+
+static void usage(void) {
+  static const char msg[] = "usage: tether-keeper [--cwd DIR] [--arg0 NAME] [--tty COLSxROWS] -- FILE [ARG...]\n"
+                            "(started by the tether server, with a control socket on fd 3)\n";
+  write_all(2, msg, sizeof msg - 1);
+  exit(2);
+}
+
+int main(int argc, char **argv) {
+  const char *cwd = NULL, *arg0 = NULL;
+  unsigned cols = 80, rows = 24;
+  int i = 1;
+  for (; i < argc; i++) {
+    if (strcmp(argv[i], "--") == 0) {
+      i++;
+      break;
+    } else if (strcmp(argv[i], "--cwd") == 0 && i + 1 < argc) {
+      cwd = argv[++i];
+    } else if (strcmp(argv[i], "--arg0") == 0 && i + 1 < argc) {
+      arg0 = argv[++i];
+    } else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) {
+      tty_mode = 1;
+      if (sscanf(argv[++i], "%ux%u", &cols, &rows) != 2) usage();
+    } else {
+      usage();
+    }
+  }
+  if (i >= argc) usage();
+  struct stat st;
+  if (fstat(CTL_FD, &st) < 0) usage();
+  const char *file = argv[i];
+  char **cmd_argv = argv + i;
+  if (arg0) cmd_argv[0] = (char *)arg0;
+
+  signal(SIGPIPE, SIG_IGN);
+  /* Whatever the server had open beyond our four descriptors is not ours to keep. */
+  close_from(CTL_FD + 1, -1, 0);
+#ifdef __linux__
+  /* Adopt orphaned descendants; and keep same-user processes out of /proc/<keeper>/fd
+     (the terminal) and from ptrace. */
+  prctl(PR_SET_CHILD_SUBREAPER, 1, 0, 0, 0);
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
+#endif
+
+  char **env = read_env();
+  if (!env) return 1; /* the server went away before sending it */
+
+  if (pipe(self_pipe) < 0) {
+    send_ctl("error %s %d\n", STAGE_NAMES[STAGE_SETUP], errno);
+    return 1;
+  }
+  set_cloexec(self_pipe[0]);
+  set_cloexec(self_pipe[1]);
+  set_nonblock(self_pipe[0]);
+  set_nonblock(self_pipe[1]);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigfillset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
+
+  if (tty_mode) {
+    int err = open_terminal(cols, rows);
+    if (err) {
+      send_ctl("error %s %d\n", STAGE_NAMES[STAGE_PTY], err);
+      return 1;
+    }
+  }
+
+  int err_pipe[2];
+  if (pipe(err_pipe) < 0) {
+    send_ctl("error %s %d\n", STAGE_NAMES[STAGE_SETUP], errno);
+    return 1;
+  }
+  set_cloexec(err_pipe[0]);
+  set_cloexec(err_pipe[1]);
+
+  /* No handler may run in the child before it resets them. */
+  sigset_t all, old;
+  sigfillset(&all);
+  sigprocmask(SIG_SETMASK, &all, &old);
+  command_pid = fork();
+  if (command_pid == 0) {
+    close(err_pipe[0]);
+    become_command(file, cmd_argv, env, cwd, err_pipe[1]);
+  }
+  int fork_errno = errno;
+  sigprocmask(SIG_SETMASK, &old, NULL);
+  close(err_pipe[1]);
+  if (command_pid < 0) {
+    send_ctl("error %s %d\n", STAGE_NAMES[STAGE_FORK], fork_errno);
+    return 1;
+  }
+
+  struct start_failure failure;
+  size_t got = 0;
+  while (got < sizeof failure) {
+    ssize_t n = read(err_pipe[0], (char *)&failure + got, sizeof failure - got);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) break;
+    got += (size_t)n;
+  }
+  close(err_pipe[0]);
+  if (got == sizeof failure) {
+    int status;
+    while (waitpid(command_pid, &status, 0) < 0 && errno == EINTR) {
+    }
+    int stage = failure.stage >= STAGE_SETUP && failure.stage <= STAGE_EXEC ? failure.stage : STAGE_SETUP;
+    send_ctl("error %s %d\n", STAGE_NAMES[stage], failure.err);
+    return 1;
+  }
+  send_ctl("pid %d\n", (int)command_pid);
+
+  /* The command has its own copies now; keep 0-2 occupied with /dev/null. */
+  devnull_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (tty_mode) {
+    tty_in = 0;
+    tty_out = 1;
+    set_nonblock(tty_in);
+    set_nonblock(tty_out);
+  } else if (devnull_fd >= 0) {
+    dup2(devnull_fd, 0);
+    dup2(devnull_fd, 1);
+    dup2(devnull_fd, 2);
+  }
+  set_nonblock(CTL_FD);
+
+  for (;;) {
+    reap();
+    if (stop_requested) {
+      kill_tree();
+      stop_requested = 0;
+    }
+    if (command_reaped) command_done();
+    maybe_finish_terminal();
+    if (exit_sent && !have_children) break;
+
+    struct pollfd fds[5];
+    int n = 0;
+    int ctl_i = -1, master_i = -1, out_i = -1, in_i = -1;
+    fds[n++] = (struct pollfd){.fd = self_pipe[0], .events = POLLIN};
+    if (ctl_open) {
+      ctl_i = n;
+      fds[n++] = (struct pollfd){.fd = CTL_FD, .events = POLLIN};
+    }
+    if (master_fd >= 0) {
+      short ev = 0;
+      if (out_len == 0 && !master_eof) ev |= POLLIN;
+      if (in_len > 0) ev |= POLLOUT;
+      if (ev) {
+        master_i = n;
+        fds[n++] = (struct pollfd){.fd = master_fd, .events = ev};
+      }
+    }
+    if (tty_out >= 0 && out_len > 0) {
+      out_i = n;
+      fds[n++] = (struct pollfd){.fd = tty_out, .events = POLLOUT};
+    }
+    if (tty_in >= 0 && in_len == 0) {
+      in_i = n;
+      fds[n++] = (struct pollfd){.fd = tty_in, .events = POLLIN};
+    }
+    int timeout = -1;
+    if (tty_mode && command_reaped && !exit_sent && out_len == 0) {
+      long long left = DRAIN_QUIET_MS - (now_ms() - last_output_ms);
+      timeout = left > 0 ? (int)left : 0;
+    }
+    int ready = poll(fds, (nfds_t)n, timeout);
+    if (ready < 0) {
+      if (errno == EINTR) continue;
+      break;
+    }
+    if (fds[0].revents) drain_self_pipe();
+    if (ctl_i >= 0 && fds[ctl_i].revents && !read_ctl()) {
+      /* The server is gone (however it ended): nothing it started may outlive it. */
+      ctl_open = 0;
+      kill_tree();
+      return 0;
+    }
+    if ((master_i >= 0 && fds[master_i].revents) || (out_i >= 0 && fds[out_i].revents)) relay_output();
+    if ((master_i >= 0 && fds[master_i].revents) || (in_i >= 0 && fds[in_i].revents)) relay_input();
+  }
+  return 0;
+}
