@@ -163,6 +163,10 @@ export class ExecProcess extends EventEmitter {
   /** @internal one event from a notification. */
   accept(event: ProcessEvent): void {
     if (this.finished) return;
+    // An event for this id proves the server started it, even when its notifications overtook
+    // the process/start answer (both can arrive in one read; a quick command may even close
+    // first): 'spawn' still comes first, as with Node's ChildProcess.
+    if (!this.started) this.markStarted();
     this.deliver(this.sequencer.push(event));
     if (!this.finished && this.sequencer.hasHole) this.host.fillHole(this);
   }
