@@ -3,7 +3,9 @@
  * reader makes the server stop reading the child's pipes (the child blocks) and nothing is
  * dropped; while detached, the child is read until its retention is full, then blocks.
  */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { dirname, join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -78,10 +80,15 @@ describe('backpressure', () => {
     target = await startTetherServer({ outputRetentionBytes: 128 * KiB, sessionTtlMs: 30_000 });
     const c = await RawClient.connect(target.url);
     const { sessionId } = await c.handshake();
-    await c.request('process/start', { processId: 'yes', argv: ['yes'], cwd: CWD, env: ENV, tty: false });
+    // `yes` starts once detached: output an attached client already received may be evicted,
+    // and how much that is would depend on timing.
+    const go = join(mkdtempSync(join(tmpdir(), 'tether-bp-')), 'go');
+    const argv = ['/bin/sh', '-c', `while [ ! -e '${go}' ]; do sleep 0.01; done; exec yes`];
+    await c.request('process/start', { processId: 'yes', argv, cwd: CWD, env: ENV, tty: false });
     const detached = new Promise((r) => target!.server.once('session-detached', r));
     await c.drop();
     await detached;
+    writeFileSync(go, '');
     const proc = target.server.sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
     await until(() => proc.isPaused, 'the detached child was paused');
     const read = proc.bytesRead;
@@ -98,6 +105,7 @@ describe('backpressure', () => {
     expect(await b.request('process/terminate', { processId: 'yes' })).toEqual({ running: true });
     await b.waitClosed('yes');
     await b.close();
+    rmSync(dirname(go), { recursive: true, force: true });
   });
 
   it('lets a resumed client that never reads its backlog get the child running again after the grace', async () => {
