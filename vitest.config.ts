@@ -6,7 +6,7 @@ export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
     exclude: ['test/**/*.interop.test.ts', 'node_modules/**'],
-    // node-pty and child processes are happier in forked workers than in threads.
+    // Child processes (and the non-dumpable server: prctl is per process) want forked workers, not threads.
     pool: 'forks',
     testTimeout: 30_000,
     hookTimeout: 30_000,

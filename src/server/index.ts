@@ -14,6 +14,7 @@ import { isAllowedLoopbackHost, isLoopbackName } from '../util/loopback.js';
 import { checkUpgrade, digest } from './auth.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import { createRpcServer, type ServerState } from './methods.js';
+import { protectServerProcess } from './native.js';
 import type { Session } from './session.js';
 import type { Logger } from '../util/logger.js';
 
@@ -314,15 +315,15 @@ export class TetherServer extends EventEmitter {
   }
 
   /**
-   * Last resort, synchronous: SIGKILL every child's process group. Children run in their own
-   * groups (so that they can be killed as a tree), which also means they would outlive a
-   * crashed server: the CLI calls this on an uncaught exception and on exit.
+   * Last resort, synchronous (the CLI calls it on an uncaught exception and on exit): every
+   * process's keeper is told to kill its tree. A server that dies without calling it loses
+   * nothing either: each keeper sees its control socket close and does the same.
    */
   killAllChildrenSync(): void {
-    for (const s of this.state.sessions.values()) for (const p of s.processes.values()) p.killGroup('SIGKILL');
+    for (const s of this.state.sessions.values()) s.killAllSync();
   }
 
-  /** Stops listening, drops every connection and kills every child (process groups). */
+  /** Stops listening, drops every connection and kills every child and its descendants. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.pingTimer);
@@ -401,6 +402,8 @@ export class InsecureConfigError extends Error {
 }
 
 export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
+  // Before anything of a session exists: children must not reach the server's memory or descriptors.
+  protectServerProcess();
   const host = opts.host ?? Defaults.host;
   if (opts.token === undefined && !isLoopbackName(host) && !opts.insecureNoToken) {
     throw new InsecureConfigError(

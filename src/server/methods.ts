@@ -204,10 +204,11 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         session,
       );
       if (session.isExpired) {
-        proc.killGroup('SIGKILL');
+        proc.killTree();
         throw invalidRequest(Messages.unknownSession(session.id));
       }
       session.processes.set(p.processId, proc);
+      session.track(proc);
       proc.updateFlow();
       state.log('debug', `session ${session.shortId} started ${p.processId} (pid ${proc.pid}): ${p.argv.join(' ')}`);
     } finally {

@@ -235,8 +235,8 @@ export class ManagedProcess {
   }
 
   /**
-   * Writes to stdin. The answer waits while the child's stdin pipe is full (it is not
-   * reading), so a client that awaits its writes cannot make the server buffer unbounded input.
+   * Writes to stdin. The answer waits until the child's stdin pipe — or its terminal — took
+   * the bytes, so a client that awaits its writes cannot make the server buffer unbounded input.
    * `closeStdin` (a tether extension; Codex ignores it) ends the pipe after `data`, so a
    * child reading to end of file (`cat`, an MCP server) sees EOF as it would locally. A
    * pty has no end of file to send: there it is ignored (closing it would hang the child up).
@@ -254,56 +254,56 @@ export class ManagedProcess {
       }
     }
     const stdin = this.child!.stdin!;
-    if (this.tty) {
-      if (data.length > 0) stdin.write(data);
-      return 'accepted';
-    }
-    if (closeStdin) {
+    if (closeStdin && !this.tty) {
       this.stdinOpen = false;
       stdin.end(data);
       return 'accepted';
     }
     if (data.length === 0) return 'accepted';
-    if (!stdin.write(data)) {
-      await new Promise<void>((resolve) => {
-        const done = () => {
-          stdin.off('drain', done);
-          stdin.off('close', done);
-          resolve();
-        };
-        stdin.on('drain', done);
-        stdin.on('close', done);
-      });
-    }
+    // The callback runs once the kernel took these bytes, or with an error once the pipe is gone.
+    await new Promise<void>((resolve) => stdin.write(data, () => resolve()));
     return 'accepted';
   }
 
-  /** Sends `name` to the whole process group. */
+  /** Sends `name` to the command's process group. */
   signal(name: SignalName): void {
     if (this.closed) return;
-    this.killGroup(SIGNALS[name]);
+    this.child?.signal(SIGNALS[name]);
   }
 
-  /** Kills a running process (exit 137); false if it had already exited. */
+  /**
+   * Kills a running process (exit 137); false if it had already exited. Whatever it started
+   * dies too — also what outlived an already exited process.
+   */
   terminate(): boolean {
-    if (this.exitSeq !== null || this.rawExitCode !== null) return false;
-    this.killGroup('SIGKILL');
-    return true;
+    const running = this.exitSeq === null && this.rawExitCode === null;
+    this.killTree();
+    return running;
   }
 
-  /** SIGKILL to the process group, whatever its state: leftovers of an exited leader die too. */
-  killGroup(signal: NodeJS.Signals = 'SIGKILL'): void {
-    if (!this.pid) return;
-    try {
-      process.kill(-this.pid, signal);
-    } catch {
-      // ESRCH: the group is gone already. Fall back to the leader (pty children outside a group).
-      try {
-        if (!this.closed) process.kill(this.pid, signal);
-      } catch {
-        /* gone */
-      }
-    }
+  /** Kills the command and every descendant (its keeper does), whatever its state. */
+  killTree(): void {
+    this.child?.killTree();
+  }
+
+  /** Synchronous last resort when the server process is going down. */
+  killTreeSync(): void {
+    this.child?.killTreeSync();
+  }
+
+  /** Sets the terminal's size (tty processes only). */
+  resize(cols: number, rows: number): void {
+    this.child?.resize(cols, rows);
+  }
+
+  /** True while the command, or anything it started (a daemon, a background job), is alive. */
+  get keeperAlive(): boolean {
+    return this.child?.alive ?? false;
+  }
+
+  /** Resolves when the command and everything it started are gone. */
+  get whenGone(): Promise<void> {
+    return this.child?.whenGone ?? Promise.resolve();
   }
 
   /** Whether its pipes are currently not read (backpressure or full retention). */

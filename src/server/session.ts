@@ -1,11 +1,12 @@
 /**
  * A session outlives its connections: it owns the processes, is attached to at most one
  * connection at a time, and once detached lives for the session TTL before it is removed and
- * every process it started is killed (whole process groups: no orphans).
+ * every process it started is killed with all its descendants (no orphans).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { ExtensionName, OutputStream } from '../protocol/index.js';
 import type { ManagedProcess, ProcessHost } from './process.js';
+import { settleWithin } from '../util/timeouts.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {
@@ -33,6 +34,12 @@ export class Session implements ProcessHost {
   private ttlTimer: NodeJS.Timeout | null = null;
   private graceTimer: NodeJS.Timeout | null = null;
   private removalTimers = new Map<ManagedProcess, NodeJS.Timeout>();
+  /**
+   * Processes whose keeper still runs — the command, or something it started that outlived
+   * it (a daemon, a background job) — whether or not they are still listed in `processes`:
+   * they all die with the session.
+   */
+  private readonly kept = new Set<ManagedProcess>();
   private expired = false;
 
   constructor(
@@ -113,7 +120,18 @@ export class Session implements ProcessHost {
     this.expire();
   }
 
-  /** Kills every process of the session and forgets it. */
+  /** Keeps `proc`'s process tree tied to the session until everything in it is gone. */
+  track(proc: ManagedProcess): void {
+    if (!proc.keeperAlive) return;
+    this.kept.add(proc);
+    void proc.whenGone.then(() => this.kept.delete(proc));
+  }
+
+  private get everyProcess(): Set<ManagedProcess> {
+    return new Set([...this.processes.values(), ...this.kept]);
+  }
+
+  /** Kills every process of the session, and everything they started, and forgets it. */
   expire(): void {
     if (this.expired) return;
     this.expired = true;
@@ -121,16 +139,21 @@ export class Session implements ProcessHost {
     if (this.graceTimer) clearTimeout(this.graceTimer);
     for (const timer of this.removalTimers.values()) clearTimeout(timer);
     this.removalTimers.clear();
-    for (const proc of this.processes.values()) {
-      proc.killGroup('SIGKILL');
+    for (const proc of this.everyProcess) {
+      proc.killTree();
       proc.release();
     }
     this.hooks.expired(this);
   }
 
-  /** Resolves when every process has closed (after `expire`), bounded by `timeoutMs`. */
+  /** Synchronous last resort (the server process is exiting): every process tree is told to die. */
+  killAllSync(): void {
+    for (const proc of this.everyProcess) proc.killTreeSync();
+  }
+
+  /** Resolves when every process has closed and every process tree is gone (after `expire`), bounded by `timeoutMs`. */
   async waitAllClosed(timeoutMs: number): Promise<void> {
-    await Promise.all([...this.processes.values()].map((p) => p.waitClosed(timeoutMs)));
+    await settleWithin(Promise.all([...this.everyProcess].map((p) => Promise.all([p.whenClosed, p.whenGone]))), timeoutMs);
   }
 
   get liveProcessCount(): number {
