@@ -1,0 +1,97 @@
+/**
+ * tether-keeper through its server-side wrapper (src/server/keeper.ts): how a command is
+ * started (errors told apart, exact environment, nothing inherited), signals, resize, and the
+ * tree dying with the keeper's control socket.
+ */
+import { randomInt } from 'node:crypto';
+import { describe, expect, it } from 'vitest';
+import { KeptProcess, type KeeperSpawnOptions } from '../src/server/keeper.js';
+import { eventually, processesWithMarker } from './helpers/server-process.js';
+
+const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+
+function start(file: string, args: string[], extra: Partial<KeeperSpawnOptions> = {}): KeptProcess {
+  return KeptProcess.spawn({ file, args, cwd: '/tmp', env: ENV, stdin: false, ...extra });
+}
+
+function outputOf(proc: KeptProcess): () => string {
+  let text = '';
+  proc.stdout.on('data', (d: Buffer) => (text += d.toString('latin1')));
+  proc.stderr?.on('data', (d: Buffer) => (text += d.toString('latin1')));
+  return () => text;
+}
+
+const closed = (proc: KeptProcess) =>
+  new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => proc.once('close', (code, signal) => resolve({ code, signal })));
+
+describe('tether-keeper', () => {
+  it('tells a missing program from a missing directory (both ENOENT, as the OS says)', async () => {
+    const noProgram = start('/no/such/program', []);
+    await expect(noProgram.started).rejects.toMatchObject({ code: 'ENOENT', syscall: 'spawn /no/such/program', path: '/no/such/program' });
+    const noDir = start('/bin/true', [], { cwd: '/no/such/dir' });
+    await expect(noDir.started).rejects.toMatchObject({ code: 'ENOENT', syscall: 'chdir' });
+    const notDir = start('/bin/true', [], { cwd: '/etc/hostname' });
+    await expect(notDir.started).rejects.toMatchObject({ code: 'ENOTDIR', syscall: 'chdir' });
+    const noTty = start('/no/such/program', [], { tty: { cols: 80, rows: 24 } });
+    await expect(noTty.started).rejects.toMatchObject({ code: 'ENOENT' });
+  });
+
+  it('runs the command with exactly its environment, argv0, cwd and descriptors 0-2 only', async () => {
+    const proc = start('/bin/sh', ['-c', 'echo "$0"; pwd; env | sort; exec ls -l /proc/self/fd/'], { env: { ...ENV, ONLY: 'this' }, argv0: 'custom-name' });
+    const out = outputOf(proc);
+    await proc.started;
+    expect(await closed(proc)).toEqual({ code: 0, signal: null });
+    const [arg0, cwd, ...rest] = out().split('\n');
+    expect(arg0).toBe('custom-name');
+    expect(cwd).toBe('/tmp');
+    const env = rest.filter((l) => /^[A-Z_]+=/.test(l));
+    expect(env).toEqual([`ONLY=this`, `PATH=${ENV.PATH}`, 'PWD=/tmp']); // PWD: set by sh itself
+    const fds = rest.filter((l) => / \d+ -> /.test(l)).map((l) => Number(/ (\d+) -> /.exec(l)![1]));
+    expect(fds).toEqual([0, 1, 2, 3]); // 3: the directory ls is listing
+  });
+
+  it('gives a tty command a controlling terminal of the requested size, and resizes it', async () => {
+    const proc = start('/bin/sh', ['-c', 'stty size; read x; stty size; tty >/dev/null && echo has-tty'], { tty: { cols: 100, rows: 30 } });
+    const out = outputOf(proc);
+    await proc.started;
+    expect(await eventually(() => out().includes('30 100'), 5_000)).toBe(true);
+    proc.resize(120, 40);
+    proc.stdin!.write('\n');
+    expect(await closed(proc)).toEqual({ code: 0, signal: null });
+    expect(out()).toBe('30 100\r\n\r\n40 120\r\nhas-tty\r\n');
+  });
+
+  it("signals the command's process group; kill reaches the whole tree", async () => {
+    const mark = `${randomInt(1000, 9000)}.${randomInt(1e6, 9e6)}`;
+    const proc = start('/bin/sh', ['-c', `setsid -f sleep ${mark}; sleep ${mark} & echo up; wait`]);
+    const out = outputOf(proc);
+    await proc.started;
+    expect(await eventually(() => out() === 'up\n' && processesWithMarker(mark, 'sleep').length === 2, 5_000)).toBe(true);
+    proc.kill('SIGTERM'); // the group: sh and its background sleep, not the setsid one
+    expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 1, 5_000)).toBe(true);
+    expect(proc.alive).toBe(true); // still babysitting the setsid'd sleep
+    proc.killTree();
+    await proc.whenGone;
+    expect(processesWithMarker(mark)).toEqual([]);
+    expect(proc.exitCode ?? proc.signalCode).toBe('SIGTERM');
+  });
+
+  it('kills the tree when its control socket closes (what a dying server does)', async () => {
+    const mark = `${randomInt(1000, 9000)}.${randomInt(1e6, 9e6)}`;
+    const proc = start('/bin/sh', ['-c', `(sleep ${mark} &); nohup sleep ${mark} >/dev/null 2>&1 & exec sleep ${mark}`]);
+    await proc.started;
+    expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 3, 5_000)).toBe(true);
+    (proc as unknown as { control: import('node:net').Socket }).control.destroy();
+    await proc.whenGone;
+    expect(processesWithMarker(mark)).toEqual([]);
+  });
+
+  it('reports death by signal, and a program that closes its terminal early keeps its own exit code', async () => {
+    const killed = start('/bin/sh', ['-c', 'kill -KILL $$']);
+    expect(await closed(killed)).toEqual({ code: null, signal: 'SIGKILL' });
+    const early = start('/bin/sh', ['-c', 'echo bye; exec <&- >&- 2>&-; sleep 0.2; exit 5'], { tty: { cols: 80, rows: 24 } });
+    const out = outputOf(early);
+    expect(await closed(early)).toEqual({ code: 5, signal: null });
+    expect(out()).toBe('bye\r\n');
+  });
+});
