@@ -5,6 +5,7 @@
 import { readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
+import { installLastResort } from '../server/last-resort.js';
 import { isLoopbackName } from '../util/loopback.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 
@@ -221,11 +222,8 @@ export async function run(argv: string[]): Promise<void> {
   }
   // Children live in their own process groups: never leave them behind, even on a crash.
   process.on('exit', () => server.killAllChildrenSync());
-  process.on('uncaughtException', (err) => {
-    logger('error', `uncaught exception, killing every child and exiting: ${err.stack ?? err.message}`);
-    server.killAllChildrenSync();
-    process.exit(1);
-  });
+  // Errors nobody handled: survive one broken stream, exit (children killed) on anything else.
+  installLastResort({ log: logger, killChildren: () => server.killAllChildrenSync() });
   process.stdout.write(`${server.url}\n`);
   if (config.options.insecureNoToken && !config.options.token && !isLoopbackName(config.options.host ?? Defaults.host)) {
     logger('warn', `listening on ${config.options.host} WITHOUT a token (--insecure-no-token): anyone who can reach this port can run commands`);
