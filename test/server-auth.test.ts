@@ -34,3 +34,25 @@ describe('checkUpgrade', () => {
     }
   });
 });
+
+describe('checkUpgrade with several tokens and an admin token', () => {
+  const alice = digest('alice');
+  const bob = digest('bob');
+  const root = digest('root');
+
+  it('accepts each token as its own identity, and marks the admin token', () => {
+    const as = (token: string) => checkUpgrade(req({ authorization: `Bearer ${token}` }), [alice, bob], none, root);
+    expect(as('alice')).toEqual({ ok: true, credential: alice });
+    expect(as('bob')).toEqual({ ok: true, credential: bob });
+    expect(as('root')).toEqual({ ok: true, credential: root, admin: true });
+    expect(as('mallory')).toEqual({ ok: false, status: 401, body: AuthMessages.invalid });
+  });
+
+  it('without user tokens, anyone gets in as the anonymous identity, the admin token as admin', () => {
+    expect(checkUpgrade(req({}), null, none, root)).toEqual({ ok: true, credential: Buffer.alloc(0) });
+    expect(checkUpgrade(req({ authorization: 'Bearer guess' }), null, none, root)).toEqual({ ok: true, credential: Buffer.alloc(0) });
+    expect(checkUpgrade(req({ authorization: 'Bearer root' }), null, none, root)).toMatchObject({ ok: true, admin: true });
+    // The Origin check comes first, admin or not.
+    expect(checkUpgrade(req({ authorization: 'Bearer root', origin: 'https://x' }), null, none, root)).toMatchObject({ ok: false, status: 403 });
+  });
+});

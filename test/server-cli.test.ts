@@ -98,6 +98,13 @@ describe('flag parsing', () => {
       expect(() => parseServeArgs(['--token-file', join(dir, 'missing')], {})).toThrow(/--token-file: cannot read/);
       writeFileSync(file, '  \n');
       expect(() => parseServeArgs(['--token-file', file], {})).toThrow(/is empty/);
+      // One token a line, each its own identity; an admin token; whole argv in audit lines.
+      writeFileSync(file, 'alice\n\n  bob  \n');
+      writeFileSync(join(dir, 'admin'), 'root\n');
+      expect(parseServeArgs(['--token-file', file, '--admin-token-file', join(dir, 'admin'), '--audit-argv'], {}).options).toEqual({
+        token: 'alice', tokens: ['bob'], adminToken: 'root', auditArgv: true,
+      });
+      expect(() => parseServeArgs(['--admin-token-file', file], {})).toThrow(/--admin-token-file: .* holds more than one token/);
       expect(() => parseServeArgs(['--max-sessions', 'lots'], {})).toThrow(/--max-sessions: expected a positive integer/);
       expect(() => parseServeArgs(['--bogus'], {})).toThrow(UsageError);
     } finally {

@@ -4,23 +4,7 @@
  */
 import type { ChaosProxy, ChaosStats, CloseReason, ConnectionReport, FaultState } from './proxy.js';
 import type { PipeCounters } from './pipe.js';
-
-export function formatBytes(n: number): string {
-  const units = ['B', 'KiB', 'MiB', 'GiB'];
-  let value = n;
-  let unit = 0;
-  while (value >= 1024 && unit < units.length - 1) {
-    value /= 1024;
-    unit++;
-  }
-  return `${unit === 0 ? value : value.toFixed(value < 10 ? 1 : 0)}${units[unit]}`;
-}
-
-export function formatMs(ms: number): string {
-  if (ms < 1000) return `${Math.round(ms)}ms`;
-  if (ms < 60_000) return `${+(ms / 1000).toFixed(1)}s`;
-  return `${+(ms / 60_000).toFixed(1)}m`;
-}
+import { formatBytes, formatMs } from '../util/format.js';
 
 export function formatFaults(state: FaultState): string {
   const parts: string[] = [];

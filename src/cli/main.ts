@@ -7,6 +7,7 @@ const commands: Record<string, { summary: string; load: () => Promise<{ run(argv
   exec: { summary: 'run a command on a tether server, surviving drops', load: () => import('./exec.js') },
   mcp: { summary: 'stdio MCP bridge to a remote stdio MCP server', load: () => import('./mcp.js') },
   gateway: { summary: 'aggregating MCP gateway with health checks and reconnects', load: () => import('./gateway.js') },
+  ps: { summary: 'list the sessions and processes on a tether server', load: () => import('./ps.js') },
   chaos: { summary: 'a flaky-link proxy for testing (resets, latency, bandwidth, black holes)', load: () => import('./chaos.js') },
 };
 

@@ -22,6 +22,12 @@ options:
                              or set TETHER_TOKEN)
   --tls-cert FILE            serve wss:// with this certificate chain (PEM); needs --tls-key
   --tls-key FILE             the certificate's private key (PEM)
+                             or set TETHER_TOKEN). One token per line: each is its own
+                             identity (a session belongs to the token that created it)
+  --admin-token-file FILE    a token that may also list every session (tether ps);
+                             others list only their own token's sessions
+  --audit-argv               audit lines (one per process, at info) carry the whole argv,
+                             not only argv[0]
   --output-retention SIZE    output kept per process for replay (default 1MiB)
   --closed-retention DURATION  how long a closed process stays readable (default 30s)
   --allow-origin ORIGIN      accept WebSocket upgrades carrying this Origin (repeatable;
@@ -85,6 +91,20 @@ export function parseCount(flag: string, text: string): number {
   return Number(text);
 }
 
+/** The tokens in a token file: one a line, blank lines and surrounding spaces ignored. */
+function readTokens(flag: string, file: string): [string, ...string[]] {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new UsageError(`${flag}: cannot read '${file}': ${(err as Error).message}`);
+  }
+  const tokens = text.split('\n').map((line) => line.trim()).filter(Boolean);
+  if (tokens.length === 0) throw new UsageError(`${flag}: '${file}' is empty`);
+  if (tokens.some((t) => /\s/.test(t))) throw new UsageError(`${flag}: '${file}': a token cannot contain spaces`);
+  return tokens as [string, ...string[]];
+}
+
 export function parseListen(text: string): { host: string; port: number } {
   let url: URL;
   try {
@@ -131,6 +151,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'token-file': { type: 'string' },
         'tls-cert': { type: 'string' },
         'tls-key': { type: 'string' },
+        'admin-token-file': { type: 'string' },
+        'audit-argv': { type: 'boolean' },
         'output-retention': { type: 'string' },
         'closed-retention': { type: 'string' },
         'allow-origin': { type: 'string', multiple: true },
@@ -165,14 +187,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['allow-host'] !== undefined) options.allowedHosts = v['allow-host'];
   if (v['insecure-no-token']) options.insecureNoToken = true;
   if (v['token-file'] !== undefined) {
-    let token: string;
-    try {
-      token = readFileSync(v['token-file'], 'utf8').trim();
-    } catch (err) {
-      throw new UsageError(`--token-file: cannot read '${v['token-file']}': ${(err as Error).message}`);
-    }
-    if (!token) throw new UsageError(`--token-file: '${v['token-file']}' is empty`);
+    const [token, ...more] = readTokens('--token-file', v['token-file']);
     options.token = token;
+    if (more.length > 0) options.tokens = more;
   } else if (env.TETHER_TOKEN) {
     options.token = env.TETHER_TOKEN.trim();
   }
@@ -183,6 +200,12 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['tls-cert'] !== undefined && v['tls-key'] !== undefined) {
     options.tls = { cert: readPem('--tls-cert', v['tls-cert'], 'CERTIFICATE'), key: readPem('--tls-key', v['tls-key'], 'PRIVATE KEY') };
   }
+  if (v['admin-token-file'] !== undefined) {
+    const admin = readTokens('--admin-token-file', v['admin-token-file']);
+    if (admin.length > 1) throw new UsageError(`--admin-token-file: '${v['admin-token-file']}' holds more than one token`);
+    options.adminToken = admin[0];
+  }
+  if (v['audit-argv']) options.auditArgv = true;
   const logLevel = (v['log-level'] ?? 'info') as LogLevel;
   if (!isLogLevel(logLevel)) {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${v['log-level']}'`);

@@ -31,6 +31,7 @@ import {
   type ProcessStartParams,
   type ProcessStartResult,
   type ProcessTerminateResult,
+  type SessionListResult,
   type ProcessWriteResult,
   type SignalName,
 } from '../protocol/index.js';
@@ -239,6 +240,18 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       },
     );
     return this.envInfoPromise;
+  }
+
+  /**
+   * The sessions of this client's token and their processes (every session with the
+   * server's admin token): extension `sessionList`. Rejects when the server did not accept
+   * it (a Codex exec-server, an older tether).
+   */
+  async listSessions(): Promise<SessionListResult> {
+    if (!this._extensions.has('sessionList')) {
+      throw new Error('this server cannot list sessions (extension sessionList not accepted: a Codex exec-server or an older tether)');
+    }
+    return this.call<SessionListResult>(Method.sessionList, {});
   }
 
   /** Starts `argv` on the server. The handle is usable at once; 'spawn' fires when the server confirmed. */

@@ -25,6 +25,11 @@ export const EXTENSIONS_VERSION = 1;
 export const KnownExtensions = [
   /** `session/close`: a client that is done ends its session at once (nothing lingers detached). */
   'sessionClose',
+  /**
+   * `session/list`: the sessions of the caller's token and their processes (`tether ps`);
+   * every session for the server's admin token.
+   */
+  'sessionList',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];

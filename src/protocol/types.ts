@@ -107,4 +107,50 @@ export const Method = {
   processClosed: 'process/closed',
   /** tether extension `sessionClose`: end the session now (kill its processes, forget it). */
   sessionClose: 'session/close',
+  /** tether extension `sessionList`: the caller's sessions and their processes (all of them for the admin token). */
+  sessionList: 'session/list',
 } as const;
+
+/** One process in a `session/list` answer. */
+export interface ProcessListing {
+  processId: string;
+  argv: string[];
+  pid: number;
+  tty: boolean;
+  /** running: no exit yet; exited: exited, its output still readable. */
+  state: 'running' | 'exited';
+  exitCode: number | null;
+  /** ISO 8601. */
+  startedAt: string;
+  ageMs: number;
+  /** Output read from it (stdout, stderr or its terminal), in bytes. */
+  bytesOut: number;
+  /** Written to its stdin, in bytes. */
+  bytesIn: number;
+  /** Its output is not being read right now (a client behind, or retention full of unread output). */
+  paused: boolean;
+}
+
+/** One session in a `session/list` answer. */
+export interface SessionListing {
+  /** The first 8 characters of the session id (the whole id is a resume credential: never listed). */
+  session: string;
+  /** The `clientName` of its last initialize. */
+  clientName: string;
+  /** The session of the connection that asked. */
+  current: boolean;
+  attached: boolean;
+  /** ISO 8601. */
+  createdAt: string;
+  /** While detached: when it expires unless a client resumes it (ISO 8601). */
+  expiresAt: string | null;
+  /** Which token created it (the first 8 hex digits of its sha256): only in an admin's list. */
+  owner?: string;
+  processes: ProcessListing[];
+}
+
+export interface SessionListResult {
+  /** own: the sessions of the caller's token; all: every session (the admin token). */
+  scope: 'own' | 'all';
+  sessions: SessionListing[];
+}

@@ -15,6 +15,8 @@ import { checkUpgrade, digest } from './auth.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import { createRpcServer, type ServerState } from './methods.js';
 import { protectServerProcess } from './native.js';
+import { createMetricsRegistry, serveMetrics } from './metrics.js';
+import { ServerMonitor } from './monitor.js';
 import type { Session } from './session.js';
 import type { Logger } from '../util/logger.js';
 
@@ -44,6 +46,15 @@ export interface TetherServerOptions {
    * server speaks plain `ws://`, fit for loopback or behind a TLS proxy.
    */
   tls?: { cert: string | Buffer; key: string | Buffer };
+  /** More tokens accepted besides `token`, each its own identity (sessions belong to the token that created them). */
+  tokens?: string[];
+  /**
+   * A token that may also list every session (`session/list`, `tether ps`); it is accepted
+   * like any token. Without it each client lists only the sessions of its own token.
+   */
+  adminToken?: string;
+  /** Audit lines carry the whole argv (by default only argv[0]: arguments can hold secrets). */
+  auditArgv?: boolean;
   /** `Origin` values allowed to connect (any other Origin gets 403). */
   allowedOrigins?: string[];
   /**
@@ -152,13 +163,17 @@ export class TetherServer extends EventEmitter {
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
       log,
+      monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
+      adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,
       sessionHooks: {
         expired: (s) => {
           this.state.sessions.delete(s.id);
+          this.state.monitor.sessionEnded(s);
           log('info', `session ${s.shortId} expired; its processes were killed`);
           this.emit('session-expired', s.id);
         },
         detached: (s) => {
+          this.state.monitor.sessionDetached(s);
           log('info', `session ${s.shortId} detached; expires in ${s.limits.ttlMs} ms unless resumed`);
           this.emit('session-detached', s.id);
         },
@@ -169,7 +184,9 @@ export class TetherServer extends EventEmitter {
       highWaterBytes: opts.backpressure?.highWaterBytes ?? Defaults.highWaterBytes,
       lowWaterBytes: opts.backpressure?.lowWaterBytes ?? Defaults.lowWaterBytes,
     };
-    const expected = opts.token !== undefined ? digest(opts.token) : null;
+    const tokens = [...(opts.token !== undefined ? [opts.token] : []), ...(opts.tokens ?? [])];
+    const expected = tokens.length > 0 ? tokens.map(digest) : null;
+    const admin = this.state.adminCredential;
     const allowedOrigins = new Set(opts.allowedOrigins ?? []);
     // Only a loopback listener knows which names are its own; elsewhere the token guards.
     const allowedHosts = isLoopbackName(host) ? new Set((opts.allowedHosts ?? []).map((h) => h.toLowerCase())) : null;
@@ -202,6 +219,19 @@ export class TetherServer extends EventEmitter {
       });
     }
 
+    const metrics = createMetricsRegistry({
+      monitor: this.state.monitor,
+      sessions: this.state.sessions,
+      connections: () => this.connections.size,
+      sockets: () => this.openSockets,
+      limits: {
+        sessions: this.state.maxSessions,
+        connections: this.maxConnections,
+        processesPerSession: this.state.limits.maxProcesses,
+        outputRetentionBytes: this.state.limits.outputRetentionBytes,
+      },
+    });
+
     http.on('request', (req, res) => {
       if (refused.has(req.socket)) return;
       const badHost = hostRefusal(req);
@@ -211,6 +241,14 @@ export class TetherServer extends EventEmitter {
         return;
       }
       const path = (req.url ?? '/').split('?')[0];
+      if (path === '/metrics') {
+        serveMetrics(req, res, metrics, (r) => checkUpgrade(r, expected, allowedOrigins, admin)).catch((err: unknown) => {
+          log('error', `/metrics: ${(err as Error).message}`);
+          if (!res.headersSent) res.writeHead(500);
+          res.end();
+        });
+        return;
+      }
       const ready = path === '/readyz' && (req.method === 'GET' || req.method === 'HEAD');
       res.writeHead(ready ? 200 : 404, { 'content-length': '0' });
       res.end();
@@ -225,7 +263,7 @@ export class TetherServer extends EventEmitter {
         log('info', `refused upgrade from ${req.socket.remoteAddress}: ${badHost}`);
         return rejectUpgrade(socket, 403, badHost);
       }
-      const verdict = checkUpgrade(req, expected, allowedOrigins);
+      const verdict = checkUpgrade(req, expected, allowedOrigins, admin);
       if (!verdict.ok) {
         log('info', `refused upgrade from ${req.socket.remoteAddress}: ${verdict.status} ${verdict.body || 'origin not allowed'}`);
         return rejectUpgrade(socket, verdict.status, verdict.body);

@@ -32,14 +32,17 @@ import type {
   ProcessStartResult,
   ProcessTerminateResult,
   ProcessWriteResult,
+  SessionListResult,
 } from '../protocol/index.js';
 import type { Connection, ConnectionContext } from './connection.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
+import { listSessions } from './listing.js';
 import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
 import type { SessionLimits } from './session.js';
 import type { Logger } from '../util/logger.js';
+import type { ServerMonitor } from './monitor.js';
 
 export interface ServerState {
   sessions: Map<string, Session>;
@@ -49,6 +52,10 @@ export interface ServerState {
   livenessProbeMs: number;
   sessionHooks: { expired(session: Session): void; detached(session: Session): void };
   log: Logger;
+  /** Counts, facts for `session/list`, and the audit trail. */
+  monitor: ServerMonitor;
+  /** Digest of the admin token: a connection holding it lists every session. */
+  adminCredential: Buffer | null;
 }
 
 /** Which words Codex uses in its "client must call initialize before using … methods" texts. */
@@ -134,6 +141,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
       }
       session = existing;
+      state.monitor.sessionResumed(session, p.clientName);
       state.log('info', `session ${session.shortId} resumed by ${conn.remote} (${p.clientName})`);
     } else {
       if (state.sessions.size >= state.maxSessions) {
@@ -141,6 +149,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       }
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
       state.sessions.set(session.id, session);
+      state.monitor.sessionCreated(session, p.clientName);
       state.log('info', `session ${session.shortId} created for ${conn.remote} (${p.clientName})`);
     }
     conn.state = 'initializing';
@@ -202,13 +211,17 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           retentionBytes: state.limits.outputRetentionBytes,
         },
         session,
-      );
+      ).catch((err: unknown) => {
+        state.monitor.processStartFailed(session, p.processId, p.argv, err instanceof Error ? err.message : String(err));
+        throw err;
+      });
       if (session.isExpired) {
         proc.killTree();
         throw invalidRequest(Messages.unknownSession(session.id));
       }
       session.processes.set(p.processId, proc);
       session.track(proc);
+      state.monitor.processStarted(session, proc, p.argv);
       proc.updateFlow();
       state.log('debug', `session ${session.shortId} started ${p.processId} (pid ${proc.pid}): ${p.argv.join(' ')}`);
     } finally {
@@ -252,11 +265,21 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     parseParams(Method.sessionClose, EmptyParamsSchema, params);
     const session = requireReady(conn, 'exec');
     state.log('info', `session ${session.shortId} closed by its client`);
+    state.monitor.sessionClosing(session);
     session.close();
     // The answer goes out first (it is sent when this handler's promise settles); then the
     // socket ends normally: there is nothing left on this connection to talk about.
     setImmediate(() => conn.ws.close(1000, 'session closed'));
     return {};
+  });
+
+  rpc.addMethod(Method.sessionList, (params, { conn }): SessionListResult => {
+    // Not negotiated: the method does not exist for this session (as for any Codex client).
+    if (!conn.session?.extensions.has('sessionList')) throw methodNotFound(Method.sessionList);
+    parseParams(Method.sessionList, EmptyParamsSchema, params);
+    const session = requireReady(conn, 'exec');
+    const admin = state.adminCredential !== null && conn.credential.equals(state.adminCredential);
+    return listSessions(state.sessions.values(), state.monitor, { credential: conn.credential, session, admin });
   });
 
   return rpc;

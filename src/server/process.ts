@@ -4,6 +4,7 @@
  * `process/read`, sent through its host, and its output read only while the log says so.
  * How the child is run (pipes, a pty) is `spawn.ts`'s business.
  */
+import { performance } from 'node:perf_hooks';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
 import { OutputLog, shouldPauseReading, type LoggedChunk } from './output-log.js';
 import { spawnChild, type ChildSpec, type SpawnedChild } from './spawn.js';
@@ -59,6 +60,9 @@ export class ManagedProcess {
   private exitTimer: NodeJS.Timeout | null = null;
 
   private paused = false;
+  private pausedSince = 0;
+  private pausedTotalMs = 0;
+  private inputBytes = 0;
   private released = false;
   private resolveClosed!: () => void;
   /** Resolves once the process has exited and its output reached end of file. */
@@ -135,6 +139,8 @@ export class ManagedProcess {
     });
     if (shouldPause === this.paused) return;
     this.paused = shouldPause;
+    if (shouldPause) this.pausedSince = performance.now();
+    else this.pausedTotalMs += performance.now() - this.pausedSince;
     this.child?.setReading(!shouldPause);
   }
 
@@ -245,6 +251,7 @@ export class ManagedProcess {
     if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
     if (!this.stdinOpen || this.exitSeq !== null) return 'stdinClosed';
     this.writeIds.add(writeId);
+    this.inputBytes += data.length;
     if (this.writeIds.size > WRITE_ID_MEMORY * 2) {
       // Forget the oldest half at once (Sets iterate in insertion order).
       let drop = WRITE_ID_MEMORY;
@@ -309,6 +316,16 @@ export class ManagedProcess {
   /** Whether its pipes are currently not read (backpressure or full retention). */
   get isPaused(): boolean {
     return this.paused;
+  }
+
+  /** Bytes written to its stdin (re-sent writes counted once). */
+  get bytesWritten(): number {
+    return this.inputBytes;
+  }
+
+  /** How long its pipes have not been read, in all (metrics). */
+  get pausedMs(): number {
+    return this.pausedTotalMs + (this.paused ? performance.now() - this.pausedSince : 0);
   }
 
   /** Bytes of output read from the child so far. */

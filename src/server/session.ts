@@ -65,6 +65,11 @@ export class Session implements ProcessHost {
     return this.expired;
   }
 
+  /** Which token created it, for an admin's `session/list`: a digest prefix, never the token. */
+  get ownerTag(): string {
+    return this.credential.length > 0 ? this.credential.subarray(0, 4).toString('hex') : 'none';
+  }
+
   ownedBy(credential: Buffer): boolean {
     return credential.length === this.credential.length && timingSafeEqual(credential, this.credential);
   }

@@ -1,0 +1,128 @@
+/**
+ * `tether ps --url ws://…`: what runs on a tether server. Lists the sessions of the token
+ * it presents (all of them with the server's admin token), one line per process, like ps.
+ */
+import { parseArgs } from 'node:util';
+import { ExecClient } from '../client/index.js';
+import type { SessionListResult, SessionListing } from '../protocol/index.js';
+import { formatAge, formatBytes } from '../util/format.js';
+import { readToken, UsageError } from './remote-options.js';
+
+const USAGE = `usage: tether ps --url ws://HOST:PORT [options]
+
+Lists the sessions on a tether server and their processes: the sessions of your token, or
+every session when the server was started with --admin-token-file and you present that
+token. Needs a tether server (a Codex exec-server cannot list).
+
+options:
+  --url URL            the server's WebSocket URL (or $TETHER_URL)
+  --token-file FILE    file holding the bearer token (or $TETHER_TOKEN)
+  --json               the server's answer as JSON (scope, sessions, processes)
+  -h, --help           this text
+
+columns: SESSION (first 8 characters of its id), CLIENT (its client name), LINK (attached,
+or detached and when it expires), PID, STATE (running, or exited and its code), AGE, OUT and
+IN (bytes read from the process and written to its stdin), COMMAND. With the admin token,
+OWNER tells sessions of different tokens apart (a digest prefix, never the token).`;
+
+interface PsOptions {
+  url: string;
+  tokenFile?: string;
+  json: boolean;
+}
+
+export function parsePsArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): PsOptions | 'help' {
+  let parsed;
+  try {
+    parsed = parseArgs({
+      args: argv,
+      strict: true,
+      allowPositionals: false,
+      options: {
+        url: { type: 'string' },
+        'token-file': { type: 'string' },
+        json: { type: 'boolean' },
+        help: { type: 'boolean', short: 'h' },
+      },
+    });
+  } catch (err) {
+    throw new UsageError((err as Error).message);
+  }
+  const v = parsed.values;
+  if (v.help) return 'help';
+  const url = v.url ?? environment.TETHER_URL;
+  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
+  if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
+  return { url, tokenFile: v['token-file'], json: v.json ?? false };
+}
+
+/** argv as a shell would need it typed (quoted only where needed). */
+export function formatCommand(argv: string[]): string {
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
+}
+
+function linkState(s: SessionListing, now: number): string {
+  if (s.attached) return 'attached';
+  if (!s.expiresAt) return 'detached';
+  return `detached, expires in ${formatAge(Math.max(0, Date.parse(s.expiresAt) - now))}`;
+}
+
+/** The table: one row per process; a session without processes gets one row of dashes. */
+export function formatListing(result: SessionListResult, now = Date.now()): string {
+  const withOwner = result.scope === 'all';
+  const header = [...(withOwner ? ['OWNER'] : []), 'SESSION', 'CLIENT', 'LINK', 'PID', 'STATE', 'AGE', 'OUT', 'IN', 'COMMAND'];
+  const rows: string[][] = [];
+  for (const s of result.sessions) {
+    const lead = [...(withOwner ? [s.owner ?? ''] : []), s.session, s.clientName || '-', linkState(s, now)];
+    if (s.processes.length === 0) rows.push([...lead, '-', '-', formatAge(now - Date.parse(s.createdAt)), '-', '-', '(no processes)']);
+    for (const p of s.processes) {
+      const state = p.state === 'running' ? 'running' : `exited ${p.exitCode}`;
+      rows.push([...lead, String(p.pid), state, formatAge(p.ageMs), formatBytes(p.bytesOut), formatBytes(p.bytesIn), formatCommand(p.argv)]);
+    }
+  }
+  if (rows.length === 0) return result.scope === 'all' ? 'no sessions on this server' : 'no sessions of yours on this server';
+  const widths = header.map((h, i) => Math.max(h.length, ...rows.map((r) => r[i]!.length)));
+  const line = (cells: string[]) =>
+    cells
+      .map((c, i) => (i === cells.length - 1 ? c : c.padEnd(widths[i]!)))
+      .join('  ')
+      .trimEnd();
+  return [line(header), ...rows.map(line)].join('\n');
+}
+
+export async function run(argv: string[]): Promise<void> {
+  let options: PsOptions | 'help';
+  let token: string | undefined;
+  try {
+    options = parsePsArgs(argv);
+    if (options !== 'help') token = await readToken(options.tokenFile);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`tether ps: ${err.message} (see 'tether ps --help')\n`);
+    process.exitCode = 2;
+    return;
+  }
+  if (options === 'help') {
+    process.stdout.write(`${USAGE}\n`);
+    return;
+  }
+  let client: ExecClient;
+  try {
+    client = await ExecClient.connect(options.url, { token, clientName: 'tether-ps', recoveryDeadlineMs: 5000 });
+  } catch (err) {
+    process.stderr.write(`tether ps: cannot connect to ${options.url}: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  try {
+    const result = await client.listSessions();
+    // Its own session exists only to ask: not part of the answer.
+    result.sessions = result.sessions.filter((s) => !s.current);
+    process.stdout.write(options.json ? `${JSON.stringify(result, null, 2)}\n` : `${formatListing(result)}\n`);
+  } catch (err) {
+    process.stderr.write(`tether ps: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+  } finally {
+    await client.close().catch(() => {});
+  }
+}

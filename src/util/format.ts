@@ -1,0 +1,30 @@
+/** Human-readable sizes and durations for logs and tables. */
+
+/** 512B, 1.5KiB, 12MiB: binary units, one decimal below 10. */
+export function formatBytes(n: number): string {
+  if (n < 1024) return `${n}B`;
+  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+  let value = n / 1024;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit++;
+  }
+  return `${value < 10 ? value.toFixed(1) : Math.round(value)}${units[unit]}`;
+}
+
+/** 450ms, 2.5s, 1.2m: for spans of a run. */
+export function formatMs(ms: number): string {
+  if (ms < 1000) return `${Math.round(ms)}ms`;
+  if (ms < 60_000) return `${+(ms / 1000).toFixed(1)}s`;
+  return `${+(ms / 60_000).toFixed(1)}m`;
+}
+
+/** 42s, 5m07s, 3h12m, 2d4h: for ages, like ps. */
+export function formatAge(ms: number): string {
+  const s = Math.floor(ms / 1000);
+  if (s < 60) return `${s}s`;
+  if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
+  if (s < 86_400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
+  return `${Math.floor(s / 86_400)}d${Math.floor((s % 86_400) / 3600)}h`;
+}
