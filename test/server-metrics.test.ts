@@ -88,7 +88,7 @@ describe('GET /metrics', () => {
     expect(before.get('tether_budget_limit{budget="sessions"}')).toBe(77);
     expect(before.get('tether_budget_limit{budget="output_retention_bytes"}')).toBe(OUTPUT_RETENTION);
     // Process-level defaults from prom-client are there too.
-    expect(before.get('tether_process_resident_memory_bytes')).toBeGreaterThan(0);
+    expect(before.get('process_resident_memory_bytes')).toBeGreaterThan(0);
 
     const a = await ExecClient.connect(proxy.url, { token: 'alpha', clientName: 'metrics-a', recoveryDeadlineMs: 20_000 });
     const b = await ExecClient.connect(server.url, { token: 'beta', clientName: 'metrics-b' });

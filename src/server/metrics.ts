@@ -25,7 +25,7 @@ let processRegistry: Registry | undefined;
 function processMetrics(): Registry {
   if (!processRegistry) {
     processRegistry = new Registry();
-    collectDefaultMetrics({ register: processRegistry, prefix: 'tether_' });
+    collectDefaultMetrics({ register: processRegistry });
   }
   return processRegistry;
 }
