@@ -533,7 +533,10 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const parts = [text];
     // A server's stderr usually says why it died or hangs (missing key, bad flag): the error
     // lines, not merely the last line.
-    const said = conn && failure !== 'auth' ? summarizeStderr(conn.stderrTail) : null;
+    // (Only when the server itself is the suspect: a crash, or an attempt it never answered;
+    // a lost link or session says nothing about the server.)
+    const suspect = failure === 'crash' || /timed out/.test(text);
+    const said = conn && suspect ? summarizeStderr(conn.stderrTail) : null;
     if (said && !text.includes(said)) parts.push(`stderr: ${said}`);
     if (conn?.invalidStdout.length) {
       parts.push(`the server wrote non-JSON to stdout, where MCP allows only JSON-RPC messages (log to stderr instead): ${conn.invalidStdout.map((l) => JSON.stringify(l.length > 120 ? `${l.slice(0, 120)}…` : l)).join(', ')}`);
