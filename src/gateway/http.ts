@@ -51,7 +51,8 @@ const PAGE_HEADERS = {
   'cache-control': 'no-store',
   'x-frame-options': 'DENY',
   'x-content-type-options': 'nosniff',
-  'referrer-policy': 'no-referrer',
+  // Not no-referrer: with it, Chromium sends `Origin: null` on the login form's POST.
+  'referrer-policy': 'same-origin',
   'content-security-policy': `default-src 'none'; script-src 'sha256-${PAGE_SCRIPT_HASH}'; style-src 'unsafe-inline'; connect-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'`,
 };
 

@@ -1,0 +1,99 @@
+/**
+ * The status page at / in a real headless browser (Chromium from the OS packages, driven by
+ * playwright-core; .ci/run installs it): rows live through /events, a killed tether server
+ * turns its row to `reconnecting` without a reload, the retry button brings it back. With
+ * TETHER_SCREENSHOT=path the page is saved there (the README's docs/gateway-status.png).
+ */
+import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { chromium, type BrowserContext, type Page } from 'playwright-core';
+import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
+import { everything, memoryServer, node, repoRoot } from './helpers/mcp-peers.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+const CHROMIUM = '/usr/bin/chromium';
+// Without the background-networking flags Chromium dials out, which this network refuses.
+const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
+// CI installs Chromium (.ci/run): there a missing browser is a failure, not a skip.
+const haveBrowser = existsSync(CHROMIUM) || Boolean(process.env.CI);
+
+describe.skipIf(!haveBrowser)('the status page in headless Chromium', () => {
+  const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-page-'));
+  const token = 'page-token-123';
+  const memory = memoryServer();
+  let tether: TetherTarget;
+  let gateway: Gateway;
+  let http: GatewayHttp;
+  let context: BrowserContext;
+  let page: Page;
+
+  beforeAll(async () => {
+    tether = await startTetherServer({});
+    gateway = new Gateway(
+      parseConfig({
+        // A long backoff: only the retry button brings the killed server back within the test.
+        supervisor: { healthIntervalMs: 0, initialBackoffMs: 600_000 },
+        mcpServers: {
+          files: {
+            command: node,
+            args: [path.join(repoRoot, 'node_modules/@modelcontextprotocol/server-filesystem/dist/index.js'), dir],
+            tether: { url: tether.url, recoveryDeadlineMs: 20_000 },
+          },
+          memory: { command: memory.command, args: memory.args, env: memory.env },
+          everything: { command: everything.command, args: everything.args },
+        },
+      }),
+    );
+    http = await startGatewayHttp(gateway, { port: 0, token });
+    await gateway.start();
+    context = await chromium.launchPersistentContext(path.join(dir, 'profile'), { executablePath: CHROMIUM, headless: true, args: FLAGS, viewport: { width: 1280, height: 420 } });
+    page = await context.newPage();
+  }, 60_000);
+
+  afterAll(async () => {
+    await context?.close();
+    await http?.close();
+    await gateway?.close();
+    await tether?.stop();
+    memory.cleanup();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  const status = (server: string) => page.locator(`tr[data-server="${server}"] td[data-field="status"]`);
+
+  it('asks for the token, trades it for a cookie, then shows one row per server', async () => {
+    await page.goto(`${http.url}/`);
+    await expect(page.locator('input[name="token"]').count()).resolves.toBe(1);
+    await page.fill('input[name="token"]', token);
+    await page.click('button');
+    await page.waitForURL(`${http.url}/`);
+    await status('files').filter({ hasText: 'connected' }).waitFor({ timeout: 10_000 });
+    expect(await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-server')))).toEqual(['files', 'memory', 'everything']);
+    for (const s of ['files', 'memory', 'everything']) expect(await status(s).textContent()).toBe('connected');
+    const cookies = await context.cookies();
+    expect(cookies).toEqual([expect.objectContaining({ name: 'tether_gateway', httpOnly: true, sameSite: 'Strict' })]);
+    expect(cookies[0]!.value).not.toContain(token);
+  });
+
+  it('a killed tether server turns its row to reconnecting without a reload; the retry button brings it back', async () => {
+    await page.evaluate(() => ((globalThis as unknown as { marker: number }).marker = 42));
+    const port = tether.server.port;
+    await tether.stop();
+    await status('files').filter({ hasText: 'reconnecting' }).waitFor({ timeout: 5000 });
+    await page.locator('tr[data-server="files"] td[data-field="error"]').filter({ hasText: /\w/ }).waitFor({ timeout: 5000 });
+    tether = await startTetherServer({ port });
+    // The old session is gone on the new server: the entry waits for its (long) backoff.
+    await page.locator('tr[data-server="files"] td[data-field="next"]').filter({ hasText: /in \d+ s/ }).waitFor({ timeout: 20_000 });
+    expect(await status('files').textContent()).toBe('reconnecting');
+    const shot = path.join(dir, 'gateway-status.png');
+    await page.screenshot({ path: shot });
+    if (process.env.TETHER_SCREENSHOT) copyFileSync(shot, path.resolve(repoRoot, process.env.TETHER_SCREENSHOT));
+
+    await page.locator('tr[data-server="files"] button.retry').click();
+    await status('files').filter({ hasText: 'connected' }).waitFor({ timeout: 15_000 });
+    expect(await page.evaluate(() => (globalThis as unknown as { marker?: number }).marker)).toBe(42); // the same page, never reloaded
+    expect(gateway.get('files')!.status).toBe('connected');
+  });
+});
