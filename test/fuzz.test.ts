@@ -24,12 +24,12 @@ const TIME_BUDGET_MS = Number(process.env.TETHER_FUZZ_MS) || (Number.isFinite(FR
 const SEED = Number(process.env.TETHER_FUZZ_SEED ?? 20_261_122);
 const ACTORS = 4;
 /**
- * tty processes: off until the per-process keeper owns the pty (issue 11). With node-pty in
- * the server this fuzz finds exactly what the issue measured: another session's stdin bytes
- * in a session's output, and in place of an HTTP 101 answer (a pty descriptor number reused
- * by a socket). TETHER_FUZZ_TTY=1 turns them on; the keeper's landing turns them on for good.
+ * tty processes are part of the mix (each one's keeper owns its pty). Before the keeper, with
+ * node-pty in the server, this fuzz found exactly what issue 11 measured: another session's
+ * stdin bytes in a session's output, and in place of an HTTP 101 answer (a pty descriptor
+ * number reused by a socket). TETHER_FUZZ_TTY=0 leaves them out.
  */
-const WITH_TTY = process.env.TETHER_FUZZ_TTY === '1';
+const WITH_TTY = process.env.TETHER_FUZZ_TTY !== '0';
 const MAX_MESSAGE_BYTES = 256 * 1024;
 const RSS_BOUND_BYTES = 400 * 1024 * 1024;
 /** How long a reply may take before the frame counts as unanswered (spawns under load are slow). */
