@@ -54,6 +54,8 @@ export class ManagedProcess {
   private readonly log: OutputLog;
 
   exitCode: number | null = null;
+  /** Why the server gave up on the process (an output stream failed), for `process/read`. */
+  failure: string | null = null;
   private exitSeq: number | null = null;
   private rawExitCode: number | null = null;
   closed = false;
@@ -89,7 +91,7 @@ export class ManagedProcess {
         proc.recordExit();
         proc.recordClosed();
       },
-      streamError: () => {},
+      streamError: (stream, error) => proc.onStreamError(stream, error),
     });
     proc.child = child;
     proc.pid = child.pid;
@@ -111,6 +113,16 @@ export class ManagedProcess {
     // Report the exit once the pipes are drained (close), so output usually precedes it;
     // do not hold it back forever when a grandchild keeps the pipes open.
     this.exitTimer = setTimeout(() => this.recordExit(), EXIT_WITHOUT_EOF_GRACE_MS);
+  }
+
+  /**
+   * Its output can no longer be read (the descriptor failed): the process cannot be followed
+   * faithfully any more, so it fails alone — killed (its whole tree), with the reason in
+   * `process/read`'s `failure` — and the server and every other process carry on.
+   */
+  private onStreamError(stream: OutputStream, error: Error): void {
+    this.failure ??= `${stream}: ${error.message}`;
+    this.killTree();
   }
 
   private onOutput(stream: OutputStream, buf: Buffer): void {
@@ -224,7 +236,7 @@ export class ManagedProcess {
       exited: this.exitSeq !== null,
       exitCode: this.exitCode,
       closed: this.closed,
-      failure: null,
+      failure: this.failure,
       sandboxDenied: false,
     };
   }

@@ -88,6 +88,9 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
   const stdoutName: OutputStream = spec.tty ? 'pty' : 'stdout';
   child.stdout.on('data', (buf: Buffer) => whenBegun(() => events.output(stdoutName, buf)));
   child.stderr?.on('data', (buf: Buffer) => whenBegun(() => events.output('stderr', buf)));
+  // A failed output stream (read ECONNRESET on a reused descriptor) fails this process only.
+  child.stdout.on('error', (err) => whenBegun(() => events.streamError(stdoutName, err)));
+  child.stderr?.on('error', (err) => whenBegun(() => events.streamError('stderr', err)));
   child.once('exit', (code, signal) =>
     whenBegun(() => events.exit(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0))),
   );
