@@ -221,6 +221,7 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   private readonly connections = new Set<ProxiedConnection>();
   private readonly shape: LinkShape = { latencyMs: 0, jitterMs: 0, bandwidth: 0, blackhole: false };
   private refusing = false;
+  private refusals = 0;
   private cutting: FaultState['cutting'] = false;
   private quotaRule: FaultState['quota'] = false;
   private cutTimer: NodeJS.Timeout | undefined;
@@ -322,6 +323,11 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
     this.changed();
   }
 
+  /** Reset only the next `count` new connections, then accept again (a flap at connect time). */
+  refuseNext(count: number): void {
+    this.refusals = count;
+  }
+
   /** Resets every live connection. Returns how many were cut. */
   cutAll(): number {
     const live = [...this.connections];
@@ -388,6 +394,7 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
     this.stopCuttingAfterBytes();
     this.blackhole(false);
     this.refuse(false);
+    this.refusals = 0;
     this.setLatency(0);
     this.setBandwidth(0);
   }
@@ -436,7 +443,8 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   }
 
   private accept(client: net.Socket): void {
-    if (this.refusing) {
+    if (this.refusing || this.refusals > 0) {
+      if (!this.refusing) this.refusals--;
       const remote = `${client.remoteAddress}:${client.remotePort}`;
       client.on('error', () => {});
       client.resetAndDestroy();

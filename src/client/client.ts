@@ -539,14 +539,52 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     });
   }
 
+  /**
+   * Creates the session. A transport failure (refused, reset, a handshake cut, no answer)
+   * is retried like any reconnect, with the same backoff, until the recovery deadline
+   * counted from the first attempt: a server restarting or a link flapping at that moment
+   * is the same fault as a later drop. Auth refusals, JSON-RPC refusals (too many
+   * sessions) and 4xx answers end it at once.
+   */
   private async firstConnect(): Promise<void> {
     const signal = this.options.signal;
     signal?.throwIfAborted();
+    const deadline = Date.now() + this.recoveryDeadlineMs;
+    // An abort cuts a backoff wait short (a connecting attempt is destroyed by connectOnce).
+    const wakeWaits = () => {
+      for (const done of [...this.wakeRecovery]) done();
+    };
+    signal?.addEventListener('abort', wakeWaits, { once: true });
+    try {
+      for (let attempt = 1; ; attempt++) {
+        try {
+          await this.connectOnce(Math.max(1, deadline - Date.now()));
+          break;
+        } catch (err) {
+          if (signal?.aborted) throw signal.reason;
+          if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
+          if (!isTransportError(err)) throw err;
+          const wait = reconnectDelayMs(attempt + 1);
+          if (Date.now() + wait >= deadline) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
+          if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
+          this.emit('retry', { attempt, error: err as Error });
+          await this.sleep(wait);
+          signal?.throwIfAborted();
+        }
+      }
+    } finally {
+      signal?.removeEventListener('abort', wakeWaits);
+    }
+    signal?.addEventListener('abort', () => void this.close(), { once: true });
+  }
+
+  private async connectOnce(remainingMs: number): Promise<void> {
+    const signal = this.options.signal;
     let connection: Connection | undefined;
     const onAbort = () => connection?.destroy(new Error('aborted'));
     signal?.addEventListener('abort', onAbort, { once: true });
     try {
-      const budgetMs = Math.max(this.keepaliveTimeoutMs, 5000);
+      const budgetMs = Math.min(remainingMs, Math.max(this.keepaliveTimeoutMs, 5000));
       connection = await this.openConnection(budgetMs);
       signal?.throwIfAborted();
       // A server that accepts the socket but never answers must not hang connect().
@@ -563,13 +601,10 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       this._state = 'connected';
     } catch (err) {
       connection?.destroy(err as Error);
-      if (signal?.aborted) throw signal.reason;
-      if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
       throw err;
     } finally {
       signal?.removeEventListener('abort', onAbort);
     }
-    signal?.addEventListener('abort', () => void this.close(), { once: true });
   }
 
   private onConnectionClosed(reason: Error, connection: Connection): void {
@@ -780,6 +815,25 @@ function isUnknownProcess(err: unknown): boolean {
 
 function isDuplicateProcess(err: unknown): boolean {
   return err instanceof RpcError && err.code === ErrorCode.InvalidRequest && /already exists/i.test(err.message);
+}
+
+/**
+ * Worth another attempt: the link or the server's availability failed, not the server's
+ * judgement. Refusals (JSON-RPC errors, HTTP 4xx) and programming errors are final.
+ */
+function isTransportError(err: unknown): boolean {
+  if (err instanceof RpcError || err instanceof AuthRefusedError || err instanceof TypeError || err instanceof SyntaxError) return false;
+  const status = (err as { status?: unknown }).status;
+  return !(typeof status === 'number' && status >= 400 && status < 500);
+}
+
+function gaveUp(last: Error, deadlineMs: number, attempts: number): Error {
+  const tries = attempts === 1 ? '' : ` (${attempts} attempts in ${formatSeconds(deadlineMs)}, the recovery deadline)`;
+  return Object.assign(new Error(`${last.message}${tries}`, { cause: last }), { code: (last as NodeJS.ErrnoException).code });
+}
+
+function formatSeconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(1))} s`;
 }
 
 function isUnknownSession(err: unknown): boolean {

@@ -96,7 +96,7 @@ export class Connection {
           fail(
             status === 401 || status === 403
               ? new AuthRefusedError(status, body)
-              : new Error(`server answered the WebSocket upgrade with HTTP ${status}${body ? `: ${body}` : ''}`),
+              : Object.assign(new Error(`server answered the WebSocket upgrade with HTTP ${status}${body ? `: ${body}` : ''}`), { status }),
           );
         };
         res.on('data', (chunk: Buffer) => {
