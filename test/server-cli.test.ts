@@ -137,7 +137,8 @@ describe('tether serve', () => {
     expect(out).toMatch(/--session-ttl/);
   });
 
-  it('prints the bound URL first, serves, and on SIGTERM kills every child and exits 0', async () => {
+  // SIGHUP: the terminal running the server was closed; SIGQUIT: Ctrl-\\. All mean stop, cleanly.
+  it.each(['SIGTERM', 'SIGHUP', 'SIGQUIT'] as const)('prints the bound URL first, serves, and on %s kills every child and exits 0', async (signal) => {
     const { child, firstLine, stderr } = serve(['--listen', 'ws://127.0.0.1:0']);
     const url = await firstLine;
     expect(url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/);
@@ -153,13 +154,13 @@ describe('tether serve', () => {
     await c.waitFor(() => /^\d+ \d+\n$/.test(c.output('tree')), 10_000, true);
     const pids = c.output('tree').trim().split(' ').map(Number);
     for (const p of pids) expect(gone(p)).toBe(false);
-    child.kill('SIGTERM');
+    child.kill(signal);
     const { code } = await exitOf(child);
     expect(code).toBe(0);
     const deadline = Date.now() + 5_000;
     while (pids.some((p) => !gone(p)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const p of pids) expect(gone(p), `pid ${p} outlived the server`).toBe(true);
-    expect(stderr()).toMatch(/SIGTERM/);
+    expect(stderr()).toMatch(new RegExp(`${signal}: shutting down`));
     await c.closed;
   });
 

@@ -3,6 +3,7 @@
  * and tests read it); everything else goes to stderr.
  */
 import { readFileSync } from 'node:fs';
+import { constants as osConstants } from 'node:os';
 import { parseArgs } from 'node:util';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
@@ -253,17 +254,29 @@ export async function run(argv: string[]): Promise<void> {
   }
   logger('info', `tether serve listening on ${server.url}${config.options.token ? ' (bearer token required)' : ''}`);
 
+  // Closing the terminal that runs us (SIGHUP) also takes our stderr away: a failed log
+  // write must not turn a clean shutdown into a crash.
+  process.stderr.on('error', () => {});
   await new Promise<void>((resolve) => {
+    let stopping = false;
     const shutdown = (signal: NodeJS.Signals) => {
+      if (stopping) {
+        // Impatient (a second Ctrl-C): kill now, synchronously, rather than die with
+        // Node's default action and leave the children behind.
+        logger('warn', `${signal} again: killing every child now`);
+        server.killAllChildrenSync();
+        process.exit(128 + (osConstants.signals[signal] ?? 0));
+      }
+      stopping = true;
       logger('info', `${signal}: shutting down, killing every child process`);
-      process.off('SIGINT', shutdown);
-      process.off('SIGTERM', shutdown);
       server.close().then(resolve, (err: unknown) => {
         logger('error', `shutdown: ${(err as Error).message}`);
         resolve();
       });
     };
-    process.on('SIGINT', shutdown);
-    process.on('SIGTERM', shutdown);
+    // SIGHUP: the terminal was closed; SIGQUIT: Ctrl-\. Both mean "stop", as SIGTERM does.
+    for (const signal of SHUTDOWN_SIGNALS) process.on(signal, shutdown);
   });
 }
+
+const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
