@@ -3,9 +3,10 @@
  * server through the chaos proxy, with a cut in the middle of the output.
  */
 import { spawn } from 'node:child_process';
-import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChaosProxy } from '../src/chaos/proxy.js';
+import { runShell, tetherShell } from './helpers/cli.js';
+import { waitGone } from './helpers/procs.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 let target: TetherTarget;
@@ -20,25 +21,6 @@ afterAll(async () => {
   await proxy?.close();
   await target?.stop();
 });
-
-/** Live (not zombie) children of this process — the in-process server's — running `command`. */
-function liveChildren(command: string): number[] {
-  const pids: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    let stat: string;
-    try {
-      stat = readFileSync(`/proc/${entry}/stat`, 'latin1');
-    } catch {
-      continue; // gone meanwhile
-    }
-    const close = stat.lastIndexOf(')');
-    const comm = stat.slice(stat.indexOf('(') + 1, close);
-    const [state, ppid] = stat.slice(close + 2).split(' ');
-    if (comm === command && Number(ppid) === process.pid && state !== 'Z') pids.push(Number(entry));
-  }
-  return pids;
-}
 
 interface Run {
   code: number | null;
@@ -118,9 +100,11 @@ describe('tether exec', () => {
   });
 
   it('an unreachable server exits 255 with a clear message; usage errors exit 2', async () => {
-    const unreachable = await tether(['exec', '--url', 'ws://127.0.0.1:1', '--', 'true']);
+    // Refused connections are retried like any drop, until the recovery deadline.
+    const unreachable = await tether(['exec', '--url', 'ws://127.0.0.1:1', '--recovery-deadline', '1s', '--', 'true']);
     expect(unreachable.code).toBe(255);
-    expect(unreachable.stderr).toMatch(/cannot connect to ws:\/\/127\.0\.0\.1:1/);
+    expect(unreachable.stderr).toMatch(/cannot reach ws:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\); retrying for up to 1 s\n/);
+    expect(unreachable.stderr).toMatch(/cannot connect to ws:\/\/127\.0\.0\.1:1: connect ECONNREFUSED 127\.0\.0\.1:1 \(\d+ attempts in 1 s, the recovery deadline\)\n$/);
     const usage = await tether(['exec', '--url', proxy.url, 'true']);
     expect(usage.code).toBe(2);
     expect(usage.stderr).toMatch(/put '--' before the remote command/);
@@ -164,20 +148,10 @@ describe('tether exec', () => {
   });
 
   it('a reader that goes away (| head -1) ends the remote command too, exit 141 like SIGPIPE', async () => {
-    const run = await new Promise<Run>((resolve, reject) => {
-      const child = spawn('bash', ['-c', `${JSON.stringify(process.execPath)} bin/tether.js exec --url ${proxy.url} -- yes | head -1; echo "status=\${PIPESTATUS[0]}"`], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      let stdout = '';
-      let stderr = '';
-      child.stdout.on('data', (c: Buffer) => (stdout += c.toString()));
-      child.stderr.on('data', (c: Buffer) => (stderr += c.toString()));
-      child.on('error', reject);
-      child.on('close', (code) => resolve({ code, stdout, stderr }));
-    });
-    expect(run.stdout).toBe('y\nstatus=141\n');
-    // The remote `yes` was terminated, not left running for the session TTL (its session is
-    // closed too, so the server no longer lists it: look for the child itself).
-    expect(liveChildren('yes')).toEqual([]);
+    const run = await runShell(`${tetherShell(['exec', '--url', proxy.url, '--', 'sh', '-c', 'echo $$; exec yes'])} | head -1; echo "status=\${PIPESTATUS[0]}"`);
+    const [pid, status] = run.stdout.trim().split('\n');
+    expect(status).toBe('status=141');
+    // The remote `yes` was terminated with its session, not left running for the session TTL.
+    expect(await waitGone([Number(pid)], 5_000)).toEqual([]);
   });
 });

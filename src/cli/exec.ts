@@ -5,14 +5,19 @@
  * stdin/stdout/stderr are piped to it, the exit status is the remote one (128+N when a
  * signal killed it), and a dropped link is survived with a one-line notice on stderr.
  */
+import { finished } from 'node:stream/promises';
 import { ExecClient, SessionLostError, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
 import { RpcError } from '../protocol/index.js';
+import { catchEarlySignals, type EarlySignals } from './early-signals.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
 
 /** Like ssh: 255 means tether itself failed (cannot connect, session lost), not the command. */
 export const EXIT_TETHER_ERROR = 255;
 /** Like a shell: the remote program could not be started. */
 export const EXIT_CANNOT_START = 127;
+/** Our reader went away: exit as a local program killed by SIGPIPE would (128+13). */
+const EXIT_BROKEN_PIPE = 128 + 13;
+const BROKEN_PIPE = Symbol('EPIPE');
 
 const USAGE = `usage: tether exec --url ws://HOST:PORT [options] -- <command> [args…]
 
@@ -37,6 +42,7 @@ export async function run(argv: string[]): Promise<void> {
   if (!parsed) return;
   const { options, token, ca } = parsed;
 
+  const early = catchEarlySignals();
   let client: ExecClient;
   try {
     client = await ExecClient.connect(options.url, {
@@ -48,65 +54,81 @@ export async function run(argv: string[]): Promise<void> {
       // Both output streams are always consumed here, so a slow local reader (a pager, a
       // slow pipe) may safely slow the remote command instead of filling our memory.
       outputHighWaterMark: 8 * 1024 * 1024,
+      signal: early.signal,
+      // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.
+      logger: (level, message) => {
+        if (level === 'warn') say(message);
+      },
     });
   } catch (err) {
+    if (early.exitCode !== undefined) return exit(early.exitCode);
     say(`cannot connect to ${options.url}: ${(err as Error).message}`);
     return exit(EXIT_TETHER_ERROR);
   }
   reportRecoveries(client);
 
-  const code = await runRemote(client, options);
+  // Every way out ends the session (session/close) rather than leaving it detached.
+  const code = await runRemote(client, options, early);
   await client.close().catch(() => {});
   return exit(code);
 }
 
-async function runRemote(client: ExecClient, options: RemoteOptions): Promise<number> {
+async function runRemote(client: ExecClient, options: RemoteOptions, early: EarlySignals): Promise<number> {
   let proc: ExecProcess;
   try {
     const info = await client.environmentInfo();
     const { env, envPolicy } = buildRemoteEnv(info, options);
     proc = client.spawn(options.command, { cwd: options.cwd, env, envPolicy, tty: options.tty, pipeStdin: true });
   } catch (err) {
+    if (early.exitCode !== undefined) return early.exitCode;
     say(describe(err));
     return EXIT_TETHER_ERROR;
+  } finally {
+    early.release(); // from here on, signals go to the remote command (forwardSignals)
   }
 
   proc.stdout.pipe(process.stdout);
   proc.stderr.pipe(process.stderr);
   // `tether exec -- yes | head -1`: the reader went away. A local program would die of
   // SIGPIPE; do the same to the remote one and exit as if killed by it (128+13).
-  const brokenPipe = new Promise<number>((resolve) => {
+  const brokenPipe = new Promise<typeof BROKEN_PIPE>((resolve) => {
     for (const out of [process.stdout, process.stderr]) {
       out.on('error', (err: NodeJS.ErrnoException) => {
         if (err.code !== 'EPIPE') return;
         void proc.terminate().catch(() => {});
-        resolve(128 + 13);
+        resolve(BROKEN_PIPE);
       });
     }
   });
   const restoreTerminal = wireStdin(proc, options.tty);
   const releaseSignals = forwardSignals(proc, options.tty);
   try {
-    return await Promise.race([
-      brokenPipe,
-      (async () => {
-        const code = await proc.exited;
-        await proc.closed; // every byte of output delivered
-        await drained(process.stdout);
-        return code;
-      })(),
-    ]);
-  } catch (err) {
-    if (err instanceof RpcError) {
-      say(`cannot start ${JSON.stringify(options.command[0])}: ${err.message}`);
-      return EXIT_CANNOT_START;
-    }
-    say(describe(err));
-    return EXIT_TETHER_ERROR;
+    const code = await Promise.race([brokenPipe, proc.closed.then(() => proc.exitCode ?? 0, (err: unknown) => failureCode(err, options))]);
+    if (code === BROKEN_PIPE) return EXIT_BROKEN_PIPE;
+    // Exit only once every byte received is written here: the handle's streams have ended
+    // (all their data went through the pipes), then the local writes have completed. Even a
+    // lost session's output so far is written before the 255.
+    const outcome = await Promise.race([brokenPipe, written(proc)]);
+    return outcome === BROKEN_PIPE ? EXIT_BROKEN_PIPE : code;
   } finally {
     releaseSignals();
     restoreTerminal();
   }
+}
+
+function failureCode(err: unknown, options: RemoteOptions): number {
+  if (err instanceof RpcError) {
+    say(`cannot start ${JSON.stringify(options.command[0])}: ${err.message}`);
+    return EXIT_CANNOT_START;
+  }
+  say(describe(err));
+  return EXIT_TETHER_ERROR;
+}
+
+/** Resolves when both output streams have ended and everything they carried reached the local descriptors. */
+async function written(proc: ExecProcess): Promise<void> {
+  await Promise.all([finished(proc.stdout).catch(() => {}), finished(proc.stderr).catch(() => {})]);
+  await Promise.all([drained(process.stdout), drained(process.stderr)]);
 }
 
 /** Local stdin → remote stdin. With --tty and a local terminal, raw mode: keys (Ctrl-C too) go to the remote pty. */
@@ -172,7 +194,7 @@ function drained(stream: NodeJS.WritableStream): Promise<void> {
 
 /** Exit once stdout/stderr are flushed; local stdin must not keep the process alive. */
 async function exit(code: number): Promise<void> {
-  if (code !== 128 + 13) {
+  if (code !== EXIT_BROKEN_PIPE) {
     await drained(process.stdout);
     await drained(process.stderr);
   }

@@ -8,6 +8,7 @@
  */
 import { ExecClient } from '../client/index.js';
 import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
+import { catchEarlySignals } from './early-signals.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
 
 const USAGE = `usage: tether mcp --url ws://HOST:PORT [options] -- <command> [args…]
@@ -49,6 +50,7 @@ export async function run(argv: string[]): Promise<void> {
   if (!parsed) return;
   const { options, token, ca } = parsed;
 
+  const early = catchEarlySignals();
   let client: ExecClient;
   try {
     client = await ExecClient.connect(options.url, {
@@ -57,26 +59,36 @@ export async function run(argv: string[]): Promise<void> {
       clientName: 'tether-mcp',
       recoveryDeadlineMs: options.recoveryDeadlineMs,
       keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+      signal: early.signal,
+      // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.
+      logger: (level, message) => {
+        if (level === 'warn') say(message);
+      },
     });
   } catch (error) {
+    if (early.exitCode !== undefined) return exit(early.exitCode);
     say(`cannot connect to ${options.url}: ${(error as Error).message}`);
     return exit(EXIT_SESSION_LOST);
   }
 
+  let remoteEnv;
+  try {
+    remoteEnv = buildRemoteEnv(await client.environmentInfo(), { ...options, tty: false });
+  } catch (error) {
+    early.release();
+    await client.close().catch(() => {});
+    if (early.exitCode !== undefined) return exit(early.exitCode);
+    say(`cannot read the server's environment: ${(error as Error).message}`);
+    return exit(EXIT_SESSION_LOST);
+  }
+  // From here on a signal stops the bridge, which stops the remote server first.
+  early.release();
   const aborter = new AbortController();
   for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(sig, () => aborter.abort(sig));
   // The host went away without closing our stdin first (EPIPE): stop the remote server
   // now rather than crash and leave it to the session TTL.
   process.stdout.on('error', () => aborter.abort('SIGPIPE'));
 
-  let remoteEnv;
-  try {
-    remoteEnv = buildRemoteEnv(await client.environmentInfo(), { ...options, tty: false });
-  } catch (error) {
-    say(`cannot read the server's environment: ${(error as Error).message}`);
-    await client.close().catch(() => {});
-    return exit(EXIT_SESSION_LOST);
-  }
   const result = await runBridge({
     client,
     argv: options.command,

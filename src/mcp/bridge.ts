@@ -107,10 +107,16 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     });
     const endedWithin = (ms: number) => settleWithin(ended, ms);
 
-    const outputDone = new Promise<void>((resolveDone) => {
-      proc.stdout.once('end', resolveDone);
-      proc.stdout.once('close', resolveDone);
-    });
+    // Both streams fully relayed (stderr too: the host logs it) before we report anything.
+    const outputDone = Promise.all(
+      [proc.stdout, proc.stderr].map(
+        (stream) =>
+          new Promise<void>((resolveDone) => {
+            stream.once('end', resolveDone);
+            stream.once('close', resolveDone);
+          }),
+      ),
+    ).then(() => {});
     proc.stdout.pipe(output, { end: false });
     proc.stderr.pipe(diagnostics, { end: false });
     if (proc.stdin) {
