@@ -495,6 +495,11 @@ export class ExecClient extends EventEmitter implements ProcessHost {
             adopt(read);
             return;
           } catch (err) {
+            // Codex answers "process id … is starting" while that start is still in progress: ask again.
+            if (isStarting(err)) {
+              await sleep(20);
+              continue;
+            }
             if (!isUnknownProcess(err)) throw err;
             this.log('info', `process ${params.processId}: start answer lost, the server does not have the process: starting it`);
           }
@@ -811,6 +816,10 @@ export function fullEnvPolicy(policy: EnvPolicy): Required<EnvPolicy> {
 
 function isUnknownProcess(err: unknown): boolean {
   return err instanceof RpcError && err.code === ErrorCode.InvalidRequest && /unknown process id/i.test(err.message);
+}
+
+function isStarting(err: unknown): boolean {
+  return err instanceof RpcError && err.code === ErrorCode.InvalidRequest && /is starting/i.test(err.message);
 }
 
 function isDuplicateProcess(err: unknown): boolean {
