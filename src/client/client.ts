@@ -131,6 +131,10 @@ const DEFAULT_DEADLINE_MS = 25_000;
 /** Bytes per process/write (base64 makes the message a third larger). */
 const MAX_WRITE_BYTES = 1024 * 1024;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
+/** How long a start the server says is still in progress is waited for. */
+const STILL_STARTING_MS = 10_000;
+/** The first connect's last attempt, made at its deadline, still gets this long. */
+const MIN_ATTEMPT_MS = 250;
 
 export class ExecClient extends EventEmitter implements ProcessHost {
   private _state: ClientState = 'recovering';
@@ -485,6 +489,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
    */
   private async startOnServer(params: ProcessStartParams, adopt: (read: ProcessReadResult) => void): Promise<void> {
     let uncertain = false;
+    let startingSince: number | undefined;
     for (;;) {
       const connection = await this.ready();
       try {
@@ -495,8 +500,9 @@ export class ExecClient extends EventEmitter implements ProcessHost {
             adopt(read);
             return;
           } catch (err) {
-            // Codex answers "process id … is starting" while that start is still in progress: ask again.
-            if (isStarting(err)) {
+            // Codex answers "process id … is starting" while that start is still in progress:
+            // ask again (for a while: a start that never ends is the server's failure to report).
+            if (isStarting(err) && (startingSince ??= Date.now()) > Date.now() - STILL_STARTING_MS) {
               await sleep(20);
               continue;
             }
@@ -563,17 +569,18 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     try {
       for (let attempt = 1; ; attempt++) {
         try {
-          await this.connectOnce(Math.max(1, deadline - Date.now()));
+          await this.connectOnce(Math.max(MIN_ATTEMPT_MS, deadline - Date.now()));
           break;
         } catch (err) {
           if (signal?.aborted) throw signal.reason;
           if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
           if (!isTransportError(err)) throw err;
-          const wait = reconnectDelayMs(attempt + 1);
-          if (Date.now() + wait >= deadline) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
+          const remaining = deadline - Date.now();
+          if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
           if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
           this.emit('retry', { attempt, error: err as Error });
-          await this.sleep(wait);
+          // The last wait ends at the deadline, where one last attempt is made.
+          await this.sleep(Math.min(reconnectDelayMs(attempt + 1), remaining));
           signal?.throwIfAborted();
         }
       }
@@ -832,9 +839,13 @@ function isDuplicateProcess(err: unknown): boolean {
  */
 function isTransportError(err: unknown): boolean {
   if (err instanceof RpcError || err instanceof AuthRefusedError || err instanceof TypeError || err instanceof SyntaxError) return false;
-  const status = (err as { status?: unknown }).status;
-  return !(typeof status === 'number' && status >= 400 && status < 500);
+  const { status, code } = err as { status?: unknown; code?: unknown };
+  if (typeof status === 'number' && status >= 400 && status < 500) return false;
+  // A certificate that does not verify, or TLS spoken to a plain port: no retry changes that.
+  return !(typeof code === 'string' && TLS_REFUSAL.test(code));
 }
+
+const TLS_REFUSAL = /CERT|SELF_SIGNED|^UNABLE_TO_|HOSTNAME_MISMATCH|^INVALID_CA$|^PATH_LENGTH_EXCEEDED$|^INVALID_PURPOSE$|^ERR_TLS_|^ERR_SSL_/;
 
 function gaveUp(last: Error, deadlineMs: number, attempts: number): Error {
   const tries = attempts === 1 ? '' : ` (${attempts} attempts in ${formatSeconds(deadlineMs)}, the recovery deadline)`;
