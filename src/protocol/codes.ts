@@ -9,6 +9,8 @@ export const ErrorCode = {
   InvalidParams: -32602,
   /** Internal error, spawn failure, stdin write failure. */
   InternalError: -32603,
+  /** fs/*: the path (or file handle) does not exist; the message is the OS's ("No such file or directory (os error 2)"). */
+  NotFound: -32004,
   /** The session is still attached to another connection: clients retry. */
   SessionAttached: -32010,
 } as const;

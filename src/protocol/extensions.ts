@@ -30,6 +30,12 @@ export const KnownExtensions = [
    * every session for the server's admin token.
    */
   'sessionList',
+  /**
+   * fs requests through drops: file handles and the missing-watch belong to the session (they
+   * survive a reconnect, are closed on expiry) and mutating fs requests may carry an
+   * `idempotencyKey`, answered from the server's memory when re-sent.
+   */
+  'fsResume',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];

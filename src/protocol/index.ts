@@ -4,3 +4,4 @@ export * from './schemas.js';
 export * from './types.js';
 export * from './dialect.js';
 export * from './extensions.js';
+export * from './fs.js';

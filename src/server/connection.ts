@@ -40,6 +40,8 @@ export class Connection implements SessionLink {
   alive = true;
   /** Heartbeats in a row whose ping went unanswered (and unexcused): two drop the connection. */
   private missedPongs = 0;
+  /** Callers of `whenDrained` waiting for the send buffer to fall below the low-water mark. */
+  private drainWaiters: Array<() => void> = [];
   private backloggedAtPing = false;
   private pingAt = 0;
   /**
@@ -195,6 +197,18 @@ export class Connection implements SessionLink {
     return true;
   }
 
+  /** Resolves once the send buffer is below the low-water mark (at once if it is, or if the socket is gone). */
+  whenDrained(): Promise<void> {
+    if (!this.backpressured || this.closed) return Promise.resolve();
+    return new Promise((resolve) => this.drainWaiters.push(resolve));
+  }
+
+  private wakeDrainWaiters(): void {
+    const waiters = this.drainWaiters;
+    this.drainWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
   private checkBackpressure(): void {
     if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) {
       this.backpressured = true;
@@ -208,6 +222,7 @@ export class Connection implements SessionLink {
     if (this.backpressured && (this.closed || this.ws.bufferedAmount <= this.marks.lowWaterBytes)) {
       this.backpressured = false;
       this.session?.flowChanged();
+      this.wakeDrainWaiters();
     }
   };
 
@@ -219,6 +234,7 @@ export class Connection implements SessionLink {
     if (this.probeTimer) clearTimeout(this.probeTimer);
     if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();
+    this.wakeDrainWaiters();
     const session = this.session;
     this.session = null;
     session?.detach(this);

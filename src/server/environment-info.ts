@@ -29,6 +29,9 @@ const CODEX_CAPABILITIES = [
   'linuxApprovedRootWritePreservesRestrictions',
 ];
 
+/** What tether has of them: the missing-watch, environment config and block writes (fs/open replace + fs/writeBlock). */
+const SUPPORTED_CAPABILITIES = new Set(['fsWatchMissing', 'environmentConfigRead', 'fileWriteStreaming']);
+
 const fileUri = (path: string): string => pathToFileURL(path).href;
 
 export function environmentInfo(): EnvironmentInfo {
@@ -44,6 +47,6 @@ export function environmentInfo(): EnvironmentInfo {
     prependPathDirs: [],
     temporaryDirectories: [],
     tempDir: fileUri(tmpdir()),
-    capabilities: Object.fromEntries(CODEX_CAPABILITIES.map((name) => [name, false])),
+    capabilities: Object.fromEntries(CODEX_CAPABILITIES.map((name) => [name, SUPPORTED_CAPABILITIES.has(name)])),
   };
 }

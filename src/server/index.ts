@@ -13,6 +13,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { isAllowedLoopbackHost, isLoopbackName } from '../util/loopback.js';
 import { checkUpgrade, digest } from './auth.js';
 import { Connection, type BackpressureMarks } from './connection.js';
+import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { createRpcServer, type ServerState } from './methods.js';
 import { protectServerProcess } from './native.js';
 import { createMetricsRegistry, serveMetrics } from './metrics.js';
@@ -101,6 +102,8 @@ export interface TetherServerOptions {
   livenessProbeMs?: number;
   /** Send-buffer marks for backpressure (defaults 4 MiB / 1 MiB). */
   backpressure?: Partial<BackpressureMarks>;
+  /** Limits of the filesystem methods: readFile size, handles, memory (see `FsDefaults`). */
+  fs?: Partial<FsServerLimits>;
   logger?: Logger;
 }
 
@@ -162,6 +165,7 @@ export class TetherServer extends EventEmitter {
         outputRetentionBytes: opts.outputRetentionBytes ?? Defaults.outputRetentionBytes,
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
+      fs: { ...FsDefaults, ...opts.fs },
       log,
       monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,

@@ -38,6 +38,7 @@ import type { Connection, ConnectionContext } from './connection.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { listSessions } from './listing.js';
+import { registerFsMethods, type FsServerLimits } from './fs/methods.js';
 import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
 import type { SessionLimits } from './session.js';
@@ -47,6 +48,8 @@ import type { ServerMonitor } from './monitor.js';
 export interface ServerState {
   sessions: Map<string, Session>;
   limits: SessionLimits;
+  /** Limits of the filesystem methods (server/fs/methods.ts). */
+  fs: FsServerLimits;
   maxSessions: number;
   /** How long a connection whose session someone tries to resume has to answer a ping. */
   livenessProbeMs: number;
@@ -59,7 +62,7 @@ export interface ServerState {
 }
 
 /** Which words Codex uses in its "client must call initialize before using … methods" texts. */
-type Family = 'exec' | 'environment info' | 'environment status' | 'filesystem';
+type Family = 'exec' | 'environment info' | 'environment status' | 'filesystem' | 'environment config' | 'http';
 
 const notInitialized = (family: Family) => `client must call initialize before using ${family} methods`;
 const notInitializedNotified = (family: Family) => `client must send initialized before using ${family} methods`;
@@ -111,13 +114,16 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   rpc.handleMethodNotFound = async (request, ctx) => {
     if (request.id === undefined) return null; // unknown notifications are ignored (`id: null` is a request: answered)
     try {
-      // tether has no fs/* methods yet, but like Codex it checks the handshake first.
+      // Like Codex, a method of a known family checks the handshake first.
       if (request.method.startsWith('fs/')) requireReady((ctx as unknown as ConnectionContext).conn, 'filesystem');
+      if (request.method.startsWith('http/')) requireReady((ctx as unknown as ConnectionContext).conn, 'http');
       throw methodNotFound(request.method);
     } catch (err) {
       return { jsonrpc: '2.0', id: request.id, error: (err as RpcError).toJSON() };
     }
   };
+
+  const fs = registerFsMethods(rpc, state.fs, requireReady);
 
   rpc.addMethod(Method.initialize, (params, { conn }): InitializeResult => {
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
@@ -163,7 +169,10 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
 
   rpc.addMethod(Method.initialized, (_params, { conn }) => {
     // Before initialize it is ignored (Codex drops the connection; a serious server need not).
-    if (conn.state === 'initializing') conn.state = 'ready';
+    if (conn.state === 'initializing') {
+      conn.state = 'ready';
+      fs.connectionReady(conn);
+    }
     return {};
   });
 

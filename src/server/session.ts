@@ -41,6 +41,7 @@ export class Session implements ProcessHost {
    */
   private readonly kept = new Set<ManagedProcess>();
   private expired = false;
+  private readonly expiryListeners: Array<() => void> = [];
 
   constructor(
     readonly id: string,
@@ -148,12 +149,19 @@ export class Session implements ProcessHost {
       proc.killTree();
       proc.release();
     }
+    for (const listener of this.expiryListeners.splice(0)) listener();
     this.hooks.expired(this);
   }
 
   /** Synchronous last resort (the server process is exiting): every process tree is told to die. */
   killAllSync(): void {
     for (const proc of this.everyProcess) proc.killTreeSync();
+  }
+
+  /** Runs `listener` once when the session expires or is closed (for state other modules keep per session, e.g. open files). */
+  onExpired(listener: () => void): void {
+    if (this.expired) listener();
+    else this.expiryListeners.push(listener);
   }
 
   /** Resolves when every process has closed and every process tree is gone (after `expire`), bounded by `timeoutMs`. */

@@ -1,0 +1,116 @@
+/**
+ * File handles for `fs/open`, `fs/readBlock`, `fs/writeBlock`, `fs/close`: client-chosen ids,
+ * at most `capacity` open at once, reads and writes at explicit offsets (so a block re-sent
+ * after a lost answer does the same thing again: reads and writes resume by offset).
+ * One table lives either with a connection (Codex's rule) or with a session (extension
+ * `fsResume`); `closeAll` runs when its owner goes.
+ */
+import type { FileHandle } from 'node:fs/promises';
+import { FsLimits, invalidRequest, type FsOpenMode } from '../../protocol/index.js';
+import { notFound } from './errors.js';
+import { openForRead, openForReplace } from './files.js';
+import type { NativePath } from './uri.js';
+
+interface OpenFile {
+  file: FileHandle;
+  mode: FsOpenMode;
+}
+
+export function checkHandleId(handleId: string): void {
+  if (Buffer.byteLength(handleId) > FsLimits.maxHandleIdBytes) {
+    throw invalidRequest(`file handle ID must not exceed ${FsLimits.maxHandleIdBytes} bytes`);
+  }
+}
+
+export function checkBlockLength(len: number, what: 'read' | 'write'): void {
+  if (len < 1 || len > FsLimits.maxBlockBytes) {
+    throw invalidRequest(`file ${what} block length must be between 1 and ${FsLimits.maxBlockBytes}`);
+  }
+}
+
+const unknownHandle = (handleId: string) => notFound(`unknown file handle \`${handleId}\``);
+
+export class HandleTable {
+  private readonly open = new Map<string, OpenFile>();
+  /** Ids whose open is in flight (reserved so a duplicate or the cap is refused at once). */
+  private readonly opening = new Set<string>();
+  private closed = false;
+
+  constructor(private readonly capacity: number) {}
+
+  get size(): number {
+    return this.open.size + this.opening.size;
+  }
+
+  /**
+   * Opens `path` under `handleId`. The id and the cap are checked before the file is touched,
+   * so a refused open never truncates anything (Codex truncates first in `replace` mode).
+   */
+  async openFile(handleId: string, path: NativePath, mode: FsOpenMode): Promise<void> {
+    checkHandleId(handleId);
+    if (this.open.has(handleId) || this.opening.has(handleId)) throw invalidRequest(`file handle \`${handleId}\` already exists`);
+    if (this.size >= this.capacity) {
+      throw invalidRequest(`at most ${this.capacity} file handles may be open per connection`);
+    }
+    this.opening.add(handleId);
+    try {
+      const file = mode === 'replace' ? await openForReplace(path) : await openForRead(path);
+      if (this.closed) {
+        await file.close();
+        throw unknownHandle(handleId);
+      }
+      this.open.set(handleId, { file, mode });
+    } finally {
+      this.opening.delete(handleId);
+    }
+  }
+
+  async readBlock(handleId: string, offset: number, len: number): Promise<{ bytes: Buffer; eof: boolean }> {
+    checkHandleId(handleId);
+    checkBlockLength(len, 'read');
+    const { file } = this.get(handleId);
+    const buffer = Buffer.allocUnsafe(len);
+    let filled = 0;
+    // Short reads are retried until the block is full or the file ends: `eof` means "fewer than len bytes exist here".
+    while (filled < len) {
+      const { bytesRead } = await file.read(buffer, filled, len - filled, offset + filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+    }
+    return { bytes: buffer.subarray(0, filled), eof: filled < len };
+  }
+
+  async writeBlock(handleId: string, offset: number, data: Buffer): Promise<void> {
+    checkHandleId(handleId);
+    checkBlockLength(data.length, 'write');
+    const { file } = this.get(handleId);
+    let written = 0;
+    while (written < data.length) {
+      const { bytesWritten } = await file.write(data, written, data.length - written, offset + written);
+      written += bytesWritten;
+    }
+  }
+
+  /** Closing an unknown (or already closed) handle succeeds, as in Codex. */
+  async close(handleId: string): Promise<void> {
+    checkHandleId(handleId);
+    const entry = this.open.get(handleId);
+    if (!entry) return;
+    this.open.delete(handleId);
+    await entry.file.close();
+  }
+
+  /** The owner is gone: every handle is closed and no new one opens. */
+  async closeAll(): Promise<void> {
+    this.closed = true;
+    const files = [...this.open.values()];
+    this.open.clear();
+    await Promise.all(files.map(({ file }) => file.close().catch(() => {})));
+  }
+
+  private get(handleId: string): OpenFile {
+    const entry = this.open.get(handleId);
+    if (!entry) throw unknownHandle(handleId);
+    return entry;
+  }
+}

@@ -1,0 +1,329 @@
+/**
+ * Registers the filesystem family (`fs/*`, `environmentConfig/read`) on the server's JSON-RPC
+ * server. Each handler follows Codex's order: params first (-32602, including the URIs and
+ * tether's refusal of a sandbox), then the handshake state, then the work, whose OS errors
+ * become Codex's codes and texts (errors.ts). Memory is bounded by the server's fs budget:
+ * reads wait for the connection's send buffer to drain and for budget before they read.
+ */
+import type { JSONRPCServer } from 'json-rpc-2.0';
+import type { z } from 'zod';
+import {
+  EnvironmentConfigReadParamsSchema,
+  FsCloseParamsSchema,
+  FsCopyParamsSchema,
+  FsCreateDirectoryParamsSchema,
+  FsLimits,
+  FsMethod,
+  FsOpenParamsSchema,
+  FsPathParamsSchema,
+  FsReadBlockParamsSchema,
+  FsRemoveParamsSchema,
+  FsWalkParamsSchema,
+  FsWatchMissingParamsSchema,
+  FsWriteBlockParamsSchema,
+  FsWriteFileParamsSchema,
+  invalidParams,
+  invalidRequest,
+  parseParams,
+  type EnvironmentConfigReadResult,
+  type FsMetadata,
+  type FsReadBlockResult,
+  type FsReadDirectoryResult,
+  type FsReadFileResult,
+  type FsWalkResult,
+  type FsWatchMissingResult,
+} from '../../protocol/index.js';
+import type { Connection, ConnectionContext } from '../connection.js';
+import type { Session } from '../session.js';
+import { decodeBase64 } from './base64.js';
+import { ByteBudget } from './budget.js';
+import { readEnvironmentConfig } from './environment-config.js';
+import { fsError, mapFsErrors } from './errors.js';
+import { readWholeFile, writeWholeFile } from './files.js';
+import { checkBlockLength, checkHandleId } from './handles.js';
+import { canonicalize, getMetadata, readDirectory } from './metadata.js';
+import { FsConnectionState, FsSessionState } from './scope.js';
+import { copy, createDirectory, remove } from './tree.js';
+import { parsePathUri, type NativePath } from './uri.js';
+import { checkWalkLimits, walk } from './walk.js';
+
+export interface FsServerLimits {
+  /** Largest file fs/readFile answers (8 MiB); larger ones are read with fs/open + fs/readBlock. */
+  maxReadFileBytes: number;
+  /** Open file handles per connection, or per session with `fsResume` (128, Codex's number). */
+  maxHandles: number;
+  /** Bytes of file data all fs requests of the server may hold at once (64 MiB). */
+  memoryBytes: number;
+  /** Entries fs/readDirectory answers at most (100 000). */
+  maxDirectoryEntries: number;
+  /** Paths one fs/watchMissing may name (1024). */
+  maxWatchPaths: number;
+  /** Idempotency keys remembered per session (4096). */
+  rememberedResults: number;
+}
+
+export const FsDefaults: FsServerLimits = {
+  maxReadFileBytes: 8 * 1024 * 1024,
+  maxHandles: FsLimits.maxHandles,
+  memoryBytes: 64 * 1024 * 1024,
+  maxDirectoryEntries: 100_000,
+  maxWatchPaths: 1024,
+  rememberedResults: 4096,
+};
+
+export type FsFamily = 'filesystem' | 'environment config';
+
+export interface FsRegistration {
+  /** `initialized` arrived on `conn` (a watch change seen while detached is told now). */
+  connectionReady(conn: Connection): void;
+}
+
+/** Requests waiting for budget or a drained send buffer, per connection; above this the socket stops being read. */
+const MAX_WAITING_PER_CONNECTION = 16;
+
+export function registerFsMethods(
+  rpc: JSONRPCServer<ConnectionContext>,
+  limits: FsServerLimits,
+  requireReady: (conn: Connection, family: FsFamily) => Session,
+): FsRegistration {
+  const budget = new ByteBudget(limits.memoryBytes);
+  const sessions = new WeakMap<Session, FsSessionState>();
+  const connections = new WeakMap<Connection, FsConnectionState>();
+  const waiting = new WeakMap<Connection, number>();
+
+  function sessionState(session: Session): FsSessionState {
+    let state = sessions.get(session);
+    if (!state) {
+      const created = new FsSessionState(session, limits);
+      state = created;
+      sessions.set(session, created);
+      session.onExpired(() => void created.close());
+    }
+    return state;
+  }
+
+  function connectionState(conn: Connection): FsConnectionState {
+    let state = connections.get(conn);
+    if (!state) {
+      state = new FsConnectionState(conn, limits);
+      connections.set(conn, state);
+    }
+    return state;
+  }
+
+  /** The handshake check and the session's fs state. */
+  function ready(conn: Connection): { session: Session; fs: FsSessionState } {
+    const session = requireReady(conn, 'filesystem');
+    return { session, fs: sessionState(session) };
+  }
+
+  /**
+   * Waits (bounded) for the connection's send buffer to drain and for `bytes` of budget. A
+   * client that keeps asking without reading its answers stops being read itself.
+   */
+  async function admit(conn: Connection, bytes: number): Promise<() => void> {
+    const count = (waiting.get(conn) ?? 0) + 1;
+    waiting.set(conn, count);
+    if (count === MAX_WAITING_PER_CONNECTION) conn.ws.pause();
+    try {
+      await conn.whenDrained();
+      return await budget.acquire(bytes, conn.signal);
+    } finally {
+      const left = (waiting.get(conn) ?? 1) - 1;
+      waiting.set(conn, left);
+      if (left === MAX_WAITING_PER_CONNECTION - 1 && !conn.closed) conn.ws.resume();
+    }
+  }
+
+  /** Runs a mutating request once per idempotency key when the session negotiated `fsResume`. */
+  function once<T>(fs: FsSessionState, session: Session, method: string, params: { idempotencyKey?: string | null }, operation: () => Promise<T>): Promise<T> {
+    const { idempotencyKey, ...rest } = params;
+    if (!idempotencyKey || !session.extensions.has('fsResume')) return operation();
+    return fs.results.run(idempotencyKey, method, rest, operation);
+  }
+
+  /** Params, with tether's refusal of a sandbox (it never runs with less isolation than asked for). */
+  function params<S extends z.ZodType>(method: string, schema: S, raw: unknown): z.infer<S> {
+    const p = parseParams(method, schema, raw) as z.infer<S> & { sandbox?: unknown };
+    if (p.sandbox !== undefined && p.sandbox !== null) {
+      throw invalidParams(
+        `invalid params for ${method}: sandbox: tether does not sandbox filesystem access; refusing to run with less isolation than requested (send sandbox: null)`,
+      );
+    }
+    return p;
+  }
+
+  const pathOf = (uri: string): NativePath => parsePathUri(uri);
+
+  rpc.addMethod(FsMethod.readFile, async (raw, { conn }): Promise<FsReadFileResult> => {
+    const p = params(FsMethod.readFile, FsPathParamsSchema, raw);
+    const path = pathOf(p.path);
+    ready(conn);
+    const { data, release } = await mapFsErrors(() =>
+      readWholeFile(path, limits.maxReadFileBytes, (bytes) => admit(conn, bytes)),
+    );
+    try {
+      return { dataBase64: data.toString('base64') };
+    } finally {
+      release();
+    }
+  });
+
+  rpc.addMethod(FsMethod.writeFile, async (raw, { conn }): Promise<Record<string, never>> => {
+    const p = params(FsMethod.writeFile, FsWriteFileParamsSchema, raw);
+    const path = pathOf(p.path);
+    const { session, fs } = ready(conn);
+    return once(fs, session, FsMethod.writeFile, p, async () => {
+      const release = await admit(conn, Math.ceil((p.dataBase64.length * 3) / 4));
+      try {
+        const decoded = decodeBase64(p.dataBase64);
+        if (!decoded.ok) throw invalidRequest(`${FsMethod.writeFile} requires valid base64 dataBase64: ${decoded.message}`);
+        await mapFsErrors(() => writeWholeFile(path, decoded.bytes));
+        return {};
+      } finally {
+        release();
+      }
+    });
+  });
+
+  rpc.addMethod(FsMethod.createDirectory, async (raw, { conn }) => {
+    const p = params(FsMethod.createDirectory, FsCreateDirectoryParamsSchema, raw);
+    const path = pathOf(p.path);
+    const { session, fs } = ready(conn);
+    return once(fs, session, FsMethod.createDirectory, p, async () => {
+      await mapFsErrors(() => createDirectory(path, p.recursive ?? true));
+      return {};
+    });
+  });
+
+  rpc.addMethod(FsMethod.getMetadata, async (raw, { conn }): Promise<FsMetadata> => {
+    const p = params(FsMethod.getMetadata, FsPathParamsSchema, raw);
+    const path = pathOf(p.path);
+    ready(conn);
+    return mapFsErrors(() => getMetadata(path));
+  });
+
+  rpc.addMethod(FsMethod.readDirectory, async (raw, { conn }): Promise<FsReadDirectoryResult> => {
+    const p = params(FsMethod.readDirectory, FsPathParamsSchema, raw);
+    const path = pathOf(p.path);
+    ready(conn);
+    await conn.whenDrained();
+    return { entries: await mapFsErrors(() => readDirectory(path, limits.maxDirectoryEntries)) };
+  });
+
+  rpc.addMethod(FsMethod.canonicalize, async (raw, { conn }) => {
+    const p = params(FsMethod.canonicalize, FsPathParamsSchema, raw);
+    const path = pathOf(p.path);
+    ready(conn);
+    return { path: await mapFsErrors(() => canonicalize(path)) };
+  });
+
+  rpc.addMethod(FsMethod.walk, async (raw, { conn }): Promise<FsWalkResult> => {
+    const p = params(FsMethod.walk, FsWalkParamsSchema, raw);
+    const path = pathOf(p.path);
+    ready(conn);
+    checkWalkLimits(p.options);
+    await conn.whenDrained();
+    return mapFsErrors(() => walk(path, p.options));
+  });
+
+  rpc.addMethod(FsMethod.remove, async (raw, { conn }) => {
+    const p = params(FsMethod.remove, FsRemoveParamsSchema, raw);
+    const path = pathOf(p.path);
+    const { session, fs } = ready(conn);
+    return once(fs, session, FsMethod.remove, p, async () => {
+      await mapFsErrors(() => remove(path, p.recursive ?? true, p.force ?? true));
+      return {};
+    });
+  });
+
+  rpc.addMethod(FsMethod.copy, async (raw, { conn }) => {
+    const p = params(FsMethod.copy, FsCopyParamsSchema, raw);
+    const source = pathOf(p.sourcePath);
+    const destination = pathOf(p.destinationPath);
+    const { session, fs } = ready(conn);
+    return once(fs, session, FsMethod.copy, p, async () => {
+      await mapFsErrors(() => copy(source, destination, p.recursive));
+      return {};
+    });
+  });
+
+  rpc.addMethod(FsMethod.open, async (raw, { conn }) => {
+    const p = params(FsMethod.open, FsOpenParamsSchema, raw);
+    const path = pathOf(p.path);
+    const { session, fs } = ready(conn);
+    return once(fs, session, FsMethod.open, p, async () => {
+      checkHandleId(p.handleId);
+      await mapFsErrors(() => connectionState(conn).scope(fs).handles.openFile(p.handleId, path, p.mode ?? 'read'));
+      return { handleId: p.handleId };
+    });
+  });
+
+  rpc.addMethod(FsMethod.readBlock, async (raw, { conn }): Promise<FsReadBlockResult> => {
+    const p = params(FsMethod.readBlock, FsReadBlockParamsSchema, raw);
+    const { fs } = ready(conn);
+    checkHandleId(p.handleId);
+    checkBlockLength(p.len, 'read');
+    const release = await admit(conn, p.len);
+    try {
+      const block = await mapFsErrors(() => connectionState(conn).scope(fs).handles.readBlock(p.handleId, p.offset, p.len));
+      return { chunk: block.bytes.toString('base64'), eof: block.eof };
+    } finally {
+      release();
+    }
+  });
+
+  rpc.addMethod(FsMethod.writeBlock, async (raw, { conn }) => {
+    const p = params(FsMethod.writeBlock, FsWriteBlockParamsSchema, raw);
+    const decoded = decodeBase64(p.chunk);
+    if (!decoded.ok) throw invalidParams(decoded.message);
+    const { fs } = ready(conn);
+    checkHandleId(p.handleId);
+    checkBlockLength(decoded.bytes.length, 'write');
+    const release = await admit(conn, decoded.bytes.length);
+    try {
+      await mapFsErrors(() => connectionState(conn).scope(fs).handles.writeBlock(p.handleId, p.offset, decoded.bytes));
+      return {};
+    } finally {
+      release();
+    }
+  });
+
+  rpc.addMethod(FsMethod.close, async (raw, { conn }) => {
+    const p = params(FsMethod.close, FsCloseParamsSchema, raw);
+    const { fs } = ready(conn);
+    await mapFsErrors(() => connectionState(conn).scope(fs).handles.close(p.handleId));
+    return {};
+  });
+
+  rpc.addMethod(FsMethod.watchMissing, async (raw, { conn }): Promise<FsWatchMissingResult> => {
+    const p = params(FsMethod.watchMissing, FsWatchMissingParamsSchema, raw);
+    if (p.missing.length > limits.maxWatchPaths) {
+      throw invalidParams(`invalid params for ${FsMethod.watchMissing}: missing: at most ${limits.maxWatchPaths} paths (got ${p.missing.length})`);
+    }
+    const missing = p.missing.map(pathOf);
+    const present = p.present ? pathOf(p.present) : null;
+    const { fs } = ready(conn);
+    const own = connectionState(conn);
+    if (own.usedWatchIds.has(p.watchId)) return { watching: false };
+    own.usedWatchIds.add(p.watchId);
+    try {
+      return { watching: await own.scope(fs).watchMissing(p.watchId, missing, present) };
+    } catch (err) {
+      throw fsError(err);
+    }
+  });
+
+  rpc.addMethod(FsMethod.environmentConfigRead, async (raw, { conn }): Promise<EnvironmentConfigReadResult> => {
+    const p = parseParams(FsMethod.environmentConfigRead, EnvironmentConfigReadParamsSchema, raw);
+    pathOf(p.cwd);
+    requireReady(conn, 'environment config');
+    return readEnvironmentConfig(p.configPaths, p.requirementsPaths);
+  });
+
+  return {
+    connectionReady(conn) {
+      if (conn.session) sessionState(conn.session).connectionReady(conn);
+    },
+  };
+}
