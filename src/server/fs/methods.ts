@@ -126,8 +126,13 @@ export function registerFsMethods(
     waiting.set(conn, count);
     if (count === MAX_WAITING_PER_CONNECTION) conn.ws.pause();
     try {
-      await conn.whenDrained();
-      return await budget.acquire(bytes, conn.signal);
+      for (;;) {
+        await conn.whenDrained();
+        const release = await budget.acquire(bytes, conn.signal);
+        // The buffer may have filled while this request waited for budget: then wait again.
+        if (!conn.backpressured || conn.closed) return release;
+        release();
+      }
     } finally {
       const left = (waiting.get(conn) ?? 1) - 1;
       waiting.set(conn, left);
