@@ -38,6 +38,7 @@ import {
 import { reconnectDelayMs } from './backoff.js';
 import { Connection, type TrustedCa } from './connection.js';
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
+import { RemoteFs, type FsHost } from './fs.js';
 import { ExecProcess, type ProcessHost } from './process.js';
 import type { Logger, LogLevel } from '../util/logger.js';
 import { settleWithin, sleep } from '../util/timeouts.js';
@@ -136,7 +137,9 @@ const STILL_STARTING_MS = 10_000;
 /** The first connect's last attempt, made at its deadline, still gets this long. */
 const MIN_ATTEMPT_MS = 250;
 
-export class ExecClient extends EventEmitter implements ProcessHost {
+export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
+  /** The server's filesystem in the shape of `node:fs/promises` (fs.ts). */
+  readonly fs: RemoteFs;
   private _state: ClientState = 'recovering';
   private _generation = 0;
   private _sessionId = '';
@@ -179,6 +182,7 @@ export class ExecClient extends EventEmitter implements ProcessHost {
     this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
     this.clientName = options.clientName ?? 'tether-client';
+    this.fs = new RemoteFs(this);
     const wanted = options.extensions ?? KnownExtensions;
     this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted] } : undefined;
   }
@@ -231,6 +235,25 @@ export class ExecClient extends EventEmitter implements ProcessHost {
       return { processId: p.processId, sandboxType: 'none' } as T;
     }
     return this.call<T>(method, params);
+  }
+
+  /**
+   * @internal (FsHost) One attempt on the current connection, waiting while recovering; a lost
+   * answer rejects with ConnectionLostError instead of being re-sent (the caller decides).
+   */
+  async requestOnce<T>(method: string, params: object): Promise<T> {
+    const connection = await this.ready();
+    return connection.request<T>(method, params);
+  }
+
+  /** @internal (FsHost) */
+  onRecovered(listener: () => void): void {
+    this.on('recovered', listener);
+  }
+
+  /** @internal (FsHost) */
+  onMissingChanged(listener: (watchId: number) => void): void {
+    this.on('fs/missingChanged', listener);
   }
 
   /** The server's `environment/info` (from `initialize` when it sent it). */
@@ -771,6 +794,10 @@ export class ExecClient extends EventEmitter implements ProcessHost {
   private onNotification(method: string, params: unknown): void {
     if (!params || typeof params !== 'object') return;
     const p = params as Record<string, unknown>;
+    if (method === 'fs/missingChanged') {
+      if (typeof p.watchId === 'number') this.emit('fs/missingChanged', p.watchId);
+      return;
+    }
     if (typeof p.processId !== 'string' || typeof p.seq !== 'number') return;
     const proc = this.processes.get(p.processId);
     if (!proc) return; // closed and forgotten, or not ours

@@ -5,6 +5,8 @@
 export { ExecClient } from './client.js';
 export type { ClientState, ExecClientOptions, RecoveredEvent, SpawnOptions, StateChange } from './client.js';
 export { ExecProcess } from './process.js';
+export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs.js';
+export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } from './fs.js';
 export type { ProcessEvent } from './process.js';
 export { SessionLostError, OutputLostError, AuthRefusedError } from './errors.js';
 export type { SessionLostReason } from './errors.js';
