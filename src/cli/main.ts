@@ -5,6 +5,7 @@
 const commands: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<void> }> }> = {
   serve: { summary: 'run the exec-server (WebSocket, Codex-compatible)', load: () => import('./serve.js') },
   exec: { summary: 'run a command on a tether server, surviving drops', load: () => import('./exec.js') },
+  cp: { summary: 'copy files and directories to or from a tether host, surviving drops', load: () => import('./cp.js') },
   mcp: { summary: 'stdio MCP bridge to a remote stdio MCP server', load: () => import('./mcp.js') },
   gateway: { summary: 'aggregating MCP gateway with health checks and reconnects', load: () => import('./gateway.js') },
   ps: { summary: 'list the sessions and processes on a tether server', load: () => import('./ps.js') },

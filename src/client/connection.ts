@@ -6,7 +6,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { decodeFrame, RpcError, type JsonRpcId } from '../protocol/index.js';
+import { decodeFrame, RpcError, stringifyMessage, type JsonRpcId } from '../protocol/index.js';
 import { AuthRefusedError, ConnectionLostError } from './errors.js';
 
 export interface ConnectionOptions {
@@ -185,7 +185,7 @@ export class Connection {
 
   private send(message: Record<string, unknown>): void {
     const framed = this.options.jsonrpc ? { jsonrpc: '2.0', ...message } : message;
-    this.ws.send(JSON.stringify(framed), (err) => {
+    this.ws.send(stringifyMessage(framed), (err) => {
       if (err) this.destroy(new Error(`send failed: ${err.message}`));
     });
   }

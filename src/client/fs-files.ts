@@ -9,7 +9,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
-import { FsLimits, FsMethod, RpcError, type FsOpenMode, type FsReadBlockResult } from '../protocol/index.js';
+import { Base64Text, FsLimits, FsMethod, RpcError, type FsOpenMode, type FsReadBlockResult } from '../protocol/index.js';
 import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError, toFsError } from './fs-errors.js';
 import type { FsRequests } from './fs-requests.js';
@@ -68,7 +68,7 @@ export class RemoteFileHandle {
 
   async writeBlock(offset: number, data: Buffer): Promise<void> {
     this.checkOpen();
-    const params = { handleId: this.handleId, offset, chunk: data.toString('base64') };
+    const params = { handleId: this.handleId, offset, chunk: new Base64Text(data.toString('base64')) };
     if (this.requests.resumable) {
       await this.requests.read(FsMethod.writeBlock, params, 'write', this.path);
       return;

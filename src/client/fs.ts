@@ -15,6 +15,7 @@
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
 import {
+  Base64Text,
   FsMethod,
   type EnvironmentConfigReadResult,
   type FsMetadata,
@@ -123,7 +124,7 @@ export class RemoteFs {
     const bytes = typeof data === 'string' ? Buffer.from(data, encoding) : Buffer.from(data.buffer, data.byteOffset, data.byteLength);
     const { uri, native } = await this.resolve(path);
     if (bytes.length <= WHOLE_FILE_BYTES) {
-      await this.requests.mutate(FsMethod.writeFile, { path: uri, dataBase64: bytes.toString('base64') }, 'open', native);
+      await this.requests.mutate(FsMethod.writeFile, { path: uri, dataBase64: new Base64Text(bytes.toString('base64')) }, 'open', native);
       return;
     }
     const handle = await RemoteFileHandle.open(this.requests, uri, native, 'replace');

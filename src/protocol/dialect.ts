@@ -105,6 +105,45 @@ export class Dialect {
 
   encode(message: object): string {
     const { jsonrpc: _drop, ...rest } = message as Record<string, unknown>;
-    return JSON.stringify(this.echoJsonrpc ? { jsonrpc: '2.0', ...rest } : rest);
+    return stringifyMessage(this.echoJsonrpc ? { jsonrpc: '2.0', ...rest } : rest);
   }
+}
+
+/**
+ * A base64 string inside a message (file data). Base64 never needs JSON escaping, so
+ * `stringifyMessage` splices it in instead of letting JSON.stringify scan it, which costs
+ * Node 20 about 5 ms per MiB; elsewhere it serializes as the plain string.
+ */
+export class Base64Text {
+  constructor(readonly text: string) {}
+
+  toJSON(): string {
+    return this.text;
+  }
+}
+
+const BASE64_MARK = `\u0001tether-base64-${Math.random().toString(36).slice(2)}`;
+const BASE64_MARK_JSON = JSON.stringify(BASE64_MARK);
+
+/** JSON.stringify for messages, with `Base64Text` members of `params` or `result` spliced in unscanned. */
+export function stringifyMessage(message: object): string {
+  const m = message as { params?: unknown; result?: unknown };
+  if (!hasBase64Text(m.params) && !hasBase64Text(m.result)) return JSON.stringify(message);
+  const texts: string[] = [];
+  const json = JSON.stringify(message, function (this: Record<string, unknown>, key: string, value: unknown) {
+    const original = this[key];
+    if (!(original instanceof Base64Text)) return value;
+    texts.push(original.text);
+    return BASE64_MARK;
+  });
+  const parts = json.split(BASE64_MARK_JSON);
+  let out = parts[0]!;
+  for (let i = 1; i < parts.length; i++) out += `"${texts[i - 1]}"${parts[i]}`;
+  return out;
+}
+
+function hasBase64Text(container: unknown): boolean {
+  if (!container || typeof container !== 'object') return false;
+  for (const value of Object.values(container)) if (value instanceof Base64Text) return true;
+  return false;
 }

@@ -7,17 +7,22 @@
 
 export type Base64Result = { ok: true; bytes: Buffer } | { ok: false; message: string };
 
-const CANONICAL = /^[A-Za-z0-9+/]*(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)?$/;
+const CANONICAL_TAIL = /^(?:[A-Za-z0-9+/]{2}==|[A-Za-z0-9+/]{3}=)$/;
 const ALPHABET = 'ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/';
 const PAD = 0x3d;
 const VALUE = new Int16Array(256).fill(-1);
 for (let i = 0; i < ALPHABET.length; i++) VALUE[ALPHABET.charCodeAt(i)] = i;
 
 export function decodeBase64(text: string): Base64Result {
-  if (text.length % 4 === 0 && CANONICAL.test(text)) {
+  // Fast path (a regex over a MiB costs ~4 ms): Buffer skips characters outside its alphabet
+  // and stops at '=', so a shorter result than the length promises means invalid input. Its
+  // alphabet also takes the URL-safe '-' and '_', refused here; trailing bits are checked apart.
+  if (text.length % 4 === 0 && !text.includes('-') && !text.includes('_')) {
+    const padding = text.endsWith('==') ? 2 : text.endsWith('=') ? 1 : 0;
     const bytes = Buffer.from(text, 'base64');
-    // Buffer ignores non-zero trailing bits; the crate refuses them.
-    if (trailingBitsClear(text)) return { ok: true, bytes };
+    if (bytes.length === (text.length / 4) * 3 - padding && trailingBitsClear(text) && (padding === 0 || CANONICAL_TAIL.test(text.slice(-4)))) {
+      return { ok: true, bytes };
+    }
   }
   return { ok: false, message: diagnose(Buffer.from(text, 'utf8')) };
 }

@@ -22,6 +22,7 @@ import {
   FsWatchMissingParamsSchema,
   FsWriteBlockParamsSchema,
   FsWriteFileParamsSchema,
+  Base64Text,
   invalidParams,
   invalidRequest,
   parseParams,
@@ -168,7 +169,7 @@ export function registerFsMethods(
       readWholeFile(path, limits.maxReadFileBytes, (bytes) => admit(conn, bytes)),
     );
     try {
-      return { dataBase64: data.toString('base64') };
+      return { dataBase64: new Base64Text(data.toString('base64')) as unknown as string };
     } finally {
       release();
     }
@@ -272,7 +273,7 @@ export function registerFsMethods(
     const release = await admit(conn, p.len);
     try {
       const block = await mapFsErrors(() => connectionState(conn).scope(fs).handles.readBlock(p.handleId, p.offset, p.len));
-      return { chunk: block.bytes.toString('base64'), eof: block.eof };
+      return { chunk: new Base64Text(block.bytes.toString('base64')) as unknown as string, eof: block.eof };
     } finally {
       release();
     }

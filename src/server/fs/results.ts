@@ -19,7 +19,7 @@ export class ResultMemory {
 
   /** Runs `operation` once per key; a re-sent key gets the remembered outcome. `params` must be the request minus nothing that varies between copies. */
   run<T>(key: string, method: string, params: unknown, operation: () => Promise<T>): Promise<T> {
-    const fingerprint = createHash('sha256').update(method).update('\0').update(JSON.stringify(params)).digest('base64');
+    const fingerprint = fingerprintOf(method, params);
     const known = this.entries.get(key);
     if (known) {
       if (known.fingerprint !== fingerprint) {
@@ -39,4 +39,13 @@ export class ResultMemory {
   get size(): number {
     return this.entries.size;
   }
+}
+
+/** A digest of the request; long strings (file data) are hashed as they are, not through JSON.stringify (slow for megabytes). */
+function fingerprintOf(method: string, params: unknown): string {
+  const hash = createHash('sha256').update(method);
+  for (const [key, value] of Object.entries(params as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : 1))) {
+    hash.update(`\0${key}\0`).update(typeof value === 'string' ? `s${value}` : `j${JSON.stringify(value)}`);
+  }
+  return hash.digest('base64');
 }

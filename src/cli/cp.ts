@@ -1,0 +1,225 @@
+/**
+ * `tether cp [options] SOURCE DESTINATION`: copies a file or a directory tree to or from the
+ * host of a tether server (or a Codex exec-server), through network drops. The remote side
+ * is written with a leading colon, like `docker cp`'s `CONTAINER:PATH` without the name:
+ *
+ *   tether cp ./build.tar :/srv/build.tar     upload
+ *   tether cp :/var/log/app ./logs            download (a directory: copied whole)
+ *   tether cp :/etc/hostname -                to stdout;  `tether cp - :/tmp/x` from stdin
+ */
+import { pipeline } from 'node:stream/promises';
+import { ExecClient, OutcomeUnknownError, reconnectDelayMs, SessionLostError, type RecoveredEvent } from '../client/index.js';
+import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
+import { parseDuration, readToken, UsageError } from './remote-options.js';
+
+/** Like ssh and `tether exec`: 255 is tether's own failure (cannot connect, session lost). */
+const EXIT_TETHER_ERROR = 255;
+const EXIT_COPY_FAILED = 1;
+
+export const CP_USAGE = `usage: tether cp [options] SOURCE DESTINATION
+
+Copies a file or a directory (with everything in it) to or from a tether host, surviving
+network drops: transfers resume where they were. Write the remote side with a leading
+colon; '-' is stdin (as SOURCE) or stdout (as DESTINATION) for a single file.
+
+  tether cp ./build.tar :/srv/build.tar     copy to the remote host
+  tether cp :/var/log/app ./logs            copy a directory from it
+  tether cp :/etc/hostname -                print a remote file
+
+Into an existing directory the source keeps its name; otherwise DESTINATION is the copy.
+Symbolic links are not followed or copied, and file modes are not kept.
+
+options:
+  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
+  --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
+  --recovery-deadline DUR   keep reconnecting this long before giving up (default 25s)
+  --keepalive-timeout DUR   a ping unanswered this long means a dead link (default 10s)
+  -q, --quiet               print nothing but errors
+  -h, --help                this text
+
+exit status: 0 copied; 1 the copy failed (the reason is printed); 2 usage error;
+${EXIT_TETHER_ERROR} the server cannot be reached or the session was lost.`;
+
+export interface CpOptions {
+  url: string;
+  tokenFile?: string;
+  recoveryDeadlineMs?: number;
+  keepaliveTimeoutMs?: number;
+  quiet: boolean;
+  source: Endpoint;
+  destination: Endpoint;
+}
+
+type Endpoint = { side: 'local' | 'remote'; path: string } | { side: 'stdio' };
+
+function endpoint(text: string): Endpoint {
+  if (text === '-') return { side: 'stdio' };
+  if (text.startsWith(':')) {
+    if (text.length === 1) throw new UsageError("a remote path is missing after ':'");
+    return { side: 'remote', path: text.slice(1) };
+  }
+  if (text === '') throw new UsageError('an empty path');
+  return { side: 'local', path: text };
+}
+
+/** Parses the command line; options end at the first operand (as POSIX utilities do). */
+export function parseCpArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): CpOptions | 'help' {
+  const operands: string[] = [];
+  let quiet = false;
+  const out: Partial<CpOptions> = {};
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const arg = argv[i]!;
+    if (arg === '--') {
+      i++;
+      break;
+    }
+    if (!arg.startsWith('-') || arg === '-') break;
+    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
+    const name = eq === -1 ? arg : arg.slice(0, eq);
+    const value = (): string => {
+      if (eq !== -1) return arg.slice(eq + 1);
+      const v = argv[++i];
+      if (v === undefined) throw new UsageError(`${name} needs a value`);
+      return v;
+    };
+    switch (name) {
+      case '-h':
+      case '--help':
+        return 'help';
+      case '--url':
+        out.url = value();
+        break;
+      case '--token-file':
+        out.tokenFile = value();
+        break;
+      case '--recovery-deadline':
+        out.recoveryDeadlineMs = parseDuration(value(), name);
+        break;
+      case '--keepalive-timeout':
+        out.keepaliveTimeoutMs = parseDuration(value(), name);
+        break;
+      case '-q':
+      case '--quiet':
+        quiet = true;
+        break;
+      case '-r':
+      case '-R':
+      case '--recursive':
+        break; // directories are always copied whole; accepted for cp/scp habits
+      default:
+        throw new UsageError(`unknown option ${arg}`);
+    }
+  }
+  operands.push(...argv.slice(i));
+  if (operands.length !== 2) throw new UsageError(`expected SOURCE and DESTINATION, got ${operands.length} operand${operands.length === 1 ? '' : 's'}`);
+  const source = endpoint(operands[0]!);
+  const destination = endpoint(operands[1]!);
+  const sides = [source.side, destination.side];
+  if (!sides.includes('remote')) throw new UsageError("one side must be remote: write it with a leading colon, e.g. ':/srv/file'");
+  if (source.side === 'remote' && destination.side === 'remote') throw new UsageError('both sides are remote: copy on the remote host with tether exec -- cp …');
+  const url = out.url ?? environment.TETHER_URL;
+  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
+  if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
+  return { ...out, url, quiet, source, destination };
+}
+
+export async function run(argv: string[]): Promise<void> {
+  let options: CpOptions;
+  let token: string | undefined;
+  try {
+    const parsed = parseCpArgs(argv);
+    if (parsed === 'help') {
+      process.stdout.write(`${CP_USAGE}\n`);
+      return;
+    }
+    options = parsed;
+    token = await readToken(options.tokenFile);
+  } catch (err) {
+    if (!(err instanceof UsageError)) throw err;
+    process.stderr.write(`tether cp: ${err.message} (see 'tether cp --help')\n`);
+    process.exitCode = 2;
+    return;
+  }
+  const say = (line: string) => {
+    if (!options.quiet) process.stderr.write(`tether cp: ${line}\n`);
+  };
+
+  let client: ExecClient;
+  try {
+    client = await connectPatiently(options, token);
+  } catch (err) {
+    process.stderr.write(`tether cp: cannot connect to ${options.url}: ${(err as Error).message}\n`);
+    process.exitCode = EXIT_TETHER_ERROR;
+    return;
+  }
+  let recoveries = 0;
+  client.on('recovered', (event: RecoveredEvent) => {
+    recoveries++;
+    if (recoveries <= 3 || recoveries % 10 === 0) say(`link lost and resumed (${Math.round(event.downtimeMs)} ms; ${recoveries} so far); the transfer goes on`);
+  });
+  const started = performance.now();
+  try {
+    const report = await copy(client, options);
+    if (report) {
+      for (const skipped of report.skipped) say(`skipped ${skipped}`);
+      const seconds = (performance.now() - started) / 1000;
+      say(`copied ${report.files} file${report.files === 1 ? '' : 's'}${report.directories ? ` in ${report.directories} director${report.directories === 1 ? 'y' : 'ies'}` : ''}, ${formatBytes(report.bytes)} in ${seconds.toFixed(1)} s${recoveries ? ` through ${recoveries} reconnect${recoveries === 1 ? '' : 's'}` : ''}`);
+    }
+  } catch (err) {
+    process.stderr.write(`tether cp: ${describe(err)}\n`);
+    process.exitCode = err instanceof SessionLostError ? EXIT_TETHER_ERROR : EXIT_COPY_FAILED;
+  } finally {
+    await client.close().catch(() => {});
+  }
+}
+
+/**
+ * The first connection gets the same patience as a reconnect: a link that drops during the
+ * handshake is tried again (with the client's backoff) until the recovery deadline. A refused
+ * credential is final.
+ */
+async function connectPatiently(options: CpOptions, token: string | undefined): Promise<ExecClient> {
+  const deadline = Date.now() + (options.recoveryDeadlineMs ?? 25_000);
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await ExecClient.connect(options.url, {
+        token,
+        clientName: 'tether-cp',
+        recoveryDeadlineMs: options.recoveryDeadlineMs,
+        keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+      });
+    } catch (err) {
+      const wait = reconnectDelayMs(attempt + 1);
+      if (err instanceof SessionLostError || Date.now() + wait >= deadline) throw err;
+      await new Promise((resolve) => setTimeout(resolve, wait));
+    }
+  }
+}
+
+async function copy(client: ExecClient, options: CpOptions): Promise<CopyReport | undefined> {
+  const { source, destination } = options;
+  if (source.side === 'stdio' && destination.side === 'remote') {
+    await pipeline(process.stdin, client.fs.createWriteStream(destination.path));
+    return undefined;
+  }
+  if (source.side === 'remote' && destination.side === 'stdio') {
+    await pipeline(client.fs.createReadStream(source.path), process.stdout);
+    return undefined;
+  }
+  if (source.side === 'local' && destination.side === 'remote') return copyToRemote(client.fs, source.path, destination.path);
+  if (source.side === 'remote' && destination.side === 'local') return copyFromRemote(client.fs, source.path, destination.path);
+  throw new UsageError('unsupported combination');
+}
+
+function describe(err: unknown): string {
+  if (err instanceof OutcomeUnknownError) return `${err.message}`;
+  return err instanceof Error ? err.message : String(err);
+}
+
+function formatBytes(n: number): string {
+  if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(1)} GiB`;
+  if (n >= 1024 ** 2) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
+  if (n >= 1024) return `${(n / 1024).toFixed(1)} KiB`;
+  return `${n} bytes`;
+}
