@@ -9,6 +9,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { parseServeArgs } from '../src/cli/serve.js';
 import { ErrorCode } from '../src/protocol/index.js';
 import { RawClient, RawClientPool } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
@@ -57,6 +58,12 @@ const openOn = (name: string) =>
   }).length;
 
 describe('limits', () => {
+  it('are configurable from the command line', () => {
+    const { options } = parseServeArgs(['--max-read-file', '1MiB', '--max-file-handles', '4', '--fs-memory', '2MiB'], {});
+    expect(options.fs).toEqual({ maxReadFileBytes: MiB, maxHandles: 4, memoryBytes: 2 * MiB });
+    expect(() => parseServeArgs(['--max-file-handles', '0'], {})).toThrow(/--max-file-handles: expected a positive integer/);
+  });
+
   it('caps fs/readFile and points at the block reads, which read any size', async () => {
     const big = Buffer.alloc(2 * MiB + 1, 7);
     writeFileSync(join(dir, 'big'), big);

@@ -46,6 +46,10 @@ options:
                              (a client that stopped reading; default 30s)
   --initialize-timeout DURATION  close a socket that has not sent its request headers, or
                              completed initialize, this long after it opened (default 5s)
+  --max-read-file SIZE       largest file fs/readFile answers; larger ones are read in blocks
+                             with fs/open + fs/readBlock (default 8MiB)
+  --max-file-handles N       open fs handles per session (default 128)
+  --fs-memory SIZE           file data all fs requests may hold at once (default 64MiB)
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
@@ -165,6 +169,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'max-connections': { type: 'string' },
         'stall-timeout': { type: 'string' },
         'initialize-timeout': { type: 'string' },
+        'max-read-file': { type: 'string' },
+        'max-file-handles': { type: 'string' },
+        'fs-memory': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -184,6 +191,11 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['max-connections'] !== undefined) options.maxConnections = parseCount('--max-connections', v['max-connections']);
   if (v['stall-timeout'] !== undefined) options.stallTimeoutMs = parseDuration('--stall-timeout', v['stall-timeout']);
   if (v['initialize-timeout'] !== undefined) options.initializeTimeoutMs = parseDuration('--initialize-timeout', v['initialize-timeout']);
+  const fs: NonNullable<TetherServerOptions['fs']> = {};
+  if (v['max-read-file'] !== undefined) fs.maxReadFileBytes = parseSize('--max-read-file', v['max-read-file']);
+  if (v['max-file-handles'] !== undefined) fs.maxHandles = parseCount('--max-file-handles', v['max-file-handles']);
+  if (v['fs-memory'] !== undefined) fs.memoryBytes = parseSize('--fs-memory', v['fs-memory']);
+  if (Object.keys(fs).length > 0) options.fs = fs;
   if (v['allow-origin'] !== undefined) options.allowedOrigins = v['allow-origin'];
   if (v['allow-host'] !== undefined) options.allowedHosts = v['allow-host'];
   if (v['insecure-no-token']) options.insecureNoToken = true;
