@@ -39,6 +39,7 @@ import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { listSessions } from './listing.js';
 import { registerFsMethods, type FsServerLimits } from './fs/methods.js';
+import { HttpMethod, httpRequestMethod } from './http-request.js';
 import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
 import type { SessionLimits } from './session.js';
@@ -124,6 +125,9 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   };
 
   const fs = registerFsMethods(rpc, state.fs, requireReady);
+  rpc.addMethod(HttpMethod.request, (params, { conn }) =>
+    httpRequestMethod(params, conn, { maxBufferedBodyBytes: state.fs.maxReadFileBytes }, () => requireReady(conn, 'http')),
+  );
 
   rpc.addMethod(Method.initialize, (params, { conn }): InitializeResult => {
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
