@@ -37,13 +37,15 @@ import {
 } from '../protocol/index.js';
 import { reconnectDelayMs } from './backoff.js';
 import { Connection, type TrustedCa } from './connection.js';
+import { ReconnectEngine, type EngineState, type RecoveredEvent, type StateChange } from './engine.js';
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
 import { RemoteFs, type FsHost } from './fs.js';
 import { ExecProcess, type ProcessHost } from './process.js';
 import type { Logger, LogLevel } from '../util/logger.js';
 import { settleWithin, sleep } from '../util/timeouts.js';
 
-export type ClientState = 'connected' | 'recovering' | 'failed';
+export type ClientState = EngineState;
+export type { RecoveredEvent, StateChange } from './engine.js';
 
 export interface ExecClientOptions {
   /** Bearer token for the WebSocket upgrade. */
@@ -83,30 +85,6 @@ export interface ExecClientOptions {
   logger?: Logger;
 }
 
-export interface StateChange {
-  state: ClientState;
-  previous: ClientState;
-  /** Generation of the current (or last) connection. */
-  generation: number;
-  /** Recovery attempt: 1 on entering recovering; on connected/failed after a recovery, the attempts it took. */
-  attempt: number;
-  /** Why: the transport error that started a recovery, or the failure. */
-  reason?: string;
-  error?: Error;
-}
-
-export interface RecoveredEvent {
-  generation: number;
-  /** Attempts it took (1 = the first, immediate one succeeded). */
-  attempts: number;
-  /** `performance.now()` when the drop was noticed, and when the catch-up finished. */
-  lostAt: number;
-  recoveredAt: number;
-  /** recoveredAt - lostAt: the time the session was unusable. */
-  downtimeMs: number;
-  reason: string;
-}
-
 export interface SpawnOptions {
   /** Working directory: an absolute path, a `file://` URI, or a path relative to the server's cwd. Default: the server's cwd. */
   cwd?: string;
@@ -123,11 +101,6 @@ export interface SpawnOptions {
   arg0?: string;
 }
 
-interface Waiter {
-  resolve: (connection: Connection) => void;
-  reject: (error: Error) => void;
-}
-
 const DEFAULT_DEADLINE_MS = 25_000;
 /** Bytes per process/write (base64 makes the message a third larger). */
 const MAX_WRITE_BYTES = 1024 * 1024;
@@ -140,13 +113,9 @@ const MIN_ATTEMPT_MS = 250;
 export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   /** The server's filesystem in the shape of `node:fs/promises` (fs.ts). */
   readonly fs: RemoteFs;
-  private _state: ClientState = 'recovering';
-  private _generation = 0;
   private _sessionId = '';
-  private connection: Connection | null = null;
   private nextGeneration = 1;
-  private waiters: Waiter[] = [];
-  private failure: SessionLostError | null = null;
+  private readonly engine: ReconnectEngine<Connection>;
   private readonly processes = new Map<string, ExecProcess>();
   private readonly filling = new Set<string>();
   private envInfo: EnvironmentInfo | undefined;
@@ -158,13 +127,10 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   /** What `initialize` asks for (the same on every resume: the server keeps the set fixed). */
   private readonly extensionRequest: InitializeParams['tether'];
   private _extensions: ReadonlySet<ExtensionName> = new Set();
-  private readonly wakeRecovery = new Set<() => void>();
   private closing = false;
   /** Flow control: the current socket is paused because a consumer is behind. */
   private flowPaused = false;
   private flowTimer: NodeJS.Timeout | undefined;
-  /** The recovery attempt in progress (for state events). */
-  private attempt = 0;
 
   private constructor(
     readonly url: string,
@@ -185,6 +151,16 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     this.fs = new RemoteFs(this);
     const wanted = options.extensions ?? KnownExtensions;
     this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted] } : undefined;
+    this.engine = new ReconnectEngine<Connection>({
+      recoveryDeadlineMs: this.recoveryDeadlineMs,
+      resume: (attempt, remainingMs, signal) => this.resume(remainingMs, signal),
+      fatal: (err) => (err instanceof AuthRefusedError ? 'auth' : isUnknownSession(err) || err instanceof WrongSessionError ? 'expired' : undefined),
+      sessionId: () => this._sessionId,
+      logger: options.logger,
+    });
+    this.engine.on('state', (change) => this.onStateChange(change));
+    this.engine.on('recovered', (event) => this.emit('recovered', event));
+    this.engine.on('retry', (event) => this.emit('retry', event));
   }
 
   /** Connects, creates a session and returns the client. Rejects with the transport error, or `SessionLostError('auth')`. */
@@ -195,11 +171,11 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   }
 
   get state(): ClientState {
-    return this._state;
+    return this.engine.state;
   }
 
   get generation(): number {
-    return this._generation;
+    return this.engine.generation;
   }
 
   get sessionId(): string {
@@ -294,8 +270,8 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     this.processes.set(processId, proc);
     proc.once('close', () => this.forget(proc));
     proc.closed.catch(() => this.forget(proc));
-    if (this.failure) {
-      proc.fail(this.failure);
+    if (this.engine.failure) {
+      proc.fail(this.engine.failure);
       return proc;
     }
     void this.spawnOnServer(proc, argv, options);
@@ -304,10 +280,10 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
 
   /** Kills every live process (bounded wait), then closes the session's socket. */
   async close(): Promise<void> {
-    if (this.closing || this._state === 'failed') return;
+    if (this.closing || this.engine.state === 'failed') return;
     this.closing = true;
-    const connection = this.connection;
-    if (this._state === 'connected' && connection?.isOpen) {
+    const connection = this.engine.current;
+    if (this.engine.state === 'connected' && connection?.isOpen) {
       // Kill what still runs and give the exits a moment to arrive, so handles end with
       // their real status (137) rather than SessionLostError('closed').
       const live = this.liveProcesses.filter((p) => p.started);
@@ -397,7 +373,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     if (limit === undefined || this.flowPaused) return;
     if (stream.readableFlowing === null || stream.readableLength <= limit) return;
     this.flowPaused = true;
-    this.connection?.pause();
+    this.engine.current?.pause();
     // A Readable calls read() once per shortfall, not on every chunk taken, so also look
     // now and then: consumers drain at their own pace.
     this.flowTimer = setInterval(() => this.outputWanted(), 20);
@@ -416,7 +392,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     }
     this.flowPaused = false;
     clearInterval(this.flowTimer);
-    this.connection?.resume();
+    this.engine.current?.resume();
     this.emit('flow', { paused: false });
   }
 
@@ -440,9 +416,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
 
   /** The current connection, waiting while recovering; rejects once failed. */
   private ready(): Promise<Connection> {
-    if (this.failure) return Promise.reject(this.failure);
-    if (this._state === 'connected' && this.connection?.isOpen) return Promise.resolve(this.connection);
-    return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
+    return this.engine.ready();
   }
 
   /** A request that is re-sent, unchanged, on the next connection if its socket dies. */
@@ -584,31 +558,23 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     const signal = this.options.signal;
     signal?.throwIfAborted();
     const deadline = Date.now() + this.recoveryDeadlineMs;
-    // An abort cuts a backoff wait short (a connecting attempt is destroyed by connectOnce).
-    const wakeWaits = () => {
-      for (const done of [...this.wakeRecovery]) done();
-    };
-    signal?.addEventListener('abort', wakeWaits, { once: true });
-    try {
-      for (let attempt = 1; ; attempt++) {
-        try {
-          await this.connectOnce(Math.max(MIN_ATTEMPT_MS, deadline - Date.now()));
-          break;
-        } catch (err) {
-          if (signal?.aborted) throw signal.reason;
-          if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
-          if (!isTransportError(err)) throw err;
-          const remaining = deadline - Date.now();
-          if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
-          if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
-          this.emit('retry', { attempt, error: err as Error });
-          // The last wait ends at the deadline, where one last attempt is made.
-          await this.sleep(Math.min(reconnectDelayMs(attempt + 1), remaining));
-          signal?.throwIfAborted();
-        }
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.connectOnce(Math.max(MIN_ATTEMPT_MS, deadline - Date.now()));
+        break;
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
+        if (!isTransportError(err)) throw err;
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
+        if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
+        this.emit('retry', { attempt, error: err as Error });
+        // The last wait ends at the deadline, where one last attempt is made. An abort
+        // cuts it short (a connecting attempt is destroyed by connectOnce).
+        await sleep(Math.min(reconnectDelayMs(attempt + 1), remaining), signal);
+        signal?.throwIfAborted();
       }
-    } finally {
-      signal?.removeEventListener('abort', wakeWaits);
     }
     signal?.addEventListener('abort', () => void this.close(), { once: true });
   }
@@ -631,9 +597,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       connection.notify(Method.initialized, {});
       this._sessionId = init.sessionId;
       if (init.environmentInfo) this.envInfo = init.environmentInfo;
-      this.connection = connection;
-      this._generation = connection.generation;
-      this._state = 'connected';
+      this.engine.start(connection);
     } catch (err) {
       connection?.destroy(err as Error);
       throw err;
@@ -643,74 +607,31 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   }
 
   private onConnectionClosed(reason: Error, connection: Connection): void {
-    // Only the current generation matters: a candidate that dies during recovery fails its
-    // attempt through its requests, and an old socket's late close changes nothing.
-    if (connection !== this.connection || this._state !== 'connected') return;
-    this.log('info', `connection ${connection.generation} lost: ${reason.message}`);
-    this._state = 'recovering';
-    this.emitState('connected', 1, reason);
-    void this.recover(reason, performance.now());
+    this.engine.lost(connection, reason);
   }
 
-  private async recover(cause: Error, lostAt: number): Promise<void> {
-    const deadline = Date.now() + this.recoveryDeadlineMs;
-    let lastError: Error = cause;
-    for (let attempt = 1; this._state === 'recovering'; attempt++) {
-      this.attempt = attempt;
-      const wait = reconnectDelayMs(attempt);
-      if (Date.now() + wait >= deadline) {
-        await this.sleep(Math.max(0, deadline - Date.now()));
-        this.fail('deadline', lastError);
-        return;
-      }
-      if (wait > 0) await this.sleep(wait);
-      if (this._state !== 'recovering') return;
-      const remaining = deadline - Date.now();
-      if (remaining <= 0) {
-        this.fail('deadline', lastError);
-        return;
-      }
-      let candidate: Connection | undefined;
-      // The attempt may not outlive the deadline, whatever the link does.
-      const timer = setTimeout(() => candidate?.destroy(new Error('recovery deadline reached')), remaining);
-      try {
-        candidate = await this.openConnection(Math.min(remaining, Math.max(this.keepaliveTimeoutMs, 1000)));
-        if (this._state !== 'recovering') {
-          candidate.close();
-          return;
-        }
-        const init = await candidate.request<InitializeResult>(Method.initialize, this.initializeParams(this._sessionId));
-        if (!init || init.sessionId !== this._sessionId) {
-          this.fail('expired', new Error(`the server resumed a different session (${String(init?.sessionId)})`));
-          candidate.destroy(new Error('wrong session'));
-          return;
-        }
-        candidate.notify(Method.initialized, {});
-        await this.catchUp(candidate);
-        clearTimeout(timer);
-        if (this._state !== 'recovering' || !candidate.isOpen) {
-          if (this._state !== 'recovering') candidate.close();
-          if (this._state !== 'recovering') return;
-          throw new Error('connection lost during catch-up');
-        }
-        this.becomeConnected(candidate, attempt, lostAt, cause);
-        return;
-      } catch (err) {
-        clearTimeout(timer);
-        candidate?.destroy(err as Error);
-        if (this._state !== 'recovering') return;
-        if (err instanceof AuthRefusedError) {
-          this.fail('auth', err);
-          return;
-        }
-        if (isUnknownSession(err)) {
-          this.fail('expired', err);
-          return;
-        }
-        lastError = err as Error;
-        this.log('debug', `recovery attempt ${attempt} failed: ${(err as Error).message}`);
-        this.emit('retry', { attempt, error: err as Error });
-      }
+  /**
+   * One recovery attempt (the engine's `resume`): a new connection, the session resumed on
+   * it, every live process caught up. Throws to be retried (or to fail, see `fatal`).
+   */
+  private async resume(remainingMs: number, signal: AbortSignal): Promise<Connection> {
+    let candidate: Connection | undefined;
+    const onAbort = () => candidate?.destroy(signal.reason instanceof Error ? signal.reason : new Error('recovery stopped'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      candidate = await this.openConnection(Math.min(remainingMs, Math.max(this.keepaliveTimeoutMs, 1000)));
+      if (signal.aborted) throw signal.reason;
+      const init = await candidate.request<InitializeResult>(Method.initialize, this.initializeParams(this._sessionId));
+      if (!init || init.sessionId !== this._sessionId) throw new WrongSessionError(init?.sessionId);
+      candidate.notify(Method.initialized, {});
+      await this.catchUp(candidate);
+      if (!candidate.isOpen) throw new Error('connection lost during catch-up');
+      return candidate;
+    } catch (err) {
+      candidate?.destroy(err as Error);
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
     }
   }
 
@@ -736,59 +657,21 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     );
   }
 
-  private becomeConnected(connection: Connection, attempts: number, lostAt: number, cause: Error): void {
-    const old = this.connection;
-    this.connection = connection;
-    this._generation = connection.generation;
-    this._state = 'connected';
-    if (old && old !== connection) old.destroy(new Error('replaced by a newer connection'));
-    if (this.flowPaused) connection.pause(); // the catch-up is in; the consumer is still behind
-    this.emitState('recovering', attempts);
-    const recoveredAt = performance.now();
-    const event: RecoveredEvent = {
-      generation: connection.generation,
-      attempts,
-      lostAt,
-      recoveredAt,
-      downtimeMs: recoveredAt - lostAt,
-      reason: cause.message,
-    };
-    this.log('info', `session resumed on connection ${connection.generation} after ${Math.round(event.downtimeMs)} ms (${attempts} attempt(s))`);
-    this.emit('recovered', event);
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const waiter of waiters) waiter.resolve(connection);
+  /** The engine changed state: the client's own consequences, then the public event. */
+  private onStateChange(change: StateChange): void {
+    if (change.state === 'connected') {
+      if (this.flowPaused) this.engine.current?.pause(); // the catch-up is in; the consumer is still behind
+    } else if (change.state === 'failed') {
+      clearInterval(this.flowTimer);
+      const error = this.engine.failure!;
+      for (const proc of [...this.processes.values()]) proc.fail(error);
+      this.processes.clear();
+    }
+    this.emit('state', change);
   }
 
   private fail(reason: SessionLostReason, cause?: unknown): void {
-    if (this._state === 'failed') return;
-    const previous = this._state;
-    const error = new SessionLostError(reason, { cause, sessionId: this._sessionId });
-    this.failure = error;
-    this._state = 'failed';
-    clearInterval(this.flowTimer);
-    for (const wake of this.wakeRecovery) wake();
-    this.wakeRecovery.clear();
-    if (reason !== 'closed') this.connection?.destroy(error);
-    const waiters = this.waiters;
-    this.waiters = [];
-    for (const waiter of waiters) waiter.reject(error);
-    for (const proc of [...this.processes.values()]) proc.fail(error);
-    this.processes.clear();
-    this.log(reason === 'closed' ? 'debug' : 'error', error.message);
-    this.emitState(previous, previous === 'recovering' ? this.attempt : 0, error);
-  }
-
-  private emitState(previous: ClientState, attempt: number, reason?: Error): void {
-    const change: StateChange = {
-      state: this._state,
-      previous,
-      generation: this._generation,
-      attempt,
-      reason: reason?.message,
-      error: reason,
-    };
-    this.emit('state', change);
+    this.engine.fail(reason, cause);
   }
 
   private onNotification(method: string, params: unknown): void {
@@ -817,19 +700,6 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
 
   private forget(proc: ExecProcess): void {
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
-  }
-
-  /** A sleep that `fail`/`close` cut short. */
-  private sleep(ms: number): Promise<void> {
-    return new Promise((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.wakeRecovery.delete(done);
-        resolve();
-      };
-      const timer = setTimeout(done, ms);
-      this.wakeRecovery.add(done);
-    });
   }
 
   private log(level: LogLevel, message: string): void {
@@ -881,6 +751,13 @@ function gaveUp(last: Error, deadlineMs: number, attempts: number): Error {
 
 function formatSeconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(1))} s`;
+}
+
+/** A resume answered with another session id than ours: that session is gone. */
+class WrongSessionError extends Error {
+  constructor(got: unknown) {
+    super(`the server resumed a different session (${String(got)})`);
+  }
 }
 
 function isUnknownSession(err: unknown): boolean {
