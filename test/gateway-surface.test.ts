@@ -18,6 +18,7 @@ import {
   ElicitRequestSchema,
   ListRootsRequestSchema,
   LoggingMessageNotificationSchema,
+  ResourceListChangedNotificationSchema,
   ResourceUpdatedNotificationSchema,
   type LoggingMessageNotification,
 } from '@modelcontextprotocol/sdk/types.js';
@@ -188,6 +189,24 @@ describe.each([httpHost, stdioHost])('the MCP surface through the gateway: $name
       context: { arguments: { department: 'Sales' } },
     });
     expect(who.completion.values).toEqual(['David', 'Eve', 'Frank']);
+    // A resource template's variable, plain and prefixed.
+    const id = await client.complete({ ref: { type: 'ref/resource', uri: 'demo://resource/dynamic/text/{resourceId}' }, argument: { name: 'resourceId', value: '12' } });
+    expect(id.completion.values).toEqual(['12']);
+    const idH = await client.complete({ ref: { type: 'ref/resource', uri: 'tether-gateway://evh/demo://resource/dynamic/blob/{resourceId}' }, argument: { name: 'resourceId', value: 'x' } });
+    expect(idH.completion.values).toEqual([]);
+  });
+
+  it('resources list_changed: a resource a server adds reaches the host as notifications/resources/list_changed and in the list', async () => {
+    let changed = 0;
+    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void changed++);
+    const result = await client.callTool({ name: 'evh__gzip-file-as-resource', arguments: { name: 'hello.gz', data: 'data:text/plain;base64,aGVsbG8gZ2F0ZXdheQ==' } });
+    expect(result.isError).toBeFalsy();
+    await until(() => changed > 0, 'notifications/resources/list_changed');
+    const uris = (await client.listResources()).resources.map((r) => r.uri);
+    // Only evh has it: its own URI, unprefixed.
+    expect(uris).toContain('demo://resource/session/hello.gz');
+    const read = await client.readResource({ uri: 'demo://resource/session/hello.gz' });
+    expect(read.contents[0]).toMatchObject({ uri: 'demo://resource/session/hello.gz', blob: expect.any(String) });
   });
 
   it('logging: setLevel reaches the servers, their messages reach the host named by server', async () => {

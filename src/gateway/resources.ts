@@ -73,7 +73,8 @@ export class ResourceIndex {
       if (slash > 0 && known(rest.slice(0, slash))) return { server: rest.slice(0, slash), uri: rest.slice(slash + 1) };
       return undefined;
     }
-    const owner = this.plainOwner.get(uri) ?? this.templateMatch(uri)?.name;
+    // A listed URI, a listed template itself (completion/complete names one), an instance of one.
+    const owner = this.plainOwner.get(uri) ?? this.templateOwner.get(uri) ?? this.templateMatch(uri)?.name;
     if (owner !== undefined) return { server: owner, uri };
     const offering = this.sources.filter((s) => s.offersResources);
     return offering.length === 1 ? { server: offering[0]!.name, uri } : undefined;
