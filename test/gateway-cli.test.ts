@@ -121,14 +121,21 @@ describe('tether gateway (CLI)', () => {
     const g = gateway(['--config', config, '--listen', 'http://127.0.0.1:0']);
     const url = await firstLine(g);
     expect(url).toMatch(/^http:/);
-    for (let i = 0; i < 100 && !existsSync(pids); i++) await new Promise((r) => setTimeout(r, 20));
+    // The file exists as soon as the shell opens it: wait for the whole line.
+    const written = () => existsSync(pids) && readFileSync(pids, 'utf8').endsWith('\n');
+    for (let i = 0; i < 500 && !written(); i++) await new Promise((r) => setTimeout(r, 20));
     const [sleeper] = readFileSync(pids, 'utf8').split('\n').filter(Boolean).map(Number);
     expect(alive(sleeper!)).toBe(true);
     const started = Date.now();
     g.child.kill('SIGTERM');
     const [code] = await once(g.child, 'exit');
-    expect(Date.now() - started).toBeLessThan(5000);
     expect(code).toBe(0);
+    // The gateway's own account (signal handled → everything stopped): at most 5 s. The
+    // outer clock also counts a loaded machine's scheduling; it only shows it is not the
+    // 30 s connection timeout it used to wait for.
+    const stoppedIn = Number(/stopped in (\d+) ms/.exec(g.stderr())?.[1]);
+    expect(stoppedIn).toBeLessThan(5000);
+    expect(Date.now() - started).toBeLessThan(15_000);
     expect(await waitGone([sleeper!], 1000)).toEqual([]);
   });
 

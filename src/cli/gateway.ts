@@ -151,8 +151,10 @@ export async function run(argv: string[]): Promise<void> {
     logger('info', `shutting down (${why})`);
     watcher?.close();
     clearTimeout(debounce);
+    const started = Date.now();
     await http?.close().catch(() => {});
     await gateway.close();
+    logger('info', `stopped in ${Date.now() - started} ms`);
     process.exit(0);
   };
   process.once('SIGINT', () => void shutdown('SIGINT'));
