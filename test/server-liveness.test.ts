@@ -177,4 +177,25 @@ describe('connection cap', () => {
     await client.close();
     expect(served.stderr()).not.toMatch(/EMFILE|too many open files/i);
   });
+
+  it('refuses process starts that would eat the descriptors promised to connections, clearly, and still admits every connection', async () => {
+    served = await spawnServe(['--listen', 'ws://127.0.0.1:0'], { unprivileged: true, nofile: 256 }); // cap: 64 connections
+    const c = await RawClient.connect(served.url);
+    await c.handshake();
+    let started = 0;
+    let refusal: { code: number; message: string } | undefined;
+    while (!refusal && started < 200) {
+      const r = await c.call('process/start', { processId: `s${started}`, argv: ['sleep', '60'], cwd: CWD, env: ENV, tty: started % 2 === 0 });
+      if (r.error) refusal = r.error;
+      else started++;
+    }
+    expect(started).toBeGreaterThan(10);
+    expect(refusal).toMatchObject({ code: -32600, message: expect.stringMatching(/too many open descriptors: \d+ of the server's limit of 256 .* kept for connections/) });
+    // The 63 connections the cap still admits all get in; the next one is told why not.
+    const others = await Promise.all(Array.from({ length: 63 }, () => RawClient.connect(served!.url)));
+    await Promise.all(others.map((o) => o.handshake()));
+    await expect(RawClient.connect(served.url)).rejects.toMatchObject({ status: 503 });
+    await Promise.all([...others, c].map((o) => o.drop()));
+    expect(served.stderr()).not.toMatch(/EMFILE|too many open files/i);
+  });
 });

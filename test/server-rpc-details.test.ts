@@ -91,4 +91,17 @@ describe('JSON-RPC details', () => {
     await new Promise((resolve) => setImmediate(resolve));
     expect(warnings.map((w) => `${w.name}: ${w.message}`)).toEqual([]);
   });
+
+  it('bounds the requests in flight per connection: past the limit one is refused at once (-32600), and room comes back', async () => {
+    target = await startTetherServer({ maxInflightRequests: 10 });
+    const c = await ready();
+    expect((await start(c, 's', ['sleep', '30'])).result).toBeDefined();
+    const polls = Array.from({ length: 15 }, () => c.call('process/read', { processId: 's', waitMs: 60_000 }));
+    const refused = await Promise.all(polls.slice(10));
+    for (const r of refused) expect(r.error).toMatchObject({ code: ErrorCode.InvalidRequest, message: expect.stringMatching(/too many requests in flight.*at most 10/) });
+    await c.request('process/terminate', { processId: 's' });
+    const answered = await Promise.all(polls.slice(0, 10));
+    expect(answered.every((r) => r.result?.exited === true)).toBe(true);
+    expect(await c.request('environment/status', {})).toEqual({ status: 'ready' });
+  });
 });

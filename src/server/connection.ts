@@ -8,11 +8,25 @@ import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
-import { decodeFrame, Dialect, withJsonrpc } from '../protocol/index.js';
+import { decodeFrame, Dialect, ErrorCode, Method, withJsonrpc } from '../protocol/index.js';
 import type { OutputStream } from '../protocol/index.js';
 import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
+
+/**
+ * Methods answered without waiting for anything: they cannot pile up, so they stay allowed
+ * past the in-flight limit (a client with its limit of long-polls can still terminate).
+ */
+const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
+  Method.initialize,
+  Method.initialized,
+  Method.environmentInfo,
+  Method.environmentStatus,
+  Method.processSignal,
+  Method.processTerminate,
+  Method.sessionClose,
+]);
 
 export interface ConnectionContext {
   conn: Connection;
@@ -51,6 +65,10 @@ export class Connection implements SessionLink {
    */
   private progressAt = performance.now();
   private probeTimer: NodeJS.Timeout | null = null;
+  /** Requests and notifications dispatched and not yet settled. */
+  private inflight = 0;
+  /** Past this many in flight, new requests are refused at once (the server sets it). */
+  maxInflight = Number.POSITIVE_INFINITY;
   private initializeTimer: NodeJS.Timeout | null = null;
   constructor(
     readonly ws: WebSocket,
@@ -146,12 +164,28 @@ export class Connection implements SessionLink {
     this.dialect.observe(decoded.hasJsonrpc);
     const message = decoded.message;
     if (message.kind === 'response') return; // the server sends no requests; stray replies are ignored
+    if (this.inflight >= this.maxInflight && !ANSWERED_AT_ONCE.has(message.method)) {
+      // Each waiting request holds memory (a long-poll for as long as it asks): bounded here.
+      if (message.kind === 'request') {
+        this.send({
+          id: message.id,
+          error: {
+            code: ErrorCode.InvalidRequest,
+            message: `too many requests in flight on this connection (at most ${this.maxInflight}); wait for answers before sending more`,
+          },
+        });
+      }
+      return;
+    }
+    this.inflight++;
     const ctx: ConnectionContext = { conn: this };
     this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
       (response) => {
+        this.inflight--;
         if (response) this.send(response);
       },
       (err: unknown) => {
+        this.inflight--;
         if (message.kind === 'request') {
           this.send({ id: message.id, error: { code: -32603, message: err instanceof Error ? err.message : String(err) } });
         }

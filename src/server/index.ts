@@ -3,7 +3,6 @@
  * JSON-RPC, sessions that outlive their socket. See PROTOCOL.md.
  */
 import { EventEmitter } from 'node:events';
-import { readFileSync } from 'node:fs';
 import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
 import type { Socket } from 'node:net';
@@ -12,6 +11,7 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { isAllowedLoopbackHost, isLoopbackName } from '../util/loopback.js';
 import { checkUpgrade, digest } from './auth.js';
+import { defaultMaxConnections, DescriptorBudget, descriptorLimit } from './descriptors.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { createRpcServer, type ServerState } from './methods.js';
@@ -71,6 +71,11 @@ export interface TetherServerOptions {
   insecureNoToken?: boolean;
   /** Largest incoming WebSocket message (16 MiB); bigger ones close the connection with 1009. */
   maxMessageBytes?: number;
+  /**
+   * Requests in flight per connection (4096): each waiting one (a long-poll) holds memory,
+   * so past this a new request is answered -32600 at once.
+   */
+  maxInflightRequests?: number;
   /** Live processes per session (1024). */
   maxProcessesPerSession?: number;
   /** Sessions per server, attached or detached (10000). */
@@ -116,6 +121,7 @@ export const Defaults = {
   closedRetentionMs: 30_000,
   maxMessageBytes: 16 * 1024 * 1024,
   maxProcessesPerSession: 1024,
+  maxInflightRequests: 4096,
   maxSessions: 10_000,
   pingIntervalMs: 30_000,
   stallTimeoutMs: 30_000,
@@ -154,8 +160,12 @@ export class TetherServer extends EventEmitter {
     this.url = `${secure ? 'wss' : 'ws'}://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
     const log = opts.logger ?? (() => {});
     this.maxMessageBytes = opts.maxMessageBytes ?? Defaults.maxMessageBytes;
+    const descriptorLimitNow = descriptorLimit();
+    this.maxConnections = opts.maxConnections ?? defaultMaxConnections(descriptorLimitNow);
+    const descriptors = new DescriptorBudget(descriptorLimitNow, () => Math.max(0, this.maxConnections - this.openSockets));
     this.state = {
       sessions: new Map(),
+      descriptors,
       maxSessions: opts.maxSessions ?? Defaults.maxSessions,
       livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
       limits: {
@@ -205,8 +215,8 @@ export class TetherServer extends EventEmitter {
       clientTracking: false,
     });
 
-    this.maxConnections = opts.maxConnections ?? defaultMaxConnections();
     const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
+    const maxInflight = opts.maxInflightRequests ?? Defaults.maxInflightRequests;
     // A socket that never finishes its request headers is closed (408) as soon as it is late.
     http.headersTimeout = initializeTimeoutMs;
     http.requestTimeout = initializeTimeoutMs;
@@ -275,6 +285,7 @@ export class TetherServer extends EventEmitter {
       this.wss.handleUpgrade(req, socket, head, (ws) => {
         const conn = this.onConnection(ws, verdict.credential, req, rpc, marks);
         conn.requireInitializeWithin(initializeTimeoutMs);
+        conn.maxInflight = maxInflight;
       });
     });
 
@@ -406,25 +417,6 @@ function refuseSocket(socket: Socket, reason: string, log: Logger): void {
     `HTTP/1.1 503 Service Unavailable\r\ncontent-type: text/plain; charset=utf-8\r\ncontent-length: ${Buffer.byteLength(reason)}\r\nretry-after: 1\r\nconnection: close\r\n\r\n${reason}`,
   );
   setTimeout(() => socket.destroy(), 2000).unref();
-}
-
-/**
- * RLIMIT_NOFILE's soft limit, from /proc (Node has no getrlimit; it raises the soft limit to
- * the hard one at start). 1024 where /proc is not there.
- */
-export function descriptorLimit(): number {
-  try {
-    const line = /^Max open files\s+(\d+|unlimited)/m.exec(readFileSync('/proc/self/limits', 'utf8'));
-    if (line) return line[1] === 'unlimited' ? Number.MAX_SAFE_INTEGER : Number(line[1]);
-  } catch {
-    /* not Linux */
-  }
-  return 1024;
-}
-
-/** A quarter of the descriptors for sockets: the rest is for children's pipes and the server itself. */
-export function defaultMaxConnections(limit = descriptorLimit()): number {
-  return Math.max(1, Math.min(10_000, Math.floor(limit / 4)));
 }
 
 function rejectUpgrade(socket: Duplex, status: number, body: string): void {

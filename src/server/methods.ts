@@ -35,6 +35,7 @@ import type {
   SessionListResult,
 } from '../protocol/index.js';
 import type { Connection, ConnectionContext } from './connection.js';
+import type { DescriptorBudget } from './descriptors.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { listSessions } from './listing.js';
@@ -48,6 +49,8 @@ import type { ServerMonitor } from './monitor.js';
 
 export interface ServerState {
   sessions: Map<string, Session>;
+  /** Admits process starts within the descriptor limit. */
+  descriptors?: Pick<DescriptorBudget, 'admitStart' | 'startDone'>;
   limits: SessionLimits;
   /** Limits of the filesystem methods (server/fs/methods.ts). */
   fs: FsServerLimits;
@@ -210,6 +213,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         `too many processes: this session already runs ${state.limits.maxProcesses}, the limit (--max-processes)`,
       );
     }
+    const noRoom = state.descriptors?.admitStart();
+    if (noRoom) throw invalidRequest(noRoom);
     session.starting.add(p.processId);
     try {
       const proc = await ManagedProcess.start(
@@ -239,6 +244,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       state.log('debug', `session ${session.shortId} started ${p.processId} (pid ${proc.pid}): ${p.argv.join(' ')}`);
     } finally {
       session.starting.delete(p.processId);
+      state.descriptors?.startDone();
     }
     return { processId: p.processId, sandboxType: 'none' };
   });
