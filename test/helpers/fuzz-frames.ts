@@ -8,17 +8,8 @@
  * replace values with junk, they never write commands.
  */
 
-/** mulberry32: small, fast, and the same sequence for the same seed on every machine. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+/** The chaos proxy's seeded PRNG (mulberry32): the same sequence for the same seed on every machine. */
+export { seededRandom as prng } from '../../src/chaos/random.js';
 
 export class Rand {
   constructor(readonly next: () => number) {}
