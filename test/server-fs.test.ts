@@ -59,8 +59,8 @@ const openOn = (name: string) =>
 
 describe('limits', () => {
   it('are configurable from the command line', () => {
-    const { options } = parseServeArgs(['--max-read-file', '1MiB', '--max-file-handles', '4', '--fs-memory', '2MiB'], {});
-    expect(options.fs).toEqual({ maxReadFileBytes: MiB, maxHandles: 4, memoryBytes: 2 * MiB });
+    const { options } = parseServeArgs(['--max-read-file', '1MiB', '--max-file-handles', '4', '--fs-memory', '2MiB', '--max-open-files', '64'], {});
+    expect(options.fs).toEqual({ maxReadFileBytes: MiB, maxHandles: 4, memoryBytes: 2 * MiB, maxOpenFiles: 64 });
     expect(() => parseServeArgs(['--max-file-handles', '0'], {})).toThrow(/--max-file-handles: expected a positive integer/);
   });
 
@@ -130,6 +130,46 @@ describe('limits', () => {
     socket.resume();
     const last = await c.waitFor((f) => f.id === 1000 + requests - 1, 30_000, true);
     expect(last.result).toMatchObject({ eof: false });
+  });
+});
+
+describe('server-wide caps', () => {
+  let small: TetherTarget;
+  beforeAll(async () => {
+    small = await startTetherServer({ fs: { maxOpenFiles: 3, maxOperations: 2 } });
+  });
+  afterAll(() => small?.stop());
+
+  it('caps open handles across sessions; a closed connection gives its handles back', async () => {
+    writeFileSync(join(dir, 'shared'), 'x');
+    const a = await pool.connect(small.url);
+    await a.handshake();
+    const b = await pool.connect(small.url);
+    await b.handshake();
+    await a.request('fs/open', { handleId: 'a1', path: uri('shared') });
+    await a.request('fs/open', { handleId: 'a2', path: uri('shared') });
+    await b.request('fs/open', { handleId: 'b1', path: uri('shared') });
+    expect((await b.call('fs/open', { handleId: 'b2', path: uri('shared') })).error).toEqual({
+      code: ErrorCode.InvalidRequest,
+      message: 'too many open files on this server: at most 3 file handles are open at once across all sessions (--max-open-files)',
+    });
+    await a.drop(); // Codex's rule without fsResume: its handles die with it
+    await expect.poll(async () => (await b.call('fs/open', { handleId: `b-${Math.random()}`.slice(0, 20), path: uri('shared') })).error).toBeUndefined();
+  });
+
+  it('a client that stops reading its answers does not hold up other sessions', async () => {
+    writeFileSync(join(dir, 'half-mib'), Buffer.alloc(MiB / 2, 3));
+    const greedy = await pool.connect(small.url);
+    await greedy.handshake();
+    const socket = (greedy.ws as unknown as { _socket: import('node:net').Socket })._socket;
+    socket.pause();
+    for (let i = 0; i < 40; i++) greedy.send({ id: 5000 + i, method: 'fs/readFile', params: { path: uri('half-mib') } });
+    const other = await pool.connect(small.url);
+    await other.handshake();
+    // With 2 operation slots and the greedy client's answers piling up, others still get served.
+    for (let i = 0; i < 5; i++) expect(await other.request('fs/getMetadata', { path: uri('half-mib') })).toMatchObject({ size: MiB / 2 });
+    socket.resume();
+    await greedy.waitFor((f) => f.id === 5039, 30_000, true);
   });
 });
 

@@ -50,6 +50,8 @@ options:
                              with fs/open + fs/readBlock (default 8MiB)
   --max-file-handles N       open fs handles per session (default 128)
   --fs-memory SIZE           file data all fs requests may hold at once (default 64MiB)
+  --max-open-files N         fs handles open at once across all sessions (default: an eighth
+                             of the descriptor limit, at most 4096)
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
@@ -172,6 +174,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'max-read-file': { type: 'string' },
         'max-file-handles': { type: 'string' },
         'fs-memory': { type: 'string' },
+        'max-open-files': { type: 'string' },
         'log-level': { type: 'string' },
         help: { type: 'boolean', short: 'h' },
       },
@@ -195,6 +198,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['max-read-file'] !== undefined) fs.maxReadFileBytes = parseSize('--max-read-file', v['max-read-file']);
   if (v['max-file-handles'] !== undefined) fs.maxHandles = parseCount('--max-file-handles', v['max-file-handles']);
   if (v['fs-memory'] !== undefined) fs.memoryBytes = parseSize('--fs-memory', v['fs-memory']);
+  if (v['max-open-files'] !== undefined) fs.maxOpenFiles = parseCount('--max-open-files', v['max-open-files']);
   if (Object.keys(fs).length > 0) options.fs = fs;
   if (v['allow-origin'] !== undefined) options.allowedOrigins = v['allow-origin'];
   if (v['allow-host'] !== undefined) options.allowedHosts = v['allow-host'];

@@ -175,7 +175,7 @@ export class TetherServer extends EventEmitter {
         outputRetentionBytes: opts.outputRetentionBytes ?? Defaults.outputRetentionBytes,
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
-      fs: { ...FsDefaults, ...opts.fs },
+      fs: { ...FsDefaults, maxOpenFiles: Math.max(16, Math.min(FsDefaults.maxOpenFiles, Math.floor(descriptorLimit() / 8))), ...opts.fs },
       log,
       monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,

@@ -9,6 +9,7 @@ import type { FileHandle } from 'node:fs/promises';
 import { FsLimits, invalidRequest, type FsOpenMode } from '../../protocol/index.js';
 import { notFound } from './errors.js';
 import { openForRead, openForReplace } from './files.js';
+import type { OpenFileCount } from './limiter.js';
 import type { NativePath } from './uri.js';
 
 interface OpenFile {
@@ -36,7 +37,11 @@ export class HandleTable {
   private readonly opening = new Set<string>();
   private closed = false;
 
-  constructor(private readonly capacity: number) {}
+  constructor(
+    private readonly capacity: number,
+    /** Handles open across the whole server. */
+    private readonly serverWide: OpenFileCount,
+  ) {}
 
   get size(): number {
     return this.open.size + this.opening.size;
@@ -52,7 +57,9 @@ export class HandleTable {
     if (this.size >= this.capacity) {
       throw invalidRequest(`at most ${this.capacity} file handles may be open per connection`);
     }
+    this.serverWide.take();
     this.opening.add(handleId);
+    let opened = false;
     try {
       const file = mode === 'replace' ? await openForReplace(path) : await openForRead(path);
       if (this.closed) {
@@ -60,8 +67,10 @@ export class HandleTable {
         throw unknownHandle(handleId);
       }
       this.open.set(handleId, { file, mode });
+      opened = true;
     } finally {
       this.opening.delete(handleId);
+      if (!opened) this.serverWide.give();
     }
   }
 
@@ -97,6 +106,7 @@ export class HandleTable {
     const entry = this.open.get(handleId);
     if (!entry) return;
     this.open.delete(handleId);
+    this.serverWide.give();
     await entry.file.close();
   }
 
@@ -105,6 +115,7 @@ export class HandleTable {
     this.closed = true;
     const files = [...this.open.values()];
     this.open.clear();
+    for (let i = 0; i < files.length; i++) this.serverWide.give();
     await Promise.all(files.map(({ file }) => file.close().catch(() => {})));
   }
 

@@ -38,6 +38,7 @@ import type { Connection, ConnectionContext } from '../connection.js';
 import type { Session } from '../session.js';
 import { decodeBase64 } from './base64.js';
 import { ByteBudget } from './budget.js';
+import { Limiter, OpenFileCount } from './limiter.js';
 import { readEnvironmentConfig } from './environment-config.js';
 import { fsError, mapFsErrors } from './errors.js';
 import { readWholeFile, writeWholeFile } from './files.js';
@@ -61,6 +62,10 @@ export interface FsServerLimits {
   maxWatchPaths: number;
   /** Idempotency keys remembered per session (4096). */
   rememberedResults: number;
+  /** File handles open at once across all sessions (an eighth of the descriptor limit, at most 4096). */
+  maxOpenFiles: number;
+  /** fs operations running at once across the server (each may hold a descriptor; 256). */
+  maxOperations: number;
 }
 
 export const FsDefaults: FsServerLimits = {
@@ -70,6 +75,8 @@ export const FsDefaults: FsServerLimits = {
   maxDirectoryEntries: 100_000,
   maxWatchPaths: 1024,
   rememberedResults: 4096,
+  maxOpenFiles: 4096,
+  maxOperations: 256,
 };
 
 export type FsFamily = 'filesystem' | 'environment config';
@@ -88,6 +95,9 @@ export function registerFsMethods(
   requireReady: (conn: Connection, family: FsFamily) => Session,
 ): FsRegistration {
   const budget = new ByteBudget(limits.memoryBytes);
+  const openFiles = new OpenFileCount(limits.maxOpenFiles);
+  const operations = new Limiter(limits.maxOperations);
+  const scopeLimits = { maxHandles: limits.maxHandles, openFiles };
   const sessions = new WeakMap<Session, FsSessionState>();
   const connections = new WeakMap<Connection, FsConnectionState>();
   const waiting = new WeakMap<Connection, number>();
@@ -95,7 +105,7 @@ export function registerFsMethods(
   function sessionState(session: Session): FsSessionState {
     let state = sessions.get(session);
     if (!state) {
-      const created = new FsSessionState(session, limits);
+      const created = new FsSessionState(session, { ...scopeLimits, rememberedResults: limits.rememberedResults });
       state = created;
       sessions.set(session, created);
       session.onExpired(() => void created.close());
@@ -106,7 +116,7 @@ export function registerFsMethods(
   function connectionState(conn: Connection): FsConnectionState {
     let state = connections.get(conn);
     if (!state) {
-      state = new FsConnectionState(conn, limits);
+      state = new FsConnectionState(conn, scopeLimits);
       connections.set(conn, state);
     }
     return state;
@@ -160,13 +170,18 @@ export function registerFsMethods(
   }
 
   const pathOf = (uri: string): NativePath => parsePathUri(uri);
+  /** The OS work of a request: at most `maxOperations` at once server-wide, errors in Codex's form. */
+  const work = <T>(operation: () => Promise<T>): Promise<T> => operations.run(() => mapFsErrors(operation));
 
   rpc.addMethod(FsMethod.readFile, async (raw, { conn }): Promise<FsReadFileResult> => {
     const p = params(FsMethod.readFile, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
     ready(conn);
-    const { data, release } = await mapFsErrors(() =>
-      readWholeFile(path, limits.maxReadFileBytes, (bytes) => admit(conn, bytes)),
+    // Wait for the send buffer before taking an operation slot: a client that does not read
+    // its answers must not hold slots other sessions need. Inside, only the byte budget waits.
+    await conn.whenDrained();
+    const { data, release } = await work(() =>
+      readWholeFile(path, limits.maxReadFileBytes, (bytes) => budget.acquire(bytes, conn.signal)),
     );
     try {
       return { dataBase64: new Base64Text(data.toString('base64')) as unknown as string };
@@ -184,7 +199,7 @@ export function registerFsMethods(
       try {
         const decoded = decodeBase64(p.dataBase64);
         if (!decoded.ok) throw invalidRequest(`${FsMethod.writeFile} requires valid base64 dataBase64: ${decoded.message}`);
-        await mapFsErrors(() => writeWholeFile(path, decoded.bytes));
+        await work(() => writeWholeFile(path, decoded.bytes));
         return {};
       } finally {
         release();
@@ -197,7 +212,7 @@ export function registerFsMethods(
     const path = pathOf(p.path);
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.createDirectory, p, async () => {
-      await mapFsErrors(() => createDirectory(path, p.recursive ?? true));
+      await work(() => createDirectory(path, p.recursive ?? true));
       return {};
     });
   });
@@ -206,7 +221,7 @@ export function registerFsMethods(
     const p = params(FsMethod.getMetadata, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
     ready(conn);
-    return mapFsErrors(() => getMetadata(path));
+    return work(() => getMetadata(path));
   });
 
   rpc.addMethod(FsMethod.readDirectory, async (raw, { conn }): Promise<FsReadDirectoryResult> => {
@@ -214,14 +229,14 @@ export function registerFsMethods(
     const path = pathOf(p.path);
     ready(conn);
     await conn.whenDrained();
-    return { entries: await mapFsErrors(() => readDirectory(path, limits.maxDirectoryEntries)) };
+    return { entries: await work(() => readDirectory(path, limits.maxDirectoryEntries)) };
   });
 
   rpc.addMethod(FsMethod.canonicalize, async (raw, { conn }) => {
     const p = params(FsMethod.canonicalize, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
     ready(conn);
-    return { path: await mapFsErrors(() => canonicalize(path)) };
+    return { path: await work(() => canonicalize(path)) };
   });
 
   rpc.addMethod(FsMethod.walk, async (raw, { conn }): Promise<FsWalkResult> => {
@@ -230,7 +245,7 @@ export function registerFsMethods(
     ready(conn);
     checkWalkLimits(p.options);
     await conn.whenDrained();
-    return mapFsErrors(() => walk(path, p.options));
+    return work(() => walk(path, p.options));
   });
 
   rpc.addMethod(FsMethod.remove, async (raw, { conn }) => {
@@ -238,7 +253,7 @@ export function registerFsMethods(
     const path = pathOf(p.path);
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.remove, p, async () => {
-      await mapFsErrors(() => remove(path, p.recursive ?? true, p.force ?? true));
+      await work(() => remove(path, p.recursive ?? true, p.force ?? true));
       return {};
     });
   });
@@ -249,7 +264,7 @@ export function registerFsMethods(
     const destination = pathOf(p.destinationPath);
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.copy, p, async () => {
-      await mapFsErrors(() => copy(source, destination, p.recursive));
+      await work(() => copy(source, destination, p.recursive));
       return {};
     });
   });
@@ -260,7 +275,7 @@ export function registerFsMethods(
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.open, p, async () => {
       checkHandleId(p.handleId);
-      await mapFsErrors(() => connectionState(conn).scope(fs).handles.openFile(p.handleId, path, p.mode ?? 'read'));
+      await work(() => connectionState(conn).scope(fs).handles.openFile(p.handleId, path, p.mode ?? 'read'));
       return { handleId: p.handleId };
     });
   });
@@ -272,7 +287,7 @@ export function registerFsMethods(
     checkBlockLength(p.len, 'read');
     const release = await admit(conn, p.len);
     try {
-      const block = await mapFsErrors(() => connectionState(conn).scope(fs).handles.readBlock(p.handleId, p.offset, p.len));
+      const block = await work(() => connectionState(conn).scope(fs).handles.readBlock(p.handleId, p.offset, p.len));
       return { chunk: new Base64Text(block.bytes.toString('base64')) as unknown as string, eof: block.eof };
     } finally {
       release();
@@ -288,7 +303,7 @@ export function registerFsMethods(
     checkBlockLength(decoded.bytes.length, 'write');
     const release = await admit(conn, decoded.bytes.length);
     try {
-      await mapFsErrors(() => connectionState(conn).scope(fs).handles.writeBlock(p.handleId, p.offset, decoded.bytes));
+      await work(() => connectionState(conn).scope(fs).handles.writeBlock(p.handleId, p.offset, decoded.bytes));
       return {};
     } finally {
       release();
@@ -298,7 +313,7 @@ export function registerFsMethods(
   rpc.addMethod(FsMethod.close, async (raw, { conn }) => {
     const p = params(FsMethod.close, FsCloseParamsSchema, raw);
     const { fs } = ready(conn);
-    await mapFsErrors(() => connectionState(conn).scope(fs).handles.close(p.handleId));
+    await work(() => connectionState(conn).scope(fs).handles.close(p.handleId));
     return {};
   });
 

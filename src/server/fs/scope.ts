@@ -9,12 +9,15 @@ import { FsMethod } from '../../protocol/index.js';
 import type { Connection } from '../connection.js';
 import type { Session } from '../session.js';
 import { HandleTable } from './handles.js';
+import type { OpenFileCount } from './limiter.js';
 import { ResultMemory } from './results.js';
 import type { NativePath } from './uri.js';
 import { MissingWatch } from './watch.js';
 
 export interface FsScopeLimits {
   maxHandles: number;
+  /** Handles open across the server (shared by every scope). */
+  openFiles: OpenFileCount;
 }
 
 /** Handles and the missing-watch of one owner (a connection or a session). */
@@ -30,7 +33,7 @@ export class FsScope {
     /** Delivers `fs/missingChanged` (or keeps it until someone can be told). */
     private readonly notify: (watchId: number) => void,
   ) {
-    this.handles = new HandleTable(limits.maxHandles);
+    this.handles = new HandleTable(limits.maxHandles, limits.openFiles);
   }
 
   /** Replaces the watch; true if it is now watching. */
