@@ -78,7 +78,15 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
   try {
     const info = await client.environmentInfo();
     const { env, envPolicy } = buildRemoteEnv(info, options);
-    proc = client.spawn(options.command, { cwd: options.cwd, env, envPolicy, tty: options.tty, pipeStdin: true });
+    const terminal = options.tty ? localTerminal() : undefined;
+    proc = client.spawn(options.command, {
+      cwd: options.cwd,
+      env,
+      envPolicy,
+      tty: options.tty,
+      pipeStdin: true,
+      terminalSize: terminal && { cols: terminal.columns, rows: terminal.rows },
+    });
   } catch (err) {
     if (early.exitCode !== undefined) return early.exitCode;
     say(describe(err));
@@ -102,6 +110,7 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
   });
   const restoreTerminal = wireStdin(proc, options.tty);
   const releaseSignals = forwardSignals(proc, options.tty);
+  const releaseSize = options.tty ? followTerminalSize(proc) : () => {};
   try {
     const code = await Promise.race([brokenPipe, proc.closed.then(() => proc.exitCode ?? 0, (err: unknown) => failureCode(err, options))]);
     if (code === BROKEN_PIPE) return EXIT_BROKEN_PIPE;
@@ -111,6 +120,7 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
     const outcome = await Promise.race([brokenPipe, written(proc)]);
     return outcome === BROKEN_PIPE ? EXIT_BROKEN_PIPE : code;
   } finally {
+    releaseSize();
     releaseSignals();
     restoreTerminal();
   }
@@ -129,6 +139,20 @@ function failureCode(err: unknown, options: RemoteOptions): number {
 async function written(proc: ExecProcess): Promise<void> {
   await Promise.all([finished(proc.stdout).catch(() => {}), finished(proc.stderr).catch(() => {})]);
   await Promise.all([drained(process.stdout), drained(process.stderr)]);
+}
+
+/** The local terminal (stdout, or stderr when stdout is redirected), if there is one. */
+function localTerminal(): NodeJS.WriteStream | undefined {
+  return [process.stdout, process.stderr].find((s) => s.isTTY === true && s.columns > 0 && s.rows > 0);
+}
+
+/** Every SIGWINCH (Node's 'resize' on the terminal) resizes the remote terminal too. */
+function followTerminalSize(proc: ExecProcess): () => void {
+  const terminal = localTerminal();
+  if (!terminal) return () => {};
+  const onResize = () => void proc.resize(terminal.columns, terminal.rows).catch(() => {});
+  terminal.on('resize', onResize);
+  return () => terminal.off('resize', onResize);
 }
 
 /** Local stdin → remote stdin. With --tty and a local terminal, raw mode: keys (Ctrl-C too) go to the remote pty. */

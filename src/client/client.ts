@@ -98,6 +98,8 @@ export interface SpawnOptions {
   pipeStdin?: boolean;
   /** Client-chosen id (default a random UUID); must be unique in the session. */
   processId?: string;
+  /** With `tty`: the terminal's initial size (extension `processResize`; 80x24 without it). */
+  terminalSize?: { cols: number; rows: number };
   arg0?: string;
 }
 
@@ -127,6 +129,8 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   /** What `initialize` asks for (the same on every resume: the server keeps the set fixed). */
   private readonly extensionRequest: InitializeParams['tether'];
   private _extensions: ReadonlySet<ExtensionName> = new Set();
+  /** Terminal sizes on their way, per process (see `resize`). */
+  private readonly resizes = new Map<ExecProcess, { pending: { cols: number; rows: number } | null; running: Promise<void> | null }>();
   private closing = false;
   /** Flow control: the current socket is paused because a consumer is behind. */
   private flowPaused = false;
@@ -361,6 +365,33 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     }
   }
 
+  /**
+   * @internal One resize in flight per process; a newer size waits and replaces any older
+   * waiting one, so sizes arrive in order and a burst of SIGWINCH costs two requests.
+   */
+  async resize(proc: ExecProcess, cols: number, rows: number): Promise<boolean> {
+    if (!this._extensions.has('processResize')) return false;
+    const state = this.resizes.get(proc) ?? { pending: null, running: null };
+    this.resizes.set(proc, state);
+    state.pending = { cols, rows };
+    state.running ??= (async () => {
+      try {
+        await proc.startedPromise;
+        while (state.pending) {
+          const size = state.pending;
+          state.pending = null;
+          if (!proc.live || proc.sequencer.exitSeen) break;
+          await this.call(Method.processResize, { processId: proc.id, ...size });
+        }
+      } finally {
+        state.running = null;
+        this.resizes.delete(proc);
+      }
+    })();
+    await state.running;
+    return true;
+  }
+
   /** @internal Nobody can follow this process any more: terminate it (best effort) rather than leak it. */
   abandon(proc: ExecProcess): void {
     if (!proc.started || proc.sequencer.exitSeen) return;
@@ -468,6 +499,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       if (useDefaultEnv) params.envPolicy = fullEnvPolicy({ inherit: 'core' });
       else if (options.envPolicy) params.envPolicy = fullEnvPolicy(options.envPolicy);
       if (options.arg0 !== undefined) params.arg0 = options.arg0;
+      if (options.tty && options.terminalSize && this._extensions.has('processResize')) params.terminalSize = options.terminalSize;
       await this.startOnServer(params, (read) => {
         proc.markStarted();
         proc.mergeRead(0, read);

@@ -20,6 +20,7 @@ export interface ProcessHost {
   closeStdin(process: ExecProcess): Promise<void>;
   signal(process: ExecProcess, signal: SignalName): Promise<void>;
   terminate(process: ExecProcess): Promise<boolean>;
+  resize(process: ExecProcess, cols: number, rows: number): Promise<boolean>;
   /** A later event arrived before an earlier one: ask the server for what is missing. */
   fillHole(process: ExecProcess): void;
   /** The handle gave up on a process that may still run (lost output): kill it, no leaks. */
@@ -102,6 +103,21 @@ export class ExecProcess extends EventEmitter {
   /** Sends a signal (default `interrupt`, the only one Codex knows; tether also takes terminate, kill, hangup…). */
   kill(signal: SignalName = 'interrupt'): Promise<void> {
     return this.host.signal(this, signal);
+  }
+
+  /**
+   * Sets the remote terminal's size (a `tty` process; extension `processResize`). Resolves
+   * false when the server cannot (a Codex exec-server: the terminal stays 80x24). Calls in
+   * quick succession are coalesced: the last size wins, none overtakes another.
+   */
+  resize(cols: number, rows: number): Promise<boolean> {
+    if (!this.tty) return Promise.reject(new TypeError('resize: this process has no terminal (spawn it with tty: true)'));
+    for (const [name, value] of [['cols', cols], ['rows', rows]] as const) {
+      if (!Number.isInteger(value) || value < 1 || value > 65535) {
+        return Promise.reject(new RangeError(`resize: ${name} must be an integer in 1..65535 (got ${String(value)})`));
+      }
+    }
+    return this.host.resize(this, cols, rows);
   }
 
   /** Kills the process (exit 137). Resolves `true` if it was running. */

@@ -36,6 +36,11 @@ export const KnownExtensions = [
    * `idempotencyKey`, answered from the server's memory when re-sent.
    */
   'fsResume',
+  /**
+   * `process/resize`: a tty process's terminal follows the client's (`tether exec --tty` on
+   * every SIGWINCH), and `process/start` takes its initial size (`terminalSize`).
+   */
+  'processResize',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];

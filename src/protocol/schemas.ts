@@ -34,6 +34,11 @@ export const EnvPolicySchema = z.object({
   includeOnly: z.array(z.string()).default([]),
 });
 
+/** A terminal dimension: what TIOCSWINSZ can hold (an unsigned short), and at least 1. */
+const dimension = z.number().int().min(1, 'must be at least 1').max(65535, 'must be at most 65535');
+
+export const TerminalSizeSchema = z.object({ cols: dimension, rows: dimension });
+
 const fileUri = execString.refine((s) => s.startsWith('file://'), { message: 'must be a file:// URI (e.g. file:///home/me)' });
 
 export const ProcessStartParamsSchema = z.object({
@@ -49,6 +54,11 @@ export const ProcessStartParamsSchema = z.object({
   sandbox: z.unknown().optional(),
   enforceManagedNetwork: z.boolean().nullish(),
   managedNetwork: z.unknown().optional(),
+  /**
+   * tether extension `processResize`: the terminal's initial size (tty only; honoured when
+   * the session negotiated the extension, 80x24 otherwise). Codex ignores the member.
+   */
+  terminalSize: TerminalSizeSchema.nullish(),
 });
 
 const nonNegativeInt = z.number().int().nonnegative();
@@ -83,6 +93,12 @@ export const SignalNameSchema = z.enum(['interrupt', 'terminate', 'kill', 'hangu
 export const ProcessSignalParamsSchema = z.object({
   processId: z.string(),
   signal: SignalNameSchema,
+});
+
+export const ProcessResizeParamsSchema = z.object({
+  processId: z.string(),
+  cols: dimension,
+  rows: dimension,
 });
 
 export const ProcessTerminateParamsSchema = z.object({

@@ -109,6 +109,8 @@ export const Method = {
   sessionClose: 'session/close',
   /** tether extension `sessionList`: the caller's sessions and their processes (all of them for the admin token). */
   sessionList: 'session/list',
+  /** tether extension `processResize`: set a tty process's terminal size. */
+  processResize: 'process/resize',
 } as const;
 
 /** One process in a `session/list` answer. */

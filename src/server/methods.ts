@@ -16,6 +16,7 @@ import {
   ProcessSignalParamsSchema,
   ProcessStartParamsSchema,
   ProcessTerminateParamsSchema,
+  ProcessResizeParamsSchema,
   ProcessWriteParamsSchema,
   RpcError,
   EXTENSIONS_VERSION,
@@ -226,6 +227,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           tty: p.tty,
           pipeStdin: p.pipeStdin ?? false,
           arg0: p.arg0,
+          // The extension's member: a client that did not negotiate it gets Codex's 80x24.
+          terminalSize: session.extensions.has('processResize') ? p.terminalSize : undefined,
           retentionBytes: state.limits.outputRetentionBytes,
         },
         session,
@@ -278,6 +281,17 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const session = requireReady(conn, 'exec');
     const proc = session.processes.get(p.processId);
     return { running: proc ? proc.terminate() : false };
+  });
+
+  rpc.addMethod(Method.processResize, (params, { conn }) => {
+    if (!conn.session?.extensions.has('processResize')) throw methodNotFound(Method.processResize);
+    const p = parseParams(Method.processResize, ProcessResizeParamsSchema, params);
+    const session = requireReady(conn, 'exec');
+    const proc = requireProcess(session, p.processId);
+    if (!proc.tty) throw invalidParams(`invalid params for process/resize: processId: ${p.processId} has no terminal (it was started without tty)`);
+    // An exited process has nothing to resize: not an error (a resize can cross an exit).
+    if (!proc.closed) proc.resize(p.cols, p.rows);
+    return {};
   });
 
   rpc.addMethod(Method.sessionClose, (params, { conn }) => {

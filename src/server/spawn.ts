@@ -20,6 +20,8 @@ export interface ChildSpec {
   tty: boolean;
   pipeStdin: boolean;
   arg0?: string | null;
+  /** The terminal's initial size (tty only; 80x24 when not given). */
+  terminalSize?: { cols: number; rows: number } | null;
 }
 
 /** What a running child tells its owner, in this order per stream: output…, then exit/close. */
@@ -76,7 +78,7 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
       // A terminal gets a TERM, as node-pty gave it (programs need one to draw).
       env: spec.tty ? { TERM: 'xterm-256color', ...spec.env } : spec.env,
       argv0: spec.arg0 ?? undefined,
-      tty: spec.tty ? DEFAULT_TTY_SIZE : undefined,
+      tty: spec.tty ? (spec.terminalSize ?? DEFAULT_TTY_SIZE) : undefined,
       stdin: spec.pipeStdin,
     });
   } catch (err) {
