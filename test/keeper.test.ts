@@ -94,4 +94,23 @@ describe('tether-keeper', () => {
     expect(await closed(early)).toEqual({ code: 5, signal: null });
     expect(out()).toBe('bye\r\n');
   });
+
+  it('SIGTERM to the keeper kills the tree; SIGKILL to it is reported as a kill, and the command\'s group is killed', async () => {
+    const mark = `${randomInt(1000, 9000)}.${randomInt(1e6, 9e6)}`;
+    const termed = start('/bin/sh', ['-c', `setsid -f sleep ${mark}; exec sleep ${mark}`]);
+    await termed.started;
+    expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 2, 5_000)).toBe(true);
+    process.kill(termed.keeperPid, 'SIGTERM'); // e.g. a `pkill -f` that matched the keeper's argv
+    await termed.whenGone;
+    expect(processesWithMarker(mark)).toEqual([]);
+    expect(termed.signalCode).toBe('SIGKILL');
+
+    const killed = start('/bin/sh', ['-c', `sleep ${mark} & exec sleep ${mark}`]);
+    await killed.started;
+    expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 2, 5_000)).toBe(true);
+    const exit = closed(killed);
+    process.kill(killed.keeperPid, 'SIGKILL'); // what escapes by design, but the group still dies
+    expect(await exit).toEqual({ code: null, signal: 'SIGKILL' });
+    expect(await eventually(() => processesWithMarker(mark).length === 0, 2_000)).toBe(true);
+  });
 });
