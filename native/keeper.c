@@ -2,13 +2,27 @@
  * tether-keeper: runs one command for the tether server and makes sure nothing it starts
  * outlives it.
  *
- *   tether-keeper [--cwd DIR] [--arg0 NAME] [--tty COLSxROWS] -- FILE [ARG...]
+ * Two ways to start (the server uses the first on Linux):
  *
- * Descriptors, set up by the server (Node's child_process.spawn):
- *   0  the command's stdin (a socket, or /dev/null)      | with --tty: input relayed to the
- *   1  the command's stdout                              | terminal, and the terminal's
- *   2  the command's stderr                              | output relayed to stdout
+ *   tether-keeper --zygote [PADDING]   fd 3: a SOCK_SEQPACKET channel from the server. The
+ *       zygote keeps one idle keeper forked ahead of need, blocked on that channel. The server
+ *       sends a one-byte record carrying five descriptors (SCM_RIGHTS): the idle keeper takes
+ *       it, makes them its fds 0-4, leaves its own session and continues as below; once its
+ *       command is forked it tells the zygote, which forks the next idle keeper. So a process/start
+ *       costs the server a few syscalls: no fork of the server, no exec. PADDING (spaces)
+ *       only makes room for each keeper to show its command in `ps`. The zygote exits when
+ *       the channel closes; idle keepers too.
+ *   tether-keeper                      fds 0-4 set up by the spawner (non-Linux servers).
+ *
+ * A keeper's descriptors:
+ *   0  stdin for the command (a socket)             | with a terminal: input relayed to it,
+ *   1  the command's stdout                         | and its output relayed to stdout
+ *   2  the command's stderr                         | (then unused: closed)
  *   3  the control socket (below)
+ *   4  the start channel: "pid <P> <K>\n" (the command's and the keeper's pids) and, if
+ *      it cannot start, "error <STAGE> <ERRNO>\n" (STAGE: chdir, exec, fork, pty, setup);
+ *      end of file without an error means exec succeeded
+ * and it waits for the command's specification on the control socket.
  *
  * The keeper is a child subreaper (Linux): every descendant of the command whose parent
  * exits — a background job, `setsid -f`, a double fork, `nohup … &` — becomes the keeper's
@@ -17,18 +31,19 @@
  * died, however: SIGKILL, OOM, crash), it kills the whole tree and exits. SIGTERM, SIGINT
  * and SIGHUP to the keeper do the same; only SIGKILL/SIGSTOP of the keeper itself escape.
  *
- * Control protocol (lines of ASCII, '\n'-terminated):
- *   server -> keeper, first:  "env <N>\n" then N bytes of NUL-terminated NAME=VALUE entries
- *                             (the command's whole environment; the keeper runs with none)
+ * Control protocol (ASCII lines, '\n'-terminated):
+ *   server -> keeper, first:  "spec <N>\n" then N bytes of NUL-terminated fields: the
+ *                             working directory; "" or "<COLS>x<ROWS>" for a terminal; "1"
+ *                             or "0" for a stdin (else /dev/null); "-" or "+<argv[0]>";
+ *                             the argument count; the program and its arguments; then the
+ *                             command's whole environment, NAME=VALUE each (the keeper
+ *                             itself runs with none)
  *   server -> keeper, later:  "signal <N>\n"   signal N to the command's process group
- *                             "resize <C> <R>\n" terminal size (TIOCSWINSZ; --tty only)
+ *                             "resize <C> <R>\n" terminal size (TIOCSWINSZ)
  *                             "kill\n"         kill every descendant, report, exit
- *   keeper -> server:         "pid <P>\n"      the command runs (exec succeeded)
- *                             "error <STAGE> <ERRNO>\n"  it could not start (STAGE: chdir,
- *                                              exec, fork, pty, setup); the keeper exits
- *                             "exit <CODE> <SIGNAL>\n"   the command ended (CODE -1 when
- *                                              killed by SIGNAL); with --tty sent once the
- *                                              terminal's output is drained and stdout closed
+ *   keeper -> server:         "exit <CODE> <SIGNAL>\n"   the command ended (CODE -1 when
+ *                                              killed by SIGNAL); with a terminal, sent once
+ *                                              its output is drained and stdout closed
  */
 #define _GNU_SOURCE
 #include <dirent.h>
@@ -44,6 +59,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/resource.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
@@ -55,13 +71,16 @@
 #include <sys/prctl.h>
 #endif
 
+#ifndef MSG_CMSG_CLOEXEC
+#define MSG_CMSG_CLOEXEC 0
+#endif
 #ifndef CLOSE_RANGE_CLOEXEC
 #define CLOSE_RANGE_CLOEXEC (1U << 2)
 #endif
 
 extern char **environ;
 
-enum { CTL_FD = 3 };
+enum { CTL_FD = 3, START_FD = 4 };
 enum { STAGE_SETUP = 1, STAGE_FORK, STAGE_PTY, STAGE_CHDIR, STAGE_EXEC };
 static const char *const STAGE_NAMES[] = {"", "setup", "fork", "pty", "chdir", "exec"};
 
@@ -70,8 +89,8 @@ enum { RELAY_BYTES = 64 * 1024 };
 /* After the command exits, the terminal is drained until no output came for this long
    (other processes may still hold it open, so end of file may never come). */
 enum { DRAIN_QUIET_MS = 100 };
-/* Largest environment accepted on the control socket. */
-enum { MAX_ENV_BYTES = 64 * 1024 * 1024 };
+/* Largest specification accepted on the control socket. */
+enum { MAX_SPEC_BYTES = 64 * 1024 * 1024 };
 
 static pid_t command_pid = -1;
 static int command_reaped = 0;
@@ -398,8 +417,18 @@ static ssize_t read_wait(int fd, void *buf, size_t len) {
   }
 }
 
-/* Blocking read of the "env <N>\n" header and its N bytes; NULL if the server went away. */
-static char **read_env(void) {
+struct spec {
+  const char *cwd;
+  int tty;
+  unsigned cols, rows;
+  int stdin_pipe;
+  const char *file;
+  char **argv;
+  char **env;
+};
+
+/* Blocking read of the "spec <N>\n" header and its N bytes; 0 if the server went away or sent nonsense. */
+static int read_spec(struct spec *spec) {
   size_t header_end = 0;
   for (;;) {
     char *nl = memchr(ctl_buf, '\n', ctl_len);
@@ -407,15 +436,15 @@ static char **read_env(void) {
       header_end = (size_t)(nl - ctl_buf) + 1;
       break;
     }
-    if (ctl_len == sizeof ctl_buf) return NULL;
+    if (ctl_len == sizeof ctl_buf) return 0;
     ssize_t n = read_wait(CTL_FD, ctl_buf + ctl_len, sizeof ctl_buf - ctl_len);
-    if (n <= 0) return NULL;
+    if (n <= 0) return 0;
     ctl_len += (size_t)n;
   }
   unsigned long size;
-  if (sscanf(ctl_buf, "env %lu", &size) != 1 || size > MAX_ENV_BYTES) return NULL;
+  if (sscanf(ctl_buf, "spec %lu", &size) != 1 || size > MAX_SPEC_BYTES) return 0;
   char *blob = malloc(size + 1);
-  if (!blob) return NULL;
+  if (!blob) return 0;
   size_t have = ctl_len - header_end;
   if (have > size) have = size;
   memcpy(blob, ctl_buf + header_end, have);
@@ -423,17 +452,31 @@ static char **read_env(void) {
   ctl_len -= header_end + have;
   while (have < size) {
     ssize_t n = read_wait(CTL_FD, blob + have, size - have);
-    if (n <= 0) return NULL;
+    if (n <= 0) return 0;
     have += (size_t)n;
   }
   blob[size] = '\0';
   size_t count = 0;
   for (size_t i = 0; i < size; i++) count += blob[i] == '\0';
-  char **env = calloc(count + 1, sizeof *env);
-  if (!env) return NULL;
+  char **fields = calloc(count + 1, sizeof *fields);
+  if (!fields) return 0;
   size_t k = 0;
-  for (size_t i = 0; i < size && k < count; i += strlen(blob + i) + 1) env[k++] = blob + i;
-  return env;
+  for (size_t i = 0; i < size && k < count; i += strlen(blob + i) + 1) fields[k++] = blob + i;
+  if (k < 6) return 0;
+  spec->cwd = fields[0];
+  spec->tty = fields[1][0] != '\0';
+  if (spec->tty && sscanf(fields[1], "%ux%u", &spec->cols, &spec->rows) != 2) return 0;
+  spec->stdin_pipe = strcmp(fields[2], "1") == 0;
+  const char *arg0 = fields[3][0] == '+' ? fields[3] + 1 : NULL;
+  unsigned long argc = strtoul(fields[4], NULL, 10);
+  if (argc < 1 || argc > k - 5) return 0;
+  spec->file = fields[5];
+  spec->argv = calloc(argc + 1, sizeof *spec->argv);
+  if (!spec->argv) return 0;
+  for (unsigned long i = 0; i < argc; i++) spec->argv[i] = fields[5 + i];
+  if (arg0) spec->argv[0] = (char *)arg0;
+  spec->env = fields + 5 + argc; /* the rest, NULL-terminated by calloc */
+  return 1;
 }
 
 /* ---- the terminal -------------------------------------------------------------------- */
@@ -506,19 +549,36 @@ fail:;
 
 /* ---- starting the command ------------------------------------------------------------ */
 
-struct start_failure {
-  int stage;
-  int err;
-};
+/*
+ * The start channel (fd 4): how the server learns whether the command started, without the
+ * keeper in between. The forked child writes "pid <P> <K>\n" first, and "error <STAGE>
+ * <ERRNO>\n" if it cannot become the command; the channel is close-on-exec and the keeper
+ * drops its copy right after the fork, so the server's end reaches end of file exactly when
+ * exec succeeded (or everything gave up).
+ */
+static void start_message(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+static void start_message(const char *fmt, ...) {
+  char line[96];
+  va_list ap;
+  va_start(ap, fmt);
+  int n = vsnprintf(line, sizeof line, fmt, ap);
+  va_end(ap);
+  if (n > 0) write_all(START_FD, line, (size_t)n < sizeof line ? (size_t)n : sizeof line - 1);
+}
 
-static void fail_in_child(int fd, int stage) {
-  struct start_failure f = {stage, errno};
-  write_all(fd, (const char *)&f, sizeof f);
+static int start_failed(int stage, int err) {
+  start_message("error %s %d\n", STAGE_NAMES[stage], err);
+  return 1;
+}
+
+static void fail_in_child(int stage) {
+  start_failed(stage, errno);
   _exit(127);
 }
 
 /* In the forked child: becomes the command. Never returns. */
-static void become_command(const char *file, char **argv, char **env, const char *cwd, int err_fd) {
+static void become_command(const struct spec *spec) {
+  start_message("pid %d %d\n", (int)getpid(), (int)getppid());
   /* Default dispositions and an empty mask, as if started by a shell. */
   struct sigaction dfl;
   memset(&dfl, 0, sizeof dfl);
@@ -530,21 +590,23 @@ static void become_command(const char *file, char **argv, char **env, const char
 
   /* Its own session and process group: signals reach its group, and with a terminal it is
      the controlling process, as in a terminal emulator. */
-  if (setsid() < 0) fail_in_child(err_fd, STAGE_SETUP);
+  if (setsid() < 0) fail_in_child(STAGE_SETUP);
   if (tty_mode) {
 #ifdef TIOCSCTTY
-    if (ioctl(held_slave_fd, TIOCSCTTY, 0) < 0) fail_in_child(err_fd, STAGE_PTY);
+    if (ioctl(held_slave_fd, TIOCSCTTY, 0) < 0) fail_in_child(STAGE_PTY);
 #endif
     for (int fd = 0; fd <= 2; fd++)
-      if (dup2(held_slave_fd, fd) < 0) fail_in_child(err_fd, STAGE_PTY);
+      if (dup2(held_slave_fd, fd) < 0) fail_in_child(STAGE_PTY);
+  } else if (!spec->stdin_pipe && dup2(devnull_fd, 0) < 0) {
+    fail_in_child(STAGE_SETUP);
   }
-  if (cwd && chdir(cwd) < 0) fail_in_child(err_fd, STAGE_CHDIR);
-  /* Nothing but 0-2 crosses the exec: the error pipe is already close-on-exec, and so is
+  if (spec->cwd[0] && chdir(spec->cwd) < 0) fail_in_child(STAGE_CHDIR);
+  /* Nothing but 0-2 crosses the exec: the start channel is already close-on-exec, and so is
      everything else from here on. */
   close_from(3, -1, 1);
-  environ = env;
-  execvp(file, argv);
-  fail_in_child(err_fd, STAGE_EXEC);
+  environ = spec->env;
+  execvp(spec->file, spec->argv);
+  fail_in_child(STAGE_EXEC);
 }
 
 /* ---- the main loop ------------------------------------------------------------------- */
@@ -642,42 +704,153 @@ static void drain_self_pipe(void) {
   }
 }
 
-static void usage(void) {
-  static const char msg[] = "usage: tether-keeper [--cwd DIR] [--arg0 NAME] [--tty COLSxROWS] -- FILE [ARG...]\n"
-                            "(started by the tether server, with a control socket on fd 3)\n";
-  write_all(2, msg, sizeof msg - 1);
-  exit(2);
+/* ---- the zygote ------------------------------------------------------------------------ */
+
+/* The argv area, rewritten by each keeper to show its command (like setproctitle). */
+static char *title_area = NULL;
+static size_t title_size = 0;
+
+static void set_title(const struct spec *spec) {
+  if (!title_area || title_size < 2) return;
+  size_t used = 0;
+  const char *prefix = "tether-keeper:";
+  for (const char *p = prefix; *p && used + 1 < title_size; p++) title_area[used++] = *p;
+  for (char **arg = spec->argv; *arg && used + 1 < title_size; arg++) {
+    title_area[used++] = ' ';
+    for (const char *p = *arg; *p && used + 1 < title_size; p++) title_area[used++] = *p;
+  }
+  memset(title_area + used, 0, title_size - used);
+}
+
+static int keeper_main(void);
+
+/* A keeper forked by the zygote: tells it, once its command runs, to fork the next idle one. */
+static int taken_fd = -1;
+
+static void tell_zygote_taken(void) {
+  if (taken_fd < 0) return;
+  write_all(taken_fd, "x", 1);
+  close_fd(&taken_fd);
+}
+
+/*
+ * An idle keeper, forked by the zygote: waits for the server's record on the channel (fd 3),
+ * takes its five descriptors as 0-4 and becomes a keeper. Never returns.
+ */
+static void idle_keeper(int taken) {
+  taken_fd = taken;
+  signal(SIGCHLD, SIG_DFL); /* the zygote's handler is not ours */
+  close_fd(&self_pipe[0]);
+  close_fd(&self_pipe[1]);
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    char buf[CMSG_SPACE(5 * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+  ssize_t n;
+  do n = recvmsg(CTL_FD, &msg, MSG_CMSG_CLOEXEC);
+  while (n < 0 && errno == EINTR);
+  if (n <= 0) _exit(0); /* the server is gone */
+  int fds[5], count = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < k; i++) {
+      int fd;
+      memcpy(&fd, CMSG_DATA(c) + i * sizeof(int), sizeof fd);
+      if (count < 5) fds[count++] = fd;
+      else close(fd);
+    }
+  }
+  if (count != 5 || (msg.msg_flags & MSG_CTRUNC)) _exit(1); /* the server sees end of file: a failed start */
+  /* Its own session, as a keeper the server spawned itself would have. */
+  setsid();
+  /* The received descriptors are above 3 (0-3 were taken when they arrived): but one may be
+     4. Move them all above 4 first, then into place. */
+  for (int i = 0; i < 5; i++) {
+    int high = fcntl(fds[i], F_DUPFD_CLOEXEC, START_FD + 1);
+    if (high < 0) _exit(1);
+    close(fds[i]);
+    fds[i] = high;
+  }
+  for (int i = 0; i < 5; i++)
+    if (dup2(fds[i], i) < 0) _exit(1); /* dup2 onto 3 closes the channel */
+  for (int i = 0; i < 5; i++) close(fds[i]);
+  _exit(keeper_main());
+}
+
+static pid_t fork_idle_keeper(int taken_fd) {
+  pid_t pid = fork();
+  if (pid == 0) idle_keeper(taken_fd);
+  return pid;
+}
+
+static int zygote_main(int argc, char **argv) {
+  title_area = argv[0];
+  title_size = (size_t)(argv[argc - 1] + strlen(argv[argc - 1]) - argv[0]) + 1;
+  signal(SIGPIPE, SIG_IGN);
+  close_from(CTL_FD + 1, -1, 0);
+#ifdef __linux__
+  prctl(PR_SET_DUMPABLE, 0, 0, 0, 0); /* inherited by every keeper it forks */
+#endif
+  int taken[2];
+  if (pipe(self_pipe) < 0 || pipe(taken) < 0) return 1;
+  for (int i = 0; i < 2; i++) {
+    set_cloexec(self_pipe[i]);
+    set_nonblock(self_pipe[i]);
+    set_cloexec(taken[i]);
+  }
+  set_nonblock(taken[0]);
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigfillset(&sa.sa_mask);
+  sigaction(SIGCHLD, &sa, NULL);
+  pid_t idle = -1;
+  for (;;) {
+    int status;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0)
+      if (pid == idle) idle = -1; /* died idle (killed): fork another */
+    if (idle < 0) idle = fork_idle_keeper(taken[1]);
+    struct pollfd fds[3] = {
+        {.fd = CTL_FD, .events = 0}, /* only its hangup: the idle keeper reads the records */
+        {.fd = taken[0], .events = POLLIN},
+        {.fd = self_pipe[0], .events = POLLIN},
+    };
+    /* A failed fork (EAGAIN) is retried after a pause. */
+    if (poll(fds, 3, idle < 0 ? 100 : -1) < 0 && errno != EINTR) return 1;
+    if (fds[0].revents & (POLLHUP | POLLERR | POLLNVAL)) return 0; /* the server is gone */
+    if (fds[1].revents) {
+      char buf[64];
+      while (read(taken[0], buf, sizeof buf) > 0) {
+      }
+      idle = -1; /* taken: it is a keeper now; fork the next idle one */
+    }
+    if (fds[2].revents) drain_self_pipe();
+  }
 }
 
 int main(int argc, char **argv) {
-  const char *cwd = NULL, *arg0 = NULL;
-  unsigned cols = 80, rows = 24;
-  int i = 1;
-  for (; i < argc; i++) {
-    if (strcmp(argv[i], "--") == 0) {
-      i++;
-      break;
-    } else if (strcmp(argv[i], "--cwd") == 0 && i + 1 < argc) {
-      cwd = argv[++i];
-    } else if (strcmp(argv[i], "--arg0") == 0 && i + 1 < argc) {
-      arg0 = argv[++i];
-    } else if (strcmp(argv[i], "--tty") == 0 && i + 1 < argc) {
-      tty_mode = 1;
-      if (sscanf(argv[++i], "%ux%u", &cols, &rows) != 2) usage();
-    } else {
-      usage();
-    }
-  }
-  if (i >= argc) usage();
   struct stat st;
-  if (fstat(CTL_FD, &st) < 0) usage();
-  const char *file = argv[i];
-  char **cmd_argv = argv + i;
-  if (arg0) cmd_argv[0] = (char *)arg0;
+  if (fstat(CTL_FD, &st) < 0 || (argc > 1 && strcmp(argv[1], "--zygote") != 0)) {
+    static const char msg[] = "tether-keeper: started by the tether server, which sends the command on fd 3\n";
+    write_all(2, msg, sizeof msg - 1);
+    return 2;
+  }
+  if (argc > 1) return zygote_main(argc, argv);
+  return keeper_main();
+}
 
+/* A keeper: fds 0-4 are set; waits for the command's specification on fd 3 and runs it. */
+static int keeper_main(void) {
   signal(SIGPIPE, SIG_IGN);
-  /* Whatever the server had open beyond our four descriptors is not ours to keep. */
-  close_from(CTL_FD + 1, -1, 0);
+  /* Nothing beyond our five descriptors is ours to keep, but the zygote's pipe (if it forked us). */
+  close_from(START_FD + 1, taken_fd, 0);
+  set_cloexec(START_FD);
 #ifdef __linux__
   /* Adopt orphaned descendants; and keep same-user processes out of /proc/<keeper>/fd
      (the terminal) and from ptrace. */
@@ -685,13 +858,14 @@ int main(int argc, char **argv) {
   prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
 #endif
 
-  char **env = read_env();
-  if (!env) return 1; /* the server went away before sending it */
-
-  if (pipe(self_pipe) < 0) {
-    send_ctl("error %s %d\n", STAGE_NAMES[STAGE_SETUP], errno);
-    return 1;
-  }
+  /* Waits here until the server sends the command. */
+  struct spec spec;
+  if (!read_spec(&spec)) return 1; /* the server went away (or is not a server) */
+  set_title(&spec);
+  tty_mode = spec.tty;
+  devnull_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
+  if (devnull_fd < 0) return start_failed(STAGE_SETUP, errno);
+  if (pipe(self_pipe) < 0) return start_failed(STAGE_SETUP, errno);
   set_cloexec(self_pipe[0]);
   set_cloexec(self_pipe[1]);
   set_nonblock(self_pipe[0]);
@@ -707,65 +881,34 @@ int main(int argc, char **argv) {
   sigaction(SIGHUP, &sa, NULL);
 
   if (tty_mode) {
-    int err = open_terminal(cols, rows);
-    if (err) {
-      send_ctl("error %s %d\n", STAGE_NAMES[STAGE_PTY], err);
-      return 1;
-    }
+    int err = open_terminal(spec.cols, spec.rows);
+    if (err) return start_failed(STAGE_PTY, err);
   }
-
-  int err_pipe[2];
-  if (pipe(err_pipe) < 0) {
-    send_ctl("error %s %d\n", STAGE_NAMES[STAGE_SETUP], errno);
-    return 1;
-  }
-  set_cloexec(err_pipe[0]);
-  set_cloexec(err_pipe[1]);
 
   /* No handler may run in the child before it resets them. */
   sigset_t all, old;
   sigfillset(&all);
   sigprocmask(SIG_SETMASK, &all, &old);
   command_pid = fork();
-  if (command_pid == 0) {
-    close(err_pipe[0]);
-    become_command(file, cmd_argv, env, cwd, err_pipe[1]);
-  }
+  if (command_pid == 0) become_command(&spec);
   int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &old, NULL);
-  close(err_pipe[1]);
-  if (command_pid < 0) {
-    send_ctl("error %s %d\n", STAGE_NAMES[STAGE_FORK], fork_errno);
-    return 1;
-  }
-
-  struct start_failure failure;
-  size_t got = 0;
-  while (got < sizeof failure) {
-    ssize_t n = read(err_pipe[0], (char *)&failure + got, sizeof failure - got);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) break;
-    got += (size_t)n;
-  }
-  close(err_pipe[0]);
-  if (got == sizeof failure) {
-    int status;
-    while (waitpid(command_pid, &status, 0) < 0 && errno == EINTR) {
-    }
-    int stage = failure.stage >= STAGE_SETUP && failure.stage <= STAGE_EXEC ? failure.stage : STAGE_SETUP;
-    send_ctl("error %s %d\n", STAGE_NAMES[stage], failure.err);
-    return 1;
-  }
-  send_ctl("pid %d\n", (int)command_pid);
+  if (command_pid < 0) return start_failed(STAGE_FORK, fork_errno);
+  /* From here the child alone tells the server how its start went (see start_message). */
+  close(START_FD);
+  /* The zygote forks the next idle keeper now, not before: a fork competing for the CPU
+     while this one is under way would only slow it down. (A keeper that fails before this
+     point exits, which the zygote notices too.) */
+  tell_zygote_taken();
 
   /* The command has its own copies now; keep 0-2 occupied with /dev/null. */
-  devnull_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
   if (tty_mode) {
     tty_in = 0;
     tty_out = 1;
     set_nonblock(tty_in);
     set_nonblock(tty_out);
-  } else if (devnull_fd >= 0) {
+    dup2(devnull_fd, 2); /* a terminal has no separate stderr: the server's stream ends here */
+  } else {
     dup2(devnull_fd, 0);
     dup2(devnull_fd, 1);
     dup2(devnull_fd, 2);

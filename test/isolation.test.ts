@@ -53,15 +53,6 @@ function exitCodeOf(c: RawClient, processId: string): number {
   return exited?.params.exitCode ?? -1;
 }
 
-function parentOf(pid: number): number {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
-    return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-  } catch {
-    return 0;
-  }
-}
-
 function rssKiB(pid: number): number {
   const m = /VmRSS:\s+(\d+)/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
   return Number(m?.[1] ?? 0);
@@ -71,7 +62,7 @@ describe(`isolation between sessions (server runs as ${user})`, () => {
   it("a pipe child of session B sees no server descriptor beyond 0-2, and cannot open the server's or A's keeper's /proc entries", async () => {
     const a = await session('a');
     const mark = `${randomInt(1000, 9000)}.${randomInt(1e6, 9e6)}`;
-    await a.request('process/start', { processId: 'shell', argv: ['/bin/sh', '-i'], cwd: CWD, env: ENV, tty: true });
+    await a.request('process/start', { processId: 'shell', argv: ['/bin/sh', '-i'], arg0: `sh-${mark}`, cwd: CWD, env: ENV, tty: true });
     await a.request('process/write', { processId: 'shell', chunk: b64(`sleep ${mark}\n`), writeId: 'w' });
     await a.request('process/start', { processId: 'cat', argv: ['cat'], cwd: CWD, env: ENV, tty: false, pipeStdin: true });
     expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 1, 10_000)).toBe(true);
@@ -87,9 +78,9 @@ describe(`isolation between sessions (server runs as ${user})`, () => {
       expect(target, `inherited descriptor ${fd} -> ${target}`).toMatch(/^\/proc\/\d+\/fd$/);
     }
 
-    // The keepers of this server (A's holds A's terminal).
-    const keeperOfA = processesWithMarker('--', 'tether-keeper').filter((pid) => parentOf(pid) === server.pid);
-    expect(keeperOfA.length).toBeGreaterThanOrEqual(1);
+    // A's keeper, which holds A's terminal (its title shows its command: "tether-keeper: sh-<mark> -i").
+    const keeperOfA = processesWithMarker(`sh-${mark}`).filter((pid) => readFileSync(`/proc/${pid}/cmdline`, 'latin1').startsWith('tether-keeper:'));
+    expect(keeperOfA.length).toBe(1);
     const probe = [
       `S=${server.pid}`,
       `for f in /proc/$S/environ /proc/$S/mem /proc/$S/fd/0 /proc/$S/fd/1 /proc/$S/fd/2; do (: < "$f") 2>/dev/null && echo "OPENED $f"; done`,

@@ -8,6 +8,7 @@ import { pathToFileURL } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import type { ManagedProcess } from '../src/server/index.js';
+import { setKeeperLaunch } from '../src/server/keeper.js';
 import { RawClientPool, b64, type RawClient } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
@@ -27,11 +28,17 @@ vi.mock('node:child_process', async (importOriginal) => {
 let target: TetherTarget;
 const pool = new RawClientPool();
 
+let launch: 'zygote' | 'spawn';
 beforeAll(async () => {
+  // Spawned keepers (not the zygote's, which Node does not spawn): their streams are at hand.
+  launch = setKeeperLaunch('spawn');
   target = await startTetherServer({});
 });
 afterEach(() => pool.dropAll());
-afterAll(() => target?.stop());
+afterAll(async () => {
+  await target?.stop();
+  setKeeperLaunch(launch);
+});
 
 const cwd = pathToFileURL(tmpdir()).href;
 const env = { PATH: process.env.PATH ?? '/usr/bin:/bin' };

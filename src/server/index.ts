@@ -15,6 +15,7 @@ import { defaultMaxConnections, DescriptorBudget, descriptorLimit } from './desc
 import { Connection, type BackpressureMarks } from './connection.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { createRpcServer, type ServerState } from './methods.js';
+import { prepareKeepers } from './keeper.js';
 import { protectServerProcess } from './native.js';
 import { createMetricsRegistry, serveMetrics } from './metrics.js';
 import { ServerMonitor } from './monitor.js';
@@ -438,6 +439,7 @@ export class InsecureConfigError extends Error {
 export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
   // Before anything of a session exists: children must not reach the server's memory or descriptors.
   protectServerProcess();
+  prepareKeepers();
   const host = opts.host ?? Defaults.host;
   if (opts.token === undefined && !isLoopbackName(host) && !opts.insecureNoToken) {
     throw new InsecureConfigError(

@@ -1,13 +1,22 @@
 /**
  * The server's side of `tether-keeper` (native/keeper.c), shaped like Node's ChildProcess.
  *
- * Every command runs under its own keeper: a small C program the server spawns with the
- * command's pipes on fds 0-2 and a control socket on fd 3. The keeper forks the command
- * (own session, default signals, nothing but fds 0-2 across exec), adopts every orphaned
- * descendant (child subreaper), and kills the whole tree when told to or when the control
- * socket reaches end of file — which is also what happens when the server dies, however it
- * dies. With a terminal (`tty`), the keeper owns the pseudo-terminal and relays it over its
- * stdin/stdout, so the server never holds a pty descriptor.
+ * Every command runs under its own keeper, a small C program with the command's stdin,
+ * stdout and stderr on fds 0-2, a control socket on fd 3 and a start channel on fd 4 (on
+ * which the command's child says "pid …" or why it could not start, and whose end of file
+ * means exec succeeded — no round trip through the keeper). The keeper receives the command
+ * on the control socket, forks it (own session, default signals, nothing but fds 0-2 across
+ * exec), adopts every orphaned descendant (child subreaper), and kills the whole tree when
+ * told to or when the control socket reaches end of file — which is also what happens when
+ * the server dies, however it dies. With a terminal (`tty`), the keeper owns the
+ * pseudo-terminal and relays it over its stdin/stdout, so the server never holds a pty
+ * descriptor.
+ *
+ * How keepers are launched (Linux): one long-lived keeper "zygote" keeps an idle keeper
+ * forked ahead of need; for each process the server makes five socket pairs and hands the
+ * idle keeper its ends over a SOCK_SEQPACKET channel (SCM_RIGHTS). A process/start thus
+ * costs the server a few syscalls — no fork of the (large) server, no exec, nothing that
+ * blocks its event loop — and one fork, of the command. (Elsewhere each keeper is spawned.)
  *
  * Events: 'exit' (code, signal) when the command ended; 'close' (code, signal) once it ended
  * and its stdout/stderr reached end of file; 'gone' when the keeper itself exited (nothing it
@@ -15,13 +24,10 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { accessSync, constants as fsConstants } from 'node:fs';
+import { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { fileURLToPath } from 'node:url';
-
-/** Built at install by `node-gyp rebuild` in native/ (see binding.gyp). */
-export const KEEPER_PATH = fileURLToPath(new URL('../../native/build/Release/tether-keeper', import.meta.url));
+import { assertKeeperBuilt, KEEPER_PATH, nativeAddon } from './native.js';
 
 export interface KeeperSpawnOptions {
   file: string;
@@ -57,29 +63,19 @@ const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(
   Object.entries(osConstants.signals).map(([name, n]) => [n, name as NodeJS.Signals]),
 );
 
-/** Throws a clear error when the native part was not built (instead of failing every process/start). */
-export function assertKeeperBuilt(): void {
-  try {
-    accessSync(KEEPER_PATH, fsConstants.X_OK);
-  } catch {
-    throw new Error(
-      `tether's native keeper is not built (${KEEPER_PATH} is missing): it is compiled at install; ` +
-        'run `npm rebuild` in the package (needs a C compiler, make and python3, as node-gyp does)',
-    );
-  }
-}
-
 export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   /** The command's pid (also its process group and session id). */
   pid = 0;
-  readonly keeperPid: number;
+  /** The keeper's pid (known once the command runs). */
+  keeperPid = 0;
+  private spawnedKeeper: ChildProcess | null = null;
   readonly stdin: Writable | null;
   readonly stdout: Readable;
   readonly stderr: Readable | null;
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
 
-  private readonly control: import('node:net').Socket;
+  private readonly control: Socket;
   private controlBuffer = '';
   private exited = false;
   private openStreams = 0;
@@ -96,19 +92,23 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   readonly whenGone = new Promise<void>((resolve) => (this.resolveGone = resolve));
 
   private constructor(
-    private readonly child: ChildProcess,
+    channels: KeeperChannels,
     private readonly file: string,
+    opts: KeeperSpawnOptions,
   ) {
     super();
     this.started.catch(() => {}); // the caller awaits it; never an unhandled rejection
-    this.keeperPid = child.pid ?? 0;
-    this.stdin = child.stdin;
-    this.stdout = child.stdout!;
-    this.stderr = child.stderr;
-    this.control = child.stdio[3] as import('node:net').Socket;
+    // Keepers get every channel; the ones this command does not use are dropped.
+    this.stdin = opts.tty || opts.stdin ? channels.stdin : null;
+    this.stdout = channels.stdout;
+    this.stderr = opts.tty ? null : channels.stderr;
+    if (!this.stdin) channels.stdin.destroy();
+    if (!this.stderr) channels.stderr.destroy();
+    this.control = channels.control;
+    this.watchStart(channels.start);
     // Errors on these sockets (EPIPE writing to a command that closed its stdin, ECONNRESET)
     // end the stream; what they mean is reported by 'exit'/'close', never by a crash.
-    for (const stream of [this.stdin, this.stdout, this.stderr, this.control]) stream?.on('error', () => {});
+    for (const stream of [channels.stdin, channels.stdout, channels.stderr, channels.control, channels.start]) stream.on('error', () => {});
     for (const stream of [this.stdout, this.stderr]) {
       if (!stream) continue;
       this.openStreams++;
@@ -119,11 +119,12 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     }
     this.control.setEncoding('latin1');
     this.control.on('data', (text: string) => this.onControl(text));
-    // The keeper's exit can be seen before the last control lines are read: what it reported
-    // counts once the control socket reached end of file, and it is gone when both happened.
-    let pending = 2;
+    // Only the keeper holds the other end of the control socket: its end of file is the
+    // keeper's exit (a keeper spawned directly is also reaped: both, in either order).
+    let pending = channels.child ? 2 : 1;
     const gone = () => {
       if (--pending > 0) return;
+      this.keeperRunning = false;
       this.resolveGone();
       this.emit('gone');
     };
@@ -131,32 +132,25 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
       this.onControlClosed();
       gone();
     });
-    child.once('exit', () => {
-      this.keeperRunning = false;
-      gone();
-    });
+    if (channels.child) {
+      this.spawnedKeeper = channels.child;
+      channels.child.on('error', () => {}); // kill() of a keeper already reaped
+      if (channels.child.pid === undefined) gone(); // never started: no exit to wait for
+      else channels.child.once('exit', gone);
+    }
   }
 
   /**
-   * Starts the keeper, like child_process.spawn: attach listeners now, then await `started`,
+   * Starts a keeper, like child_process.spawn: attach listeners now, then await `started`,
    * which resolves once the command runs (exec succeeded) and rejects with the OS error
    * (`syscall` 'chdir' or `spawn <file>`) otherwise.
    */
   static spawn(opts: KeeperSpawnOptions): KeptProcess {
-    const args = ['--cwd', opts.cwd];
-    if (opts.argv0 !== undefined) args.push('--arg0', opts.argv0);
-    if (opts.tty) args.push('--tty', `${Math.max(1, opts.tty.cols | 0)}x${Math.max(1, opts.tty.rows | 0)}`);
-    args.push('--', opts.file, ...opts.args);
-    const env = environmentBlock(opts.env);
-    const child = spawn(KEEPER_PATH, args, {
-      // The keeper leads its own session: a terminal's signals to the server's group miss it.
-      detached: true,
-      cwd: '/',
-      env: {},
-      stdio: [opts.tty || opts.stdin ? 'pipe' : 'ignore', 'pipe', opts.tty ? 'ignore' : 'pipe', 'pipe'],
-    });
-    const proc = new KeptProcess(child, opts.file);
-    if (child.pid === undefined) {
+    const spec = specBlock(opts);
+    const channels = launchKeeper(spec);
+    const proc = new KeptProcess(channels, opts.file, opts);
+    const child = channels.child;
+    if (child && child.pid === undefined) {
       child.once('error', (err: KeeperSpawnError) => {
         if (err.code === 'ENOENT' || err.code === 'EACCES') {
           try {
@@ -168,9 +162,8 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
         }
         proc.settleStart(err);
       });
-    } else {
-      child.on('error', () => {}); // kill() of a reaped keeper
-      proc.control.write(Buffer.concat([Buffer.from(`env ${env.length}\n`), env]));
+    } else if (child) {
+      proc.control.write(spec);
     }
     return proc;
   }
@@ -197,7 +190,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
    * it kill the tree. A server that dies anyway closes the control socket, which does the same.
    */
   killTreeSync(): void {
-    if (!this.keeperRunning) return;
+    if (!this.keeperRunning || !this.keeperPid) return;
     try {
       process.kill(this.keeperPid, 'SIGTERM');
     } catch {
@@ -223,17 +216,34 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
       const line = this.controlBuffer.slice(0, nl);
       this.controlBuffer = this.controlBuffer.slice(nl + 1);
       const [kind, a = '', b = ''] = line.split(' ');
-      if (kind === 'pid') {
-        this.pid = Number(a);
-        this.settleStart();
-      } else if (kind === 'error') {
-        this.settleStart(this.startError(a, Number(b)));
-      } else if (kind === 'exit') {
+      if (kind === 'exit') {
         const code = Number(a);
         const signal = Number(b);
         this.onExit(code >= 0 ? code : null, signal > 0 ? (SIGNAL_NAMES.get(signal) ?? 'SIGKILL') : null);
       }
     }
+  }
+
+  /** The start channel: "pid P K", maybe "error STAGE ERRNO", then end of file. */
+  private watchStart(start: Socket): void {
+    let text = '';
+    start.setEncoding('latin1');
+    start.on('data', (chunk: string) => (text += chunk));
+    start.once('close', () => {
+      let failure: KeeperSpawnError | null = null;
+      for (const line of text.split('\n')) {
+        const [kind, a = '', b = ''] = line.split(' ');
+        if (kind === 'pid') {
+          this.pid = Number(a);
+          this.keeperPid = Number(b) || this.spawnedKeeper?.pid || 0;
+        } else if (kind === 'error') {
+          failure ??= this.startError(a, Number(b));
+        }
+      }
+      if (failure) this.settleStart(failure);
+      else if (this.pid) this.settleStart();
+      else this.settleStart(new Error(`tether-keeper ended before starting ${this.file}`));
+    });
   }
 
   private settleStart(err?: Error): void {
@@ -255,10 +265,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
 
   /** The keeper stopped talking: it exited (or was killed) — the command cannot report anything more. */
   private onControlClosed(): void {
-    if (this.starting) {
-      this.settleStart(new Error(`tether-keeper ended before starting ${this.file}`));
-      return;
-    }
+    // (How the start went is the start channel's to say: it reaches end of file too.)
     if (this.exited || this.pid === 0) return;
     // Killed without reporting (someone SIGKILLed the keeper): nothing watches the command
     // any more. Kill what is left of its group and report it as killed.
@@ -267,7 +274,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     } catch {
       /* gone */
     }
-    this.onExit(null, this.child.signalCode ?? 'SIGKILL');
+    this.onExit(null, 'SIGKILL');
   }
 
   private onExit(code: number | null, signal: NodeJS.Signals | null): void {
@@ -286,16 +293,148 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   }
 }
 
-/** NAME=VALUE entries, each NUL-terminated, as the keeper reads them from its control socket. */
-function environmentBlock(env: Record<string, string>): Buffer {
-  const parts: string[] = [];
-  for (const [name, value] of Object.entries(env)) {
+/** The "spec" message (native/keeper.c): NUL-terminated fields, then the environment. */
+function specBlock(opts: KeeperSpawnOptions): Buffer {
+  const fields = [
+    opts.cwd,
+    opts.tty ? `${Math.max(1, opts.tty.cols | 0)}x${Math.max(1, opts.tty.rows | 0)}` : '',
+    opts.tty || opts.stdin ? '1' : '0',
+    opts.argv0 === undefined ? '-' : `+${opts.argv0}`,
+    String(1 + opts.args.length),
+    opts.file,
+    ...opts.args,
+  ];
+  for (const field of fields) {
+    if (field.includes('\0')) throw Object.assign(new TypeError('arguments and the working directory must be strings without null bytes'), { code: 'ERR_INVALID_ARG_VALUE' });
+  }
+  for (const [name, value] of Object.entries(opts.env)) {
     if (name.includes('\0') || String(value).includes('\0')) {
       throw Object.assign(new TypeError(`The environment variable '${name.replace(/\0/g, '\\0')}' must be a string without null bytes`), {
         code: 'ERR_INVALID_ARG_VALUE',
       });
     }
-    parts.push(`${name}=${value}\0`);
+    fields.push(`${name}=${value}`);
   }
-  return Buffer.from(parts.join(''));
+  const body = Buffer.from(fields.map((f) => `${f}\0`).join(''));
+  return Buffer.concat([Buffer.from(`spec ${body.length}\n`), body]);
+}
+
+/** A keeper's four channels (the server's ends), and the keeper process when spawned directly. */
+interface KeeperChannels {
+  stdin: Socket;
+  stdout: Socket;
+  stderr: Socket;
+  control: Socket;
+  start: Socket;
+  child?: ChildProcess;
+}
+
+/** The zygote (native/keeper.c, --zygote) and the server's end of its SOCK_SEQPACKET channel. */
+interface Zygote {
+  child: ChildProcess;
+  channel: number;
+  alive: boolean;
+}
+
+let zygote: Zygote | null = null;
+let launchMode: 'zygote' | 'spawn' =
+  process.env.TETHER_KEEPER_LAUNCH === 'spawn' || process.platform !== 'linux' ? 'spawn' : 'zygote';
+
+/** Room in the zygote's argv for each keeper to show its command in `ps`. */
+const TITLE_ROOM = 200;
+
+/** How keepers are launched (tests cover both; the server uses the zygote on Linux). Returns the previous way. */
+export function setKeeperLaunch(mode: 'zygote' | 'spawn'): 'zygote' | 'spawn' {
+  const previous = launchMode;
+  launchMode = mode;
+  return previous;
+}
+
+/** Starts the zygote ahead of the first process/start (at server start). */
+export function prepareKeepers(): void {
+  if (launchMode === 'zygote' && !zygote) zygote = startZygote();
+}
+
+function startZygote(): Zygote {
+  const addon = nativeAddon();
+  const [channel, keeperEnd] = addon.socketPair(true);
+  let child: ChildProcess;
+  try {
+    child = spawn(KEEPER_PATH, ['--zygote', ' '.repeat(TITLE_ROOM)], {
+      detached: true,
+      cwd: '/',
+      env: {},
+      stdio: ['ignore', 'ignore', 'ignore', keeperEnd],
+    });
+  } catch (err) {
+    addon.closeFd(channel);
+    throw err;
+  } finally {
+    addon.closeFd(keeperEnd);
+  }
+  const z: Zygote = { child, channel, alive: true };
+  const dead = () => {
+    if (!z.alive) return;
+    z.alive = false;
+    addon.closeFd(channel); // an idle keeper still waiting sees end of file and exits
+    if (zygote === z) zygote = null;
+  };
+  child.once('exit', dead);
+  child.once('error', dead);
+  child.unref(); // it lives as long as the server process, never keeps it alive
+  return z;
+}
+
+/**
+ * A keeper for one process, its channels ready. Through the zygote, `spec` is already queued
+ * on the control socket when the idle keeper receives it (it starts at once); a spawned keeper
+ * is sent it by the caller once the spawn is known to have worked.
+ */
+function launchKeeper(spec: Buffer): KeeperChannels {
+  if (launchMode === 'spawn') return spawnKeeper();
+  const addon = nativeAddon();
+  const pairs: [number, number][] = [];
+  let sockets: Socket[] = [];
+  try {
+    for (let i = 0; i < 5; i++) pairs.push(addon.socketPair(false));
+    sockets = pairs.map(([fd], i) => new Socket({ fd, readable: i !== 0, writable: i === 0 || i === 3 }));
+    sockets[3]!.write(spec);
+    const keeperEnds = pairs.map(([, keeperEnd]) => keeperEnd);
+    try {
+      if (!zygote?.alive) zygote = startZygote();
+      addon.sendFds(zygote.channel, keeperEnds);
+    } catch {
+      // The zygote died (EPIPE, ECONNREFUSED): one more, once.
+      zygote = startZygote();
+      addon.sendFds(zygote.channel, keeperEnds);
+    }
+  } catch (err) {
+    for (const socket of sockets) socket.destroy();
+    for (const [serverEnd, keeperEnd] of pairs) {
+      if (sockets.length === 0) addon.closeFd(serverEnd);
+      addon.closeFd(keeperEnd);
+    }
+    throw err;
+  }
+  for (const [, keeperEnd] of pairs) addon.closeFd(keeperEnd);
+  const [stdin, stdout, stderr, control, start] = sockets as [Socket, Socket, Socket, Socket, Socket];
+  return { stdin, stdout, stderr, control, start };
+}
+
+function spawnKeeper(): KeeperChannels {
+  const child = spawn(KEEPER_PATH, [], {
+    // The keeper leads its own session: a terminal's signals to the server's group miss it.
+    detached: true,
+    cwd: '/',
+    env: {},
+    stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
+  });
+  return {
+    stdin: child.stdin as Socket,
+    stdout: child.stdout as Socket,
+    stderr: child.stderr as Socket,
+    control: child.stdio[3] as Socket,
+    start: child.stdio[4] as Socket,
+    child,
+  };
 }
