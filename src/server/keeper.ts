@@ -82,6 +82,8 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private closeEmitted = false;
   private keeperRunning = true;
   private starting = true;
+  /** 'exit' and 'close' wait until the start is known (see settleStart). */
+  private reportsHeld = true;
   private settleStarted!: (err?: Error) => void;
   /** Resolves once the command runs; rejects if it could not start. */
   readonly started = new Promise<void>((resolve, reject) => {
@@ -250,6 +252,16 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     if (!this.starting) return;
     this.starting = false;
     this.settleStarted(err);
+    if (err) return; // as with ChildProcess: a command that never ran reports no exit
+    // The channels are read in no fixed order: the exit of a quick command may be known
+    // before its start. Report it once whoever awaited `started` has run (and could listen).
+    setImmediate(() => {
+      this.reportsHeld = false;
+      if (this.exited) {
+        this.emit('exit', this.exitCode, this.signalCode);
+        this.maybeClose();
+      }
+    });
   }
 
   private startError(stage: string, errno: number): KeeperSpawnError {
@@ -282,12 +294,13 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     this.exited = true;
     this.exitCode = code;
     this.signalCode = signal;
+    if (this.reportsHeld) return;
     this.emit('exit', code, signal);
     this.maybeClose();
   }
 
   private maybeClose(): void {
-    if (!this.exited || this.openStreams > 0 || this.closeEmitted) return;
+    if (this.reportsHeld || !this.exited || this.openStreams > 0 || this.closeEmitted) return;
     this.closeEmitted = true;
     this.emit('close', this.exitCode, this.signalCode);
   }
