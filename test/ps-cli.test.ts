@@ -107,6 +107,28 @@ describe('tether ps', () => {
     expect(text.split('\n')[1]).toBe(`abcdef12  agent   detached, expires in 25s  42   exited 3  1m05s  3.0MiB  0B  sh -c 'echo '\\''hi there'\\'''`);
   });
 
+  it("what a client chose never reaches the operator's terminal raw (escape sequences, newlines)", () => {
+    const text = formatListing({
+      scope: 'all',
+      sessions: [
+        {
+          session: 'abcdef12',
+          clientName: '\u001b]0;owned\u0007agent',
+          current: false,
+          attached: true,
+          createdAt: new Date().toISOString(),
+          expiresAt: null,
+          owner: '0badc0de',
+          processes: [{ processId: 'p', argv: ['sh', '-c', 'x\nFAKE  row', '\u001b[2J'], pid: 1, tty: false, state: 'running', exitCode: null, startedAt: '', ageMs: 0, bytesOut: 0, bytesIn: 0, paused: false }],
+        },
+      ],
+    });
+    expect(text.replace(/\n/g, '')).not.toMatch(/[\u0000-\u001f\u007f-\u009f]/);
+    expect(text.split('\n')).toHaveLength(2);
+    expect(text).toContain("\\x1b]0;owned\\x07agent");
+    expect(text).toContain("'x\\x0aFAKE  row' '\\x1b[2J'");
+  });
+
   it('the method exists only for sessions that negotiated it (a Codex client sees -32601)', async () => {
     const raw = await RawClient.connect(server.url, { token: 'alice-token' });
     try {

@@ -174,14 +174,17 @@ describe('GET /metrics', () => {
     const lines: string[] = [];
     const verbose = await startServer({ port: 0, auditArgv: true, logger: (level, msg) => lines.push(`${level} ${msg}`) });
     try {
-      const client = await ExecClient.connect(verbose.url);
+      const client = await ExecClient.connect(verbose.url, { clientName: 'agent\ninfo audit process ended: forged' });
       const proc = client.spawn(['echo', 'one\nfake line', 'two']);
       await proc.closed;
       await client.close();
-      const audit = lines.filter((l) => l.includes('audit process ended'));
+      const audit = lines.filter((l) => l.startsWith('info audit process ended'));
       expect(audit).toHaveLength(1);
       expect(audit[0]).toContain(' argv0=echo argv=["echo","one\\nfake line","two"] ');
       expect(audit[0]).not.toContain('\n');
+      // Nothing a client chooses (its name included) can start a line of its own.
+      expect(lines.filter((l) => l.includes('\n'))).toEqual([]);
+      expect(lines).toContainEqual(expect.stringMatching(/created for .* \(client "agent\\ninfo audit process ended: forged"\)$/));
     } finally {
       await verbose.close();
     }

@@ -56,9 +56,17 @@ export function parsePsArgs(argv: string[], environment: NodeJS.ProcessEnv = pro
   return { url, tokenFile: v['token-file'], json: v.json ?? false };
 }
 
-/** argv as a shell would need it typed (quoted only where needed). */
+/**
+ * What a client chose (its name, argv) reaches the operator's terminal: control characters
+ * (escape sequences, newlines) are shown escaped, never sent raw.
+ */
+export function visible(text: string): string {
+  return text.replace(/[\u0000-\u001f\u007f-\u009f]/g, (c) => `\\x${c.charCodeAt(0).toString(16).padStart(2, '0')}`);
+}
+
+/** argv as a shell would need it typed (quoted only where needed), control characters escaped. */
 export function formatCommand(argv: string[]): string {
-  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${a.replace(/'/g, `'\\''`)}'`)).join(' ');
+  return argv.map((a) => (/^[\w@%+=:,./-]+$/.test(a) ? a : `'${visible(a).replace(/'/g, `'\\''`)}'`)).join(' ');
 }
 
 function linkState(s: SessionListing, now: number): string {
@@ -73,7 +81,7 @@ export function formatListing(result: SessionListResult, now = Date.now()): stri
   const header = [...(withOwner ? ['OWNER'] : []), 'SESSION', 'CLIENT', 'LINK', 'PID', 'STATE', 'AGE', 'OUT', 'IN', 'COMMAND'];
   const rows: string[][] = [];
   for (const s of result.sessions) {
-    const lead = [...(withOwner ? [s.owner ?? ''] : []), s.session, s.clientName || '-', linkState(s, now)];
+    const lead = [...(withOwner ? [s.owner ?? ''] : []), s.session, visible(s.clientName) || '-', linkState(s, now)];
     if (s.processes.length === 0) rows.push([...lead, '-', '-', formatAge(now - Date.parse(s.createdAt)), '-', '-', '(no processes)']);
     for (const p of s.processes) {
       const state = p.state === 'running' ? 'running' : `exited ${p.exitCode}`;

@@ -46,7 +46,7 @@ import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
 import type { SessionLimits } from './session.js';
 import type { Logger } from '../util/logger.js';
-import type { ServerMonitor } from './monitor.js';
+import { logfmtValue, type ServerMonitor } from './monitor.js';
 
 export interface ServerState {
   sessions: Map<string, Session>;
@@ -156,7 +156,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       }
       session = existing;
       state.monitor.sessionResumed(session, p.clientName);
-      state.log('info', `session ${session.shortId} resumed by ${conn.remote} (${p.clientName})`);
+      state.log('info', `session ${session.shortId} resumed by ${conn.remote} (client ${logfmtValue(p.clientName)})`);
     } else {
       if (state.sessions.size >= state.maxSessions) {
         throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
@@ -164,7 +164,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, p.clientName);
-      state.log('info', `session ${session.shortId} created for ${conn.remote} (${p.clientName})`);
+      state.log('info', `session ${session.shortId} created for ${conn.remote} (client ${logfmtValue(p.clientName)})`);
     }
     conn.state = 'initializing';
     conn.session = session;
@@ -244,7 +244,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       session.track(proc);
       state.monitor.processStarted(session, proc, p.argv);
       proc.updateFlow();
-      state.log('debug', `session ${session.shortId} started ${p.processId} (pid ${proc.pid}): ${p.argv.join(' ')}`);
+      state.log('debug', `session ${session.shortId} started ${logfmtValue(p.processId)} (pid ${proc.pid}): ${JSON.stringify(p.argv)}`);
     } finally {
       session.starting.delete(p.processId);
       state.descriptors?.startDone();
