@@ -34,7 +34,7 @@ describe('extension negotiation', () => {
       tether: { version: 1, extensions: ['noSuchExtension', ...KnownExtensions] },
     });
     if (isCodex) expect(result).not.toHaveProperty('tether');
-    else expect(result.tether).toEqual({ version: 1, extensions: [...KnownExtensions] });
+    else expect(result.tether).toEqual({ version: 1, extensions: [...KnownExtensions], outputWindow: 8 * 1024 * 1024 });
   });
 
   it.skipIf(isCodex)('refuses a malformed tether member with -32602 naming the field', async () => {

@@ -1,63 +1,263 @@
 /**
- * The server's output log on its own (src/server/output-log.ts): numbering, retention,
- * what may be evicted, `process/read` answers, and the decision to stop reading a child.
+ * The server's output log on its own (src/server/output-log.ts): numbering, what is sent
+ * next, acknowledgement and eviction, rewinding after a lost connection, the Codex-dialect
+ * resume hold, `process/read` answers, and the decision to read a child.
  */
+import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OutputLog, shouldPauseReading } from '../src/server/output-log.js';
+import { OutputLog, shouldReadChild, type LogEntry, type OutputLogOptions } from '../src/server/output-log.js';
 
 const bytes = (n: number, fill = 'x') => Buffer.alloc(n, fill);
+const acksLog = (o: Partial<OutputLogOptions> = {}) =>
+  new OutputLog({ windowBytes: 1000, retentionBytes: 100, maxChunkBytes: 50, clientAcks: true, ...o });
+const codexLog = (o: Partial<OutputLogOptions> = {}) => acksLog({ clientAcks: false, ...o });
+const drain = (log: OutputLog): LogEntry[] => {
+  const out: LogEntry[] = [];
+  for (let e = log.takeNext(); e; e = log.takeNext()) out.push(e);
+  return out;
+};
+const seqs = (entries: { seq: number }[]) => entries.map((e) => e.seq);
 
 describe('OutputLog', () => {
-  it('numbers output and events from one sequence', () => {
-    const log = new OutputLog(1024);
-    expect(log.append('stdout', bytes(3)).seq).toBe(1);
-    expect(log.append('stderr', bytes(3)).seq).toBe(2);
-    expect(log.takeSeq()).toBe(3); // exit
-    expect(log.takeSeq()).toBe(4); // close
+  it('numbers output, exit and close from one sequence, and sends them in order', () => {
+    const log = acksLog();
+    log.append('stdout', bytes(3));
+    expect(drain(log).map((e) => [e.kind, e.seq])).toEqual([['output', 1]]);
+    log.append('stderr', bytes(3));
+    expect(log.recordExit(3)).toBe(3);
+    expect(log.recordClose()).toBe(4);
     expect(log.next).toBe(5);
-    expect(log.read(0, null)).toMatchObject({ nextSeq: 5, chunks: [{ seq: 1, stream: 'stdout' }, { seq: 2, stream: 'stderr' }] });
+    expect(drain(log).map((e) => [e.kind, e.seq])).toEqual([
+      ['output', 2],
+      ['exit', 3],
+      ['close', 4],
+    ]);
+    expect(log.hasSendable).toBe(false);
   });
 
-  it('evicts delivered output beyond retention, oldest first, and never unsent or in-flight output', () => {
-    const log = new OutputLog(100);
-    const a = log.append('stdout', bytes(60));
-    log.written(a, true);
-    const b = log.append('stdout', bytes(60)); // over retention: a (delivered) goes
-    expect(log.retainedBytes).toBe(60);
-    log.unsent(b);
-    const c = log.append('stdout', bytes(60));
-    log.unsent(c);
-    expect(log.retainedBytes).toBe(120); // both unsent: kept beyond retention
-    expect(log.unsentBytes).toBe(120);
-    const r = log.read(0, null);
-    expect(r.chunks.map((x) => x.seq)).toEqual([2, 3]); // a reader sees the gap at 1
-    expect(log.unsentBytes).toBe(0); // read back = delivered
-    expect(log.retainedBytes).toBe(60);
+  it('joins output into the newest chunk while it is unsent, up to maxChunkBytes and per stream', () => {
+    const log = acksLog({ maxChunkBytes: 10 });
+    log.append('stdout', Buffer.from('abc'));
+    log.append('stdout', Buffer.from('def'));
+    log.append('stderr', Buffer.from('E'));
+    log.append('stderr', Buffer.from('0123456789')); // would exceed 10: a new chunk
+    const sent = drain(log) as Extract<LogEntry, { kind: 'output' }>[];
+    expect(sent.map((e) => [e.seq, e.stream, e.data.toString()])).toEqual([
+      [1, 'stdout', 'abcdef'],
+      [2, 'stderr', 'E'],
+      [3, 'stderr', '0123456789'],
+    ]);
+    log.append('stderr', Buffer.from('z')); // seq 3 was sent: sealed
+    expect(seqs(drain(log))).toEqual([4]);
   });
 
-  it('does not evict a chunk whose socket died with it queued', () => {
-    const log = new OutputLog(10);
-    const a = log.append('stdout', bytes(20));
-    log.written(a, false);
-    log.append('stdout', bytes(20));
-    expect(log.read(0, null).chunks[0]!.seq).toBe(1);
+  it('never appends to a chunk a read has returned', () => {
+    const log = codexLog();
+    log.append('stdout', Buffer.from('a'));
+    expect(log.read(0, null, 1 << 20).chunks.map((c) => c.data.toString())).toEqual(['a']);
+    log.append('stdout', Buffer.from('b'));
+    expect(log.read(0, null, 1 << 20).chunks.map((c) => [c.seq, c.data.toString()])).toEqual([
+      [1, 'a'],
+      [2, 'b'],
+    ]);
   });
 
-  it('limits a read to maxBytes without splitting chunks, returning at least one', () => {
-    const log = new OutputLog(1 << 20);
-    for (let i = 0; i < 4; i++) log.append('stdout', bytes(10));
-    expect(log.read(0, 25)).toMatchObject({ nextSeq: 3, chunks: [{ seq: 1 }, { seq: 2 }] });
-    expect(log.read(0, 5)).toMatchObject({ nextSeq: 2, chunks: [{ seq: 1 }] });
-    expect(log.read(2, 100)).toMatchObject({ nextSeq: 5, chunks: [{ seq: 3 }, { seq: 4 }] });
-    expect(log.read(4, 100)).toEqual({ nextSeq: 5, chunks: [] });
+  it('with acks: evicts only acknowledged output beyond retention, oldest first', () => {
+    const log = acksLog({ retentionBytes: 100, maxChunkBytes: 60 });
+    for (let i = 0; i < 5; i++) {
+      log.append('stdout', bytes(60));
+      drain(log);
+    }
+    expect(log.unackedBytes).toBe(300);
+    expect(log.read(0, null, 1 << 20).chunks.length).toBe(5); // nothing acknowledged: all kept
+    log.acknowledge(3); // 180 acknowledged, retention 100: seqs 1 and 2 go? only down to <= 100: 1 and 2
+    expect(log.historyBytes).toBe(60);
+    expect(seqs(log.read(0, null, 1 << 20).chunks)).toEqual([3, 4, 5]);
+    expect(log.unackedBytes).toBe(120);
   });
 
-  it('pauses reading while backpressured, or while retention is full of unsent output', () => {
-    const base = { finished: false, backpressured: false, unsentBytes: 0, retainedBytes: 0, retentionBytes: 100 };
-    expect(shouldPauseReading(base)).toBe(false);
-    expect(shouldPauseReading({ ...base, backpressured: true })).toBe(true);
-    expect(shouldPauseReading({ ...base, unsentBytes: 1, retainedBytes: 100 })).toBe(true);
-    expect(shouldPauseReading({ ...base, unsentBytes: 0, retainedBytes: 500 })).toBe(false);
-    expect(shouldPauseReading({ ...base, backpressured: true, finished: true })).toBe(false);
+  it('with acks: a read does not acknowledge, and an ack past what was sent is clamped by the caller', () => {
+    const log = acksLog();
+    log.append('stdout', bytes(10));
+    log.read(0, null, 1 << 20);
+    expect(log.unackedBytes).toBe(10);
+    expect(log.acknowledge(99)).toBe(true); // clamped to the last seq there is
+    expect(log.ackedSeq).toBe(1);
+  });
+
+  it('rewinds to the acknowledged point when the connection goes, and a resume can skip what the client has', () => {
+    const log = acksLog({ maxChunkBytes: 10 });
+    for (let i = 0; i < 5; i++) {
+      log.append('stdout', bytes(10));
+      drain(log);
+    }
+    log.acknowledge(2);
+    log.rewind();
+    expect(log.unsentBytes).toBe(30);
+    log.skipTo(4); // the client delivered up to 4 (acknowledged only 2)
+    expect(log.unsentBytes).toBe(10);
+    expect(seqs(drain(log))).toEqual([5]);
+    expect(log.unackedBytes).toBe(30); // 3..5 still count against the window
+  });
+
+  it('Codex dialect: the kernel taking a frame acknowledges it; a read acknowledges what it returned', () => {
+    const log = codexLog({ maxChunkBytes: 10 });
+    log.append('stdout', bytes(10));
+    const [first] = drain(log);
+    log.written(first!.seq);
+    expect(log.ackedSeq).toBe(1);
+    log.append('stdout', bytes(10));
+    log.append('stdout', bytes(10)); // 2 and 3, unsent
+    const r = log.read(1, 10, 1 << 20);
+    expect(seqs(r.chunks)).toEqual([2]);
+    expect(r.nextSeq).toBe(3);
+    expect(log.ackedSeq).toBe(2);
+    expect(seqs(drain(log))).toEqual([3]); // 2 was read: never sent
+  });
+
+  it('Codex dialect resume: holds the backlog until a read reaches its end, then sends exit and close', () => {
+    const log = codexLog({ maxChunkBytes: 15 });
+    for (let i = 0; i < 3; i++) log.append('stdout', bytes(10)); // 15 per chunk at most: three chunks
+    log.holdBacklog();
+    expect(log.holding).toBe(true);
+    expect(log.takeNext()).toBeUndefined();
+    expect(seqs(log.read(0, 10, 1 << 20).chunks)).toEqual([1]);
+    expect(log.holding).toBe(true);
+    log.append('stdout', bytes(5)); // joins seq 3 (never exposed); held too
+    log.recordExit(0);
+    log.recordClose();
+    expect(log.takeNext()).toBeUndefined();
+    const rest = log.read(1, null, 1 << 20);
+    expect(rest.chunks.map((c) => [c.seq, c.bytes])).toEqual([
+      [2, 10],
+      [3, 15],
+    ]);
+    expect(rest.nextSeq).toBe(6);
+    expect(log.holding).toBe(false);
+    expect(drain(log).map((e) => e.kind)).toEqual(['exit', 'close']);
+  });
+
+  it('Codex dialect resume: a hold released by the grace sends the backlog', () => {
+    const log = codexLog();
+    log.append('stdout', bytes(10));
+    log.holdBacklog();
+    expect(log.hasSendable).toBe(false);
+    log.releaseHold();
+    expect(seqs(drain(log))).toEqual([1]);
+  });
+
+  it('limits a read to maxBytes and to the cap, never splitting chunks and returning at least one', () => {
+    const log = acksLog({ maxChunkBytes: 10 });
+    for (let i = 0; i < 4; i++) {
+      log.append('stdout', bytes(10));
+      drain(log);
+    }
+    log.recordExit(0);
+    expect(log.read(0, 25, 1 << 20)).toMatchObject({ nextSeq: 3, chunks: [{ seq: 1 }, { seq: 2 }] });
+    expect(log.read(0, 5, 1 << 20)).toMatchObject({ nextSeq: 2, chunks: [{ seq: 1 }] });
+    expect(log.read(2, 100, 1 << 20)).toMatchObject({ nextSeq: 5, chunks: [{ seq: 3 }, { seq: 4 }] }); // maxBytes: last + 1
+    expect(log.read(2, null, 1 << 20)).toMatchObject({ nextSeq: 6 }); // no maxBytes: counts the exit
+    expect(log.read(0, null, 20)).toMatchObject({ nextSeq: 3, chunks: [{ seq: 1 }, { seq: 2 }] }); // the cap cut it short
+    expect(log.read(4, 100, 1 << 20)).toMatchObject({ nextSeq: 6, chunks: [] });
+  });
+
+  it('knows when the client has acknowledged everything', () => {
+    const log = acksLog();
+    log.append('stdout', bytes(1));
+    log.recordExit(0);
+    log.recordClose();
+    drain(log);
+    expect(log.fullyAcknowledged).toBe(false);
+    log.acknowledge(3);
+    expect(log.fullyAcknowledged).toBe(true);
+  });
+
+  it('keeps its invariants under any sequence of operations (property)', () => {
+    const op = fc.oneof(
+      fc.record({ t: fc.constant('append' as const), n: fc.integer({ min: 1, max: 40 }), err: fc.boolean() }),
+      fc.record({ t: fc.constant('send' as const), k: fc.integer({ min: 1, max: 4 }) }),
+      fc.record({ t: fc.constant('ack' as const), back: fc.integer({ min: 0, max: 3 }) }),
+      fc.record({ t: fc.constant('written' as const) }),
+      fc.record({ t: fc.constant('rewind' as const) }),
+      fc.record({ t: fc.constant('read' as const), after: fc.integer({ min: 0, max: 30 }), max: fc.option(fc.integer({ min: 1, max: 80 })) }),
+    );
+    fc.assert(
+      fc.property(fc.boolean(), fc.array(op, { maxLength: 80 }), (clientAcks, ops) => {
+        const log = new OutputLog({ windowBytes: 10_000, retentionBytes: 60, maxChunkBytes: 50, clientAcks });
+        const produced: Buffer[] = []; // every byte, in order
+        const seen = new Map<number, Buffer>(); // what the client got (sent or read), by seq
+        let lastSent = 0;
+        for (const o of ops) {
+          switch (o.t) {
+            case 'append': {
+              const data = Buffer.from(Array.from({ length: o.n }, () => produced.length % 251));
+              produced.push(data);
+              log.append(o.err ? 'stderr' : 'stdout', data);
+              break;
+            }
+            case 'send':
+              for (let i = 0; i < o.k; i++) {
+                const e = log.takeNext();
+                if (!e) break;
+                expect(e.seq).toBeGreaterThan(log.ackedSeq - 1);
+                if (e.kind === 'output') seen.set(e.seq, e.data);
+                lastSent = e.seq;
+              }
+              break;
+            case 'ack':
+              if (clientAcks) log.acknowledge(Math.max(0, Math.min(lastSent, log.sentSeq) - o.back));
+              break;
+            case 'written':
+              log.written(log.sentSeq);
+              break;
+            case 'rewind':
+              log.rewind();
+              lastSent = log.sentSeq;
+              break;
+            case 'read': {
+              const r = log.read(o.after, o.max, 100);
+              for (let i = 1; i < r.chunks.length; i++) expect(r.chunks[i]!.seq).toBeGreaterThan(r.chunks[i - 1]!.seq);
+              for (const c of r.chunks) {
+                expect(c.seq).toBeGreaterThan(o.after);
+                if (seen.has(c.seq)) expect(c.data.equals(seen.get(c.seq)!)).toBe(true); // a seq never changes once seen
+                seen.set(c.seq, c.data);
+              }
+              break;
+            }
+          }
+          // Accounting: unacked = everything after the acknowledged point, never evicted.
+          const unacked = log.kept().reduce((n, e) => n + (e.kind === 'output' && e.seq > log.ackedSeq ? e.bytes : 0), 0);
+          expect(log.unackedBytes).toBe(unacked);
+          expect(log.unsentBytes).toBeLessThanOrEqual(log.unackedBytes);
+          expect(log.sentSeq).toBeGreaterThanOrEqual(log.ackedSeq);
+          expect(log.historyBytes).toBeLessThanOrEqual(60 + 50);
+        }
+        // Whatever was produced is, in order: evicted history (acknowledged) + what is kept.
+        const total = produced.reduce((n, b) => n + b.length, 0);
+        expect(log.totalBytes).toBe(total);
+        const kept = log.read(0, null, Infinity).chunks;
+        const keptBytes = Buffer.concat(kept.map((c) => c.data));
+        for (const c of kept) if (seen.has(c.seq)) expect(c.data.equals(seen.get(c.seq)!)).toBe(true);
+        expect(keptBytes.equals(Buffer.concat(produced).subarray(total - keptBytes.length))).toBe(true);
+      }),
+      { numRuns: 300 },
+    );
+  });
+});
+
+describe('shouldReadChild', () => {
+  const base = { finished: false, attached: true, unackedBytes: 0, unsentBytes: 0, windowBytes: 100, readAheadBytes: 10 };
+  it('reads until the window is full of unacknowledged output', () => {
+    expect(shouldReadChild(base)).toBe(true);
+    expect(shouldReadChild({ ...base, unackedBytes: 99 })).toBe(true);
+    expect(shouldReadChild({ ...base, unackedBytes: 100 })).toBe(false);
+  });
+  it('while attached, reads only a little ahead of the connection; while detached, up to the window', () => {
+    expect(shouldReadChild({ ...base, unackedBytes: 10, unsentBytes: 10 })).toBe(false);
+    expect(shouldReadChild({ ...base, attached: false, unackedBytes: 50, unsentBytes: 50 })).toBe(true);
+    expect(shouldReadChild({ ...base, attached: false, unackedBytes: 100, unsentBytes: 100 })).toBe(false);
+  });
+  it('always reads a finished process, so it reaches end of file', () => {
+    expect(shouldReadChild({ ...base, finished: true, unackedBytes: 1000, unsentBytes: 1000 })).toBe(true);
   });
 });

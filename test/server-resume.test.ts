@@ -70,7 +70,8 @@ describe('resume', () => {
 
   it('binds a session to the credential that created it', () => {
     const hooks = { expired: () => {}, detached: () => {} };
-    const limits = { ttlMs: 1000, resumeGraceMs: 1000, closedRetentionMs: 1000, outputRetentionBytes: 1024, maxProcesses: 1 };
+    const output = { windowBytes: 1024, retentionBytes: 1024, readAheadBytes: 1024, maxChunkBytes: 1024, readCapBytes: 1024 };
+    const limits = { ttlMs: 1000, resumeGraceMs: 1000, closedRetentionMs: 1000, output, maxProcesses: 1 };
     const s = new Session('id', digest('alice'), limits, hooks);
     expect(s.ownedBy(digest('alice'))).toBe(true);
     expect(s.ownedBy(digest('mallory'))).toBe(false);

@@ -46,6 +46,21 @@ export interface CutAfterBytesOptions {
   repeat?: boolean;
 }
 
+export interface CutEachAfterOptions {
+  /** Which bytes count (default 'down': what the target sends, e.g. a server's output). */
+  direction?: Direction;
+  /**
+   * What happens once the quota crossed: 'reset' (default) resets both sides at once, so
+   * whatever is still in flight (socket buffers, the peer's unread bytes) is lost;
+   * 'blackhole' stops that connection in both directions without closing it (only a
+   * keepalive can tell; the connection closes when a peer gives up on it). A function is
+   * asked at each cut (a seeded mix of both).
+   */
+  action?: CutAction | (() => CutAction);
+}
+
+export type CutAction = 'reset' | 'blackhole';
+
 export type BlackholeMode = 'hold' | 'drop';
 
 /** What a connection did, as reported when it opens, closes or is cut. */
@@ -92,6 +107,8 @@ export interface ChaosStats {
 
 export interface ChaosProxyEvents {
   connection: [report: ConnectionReport];
+  /** `cutEachAfter` with action 'blackhole' stopped a connection (it stays open). */
+  blackholed: [report: ConnectionReport];
   close: [report: ConnectionReport, reason: CloseReason, error?: Error];
   cut: [count: number, reports: ConnectionReport[]];
   refused: [remote: string];
@@ -224,6 +241,8 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   private refusals = 0;
   private cutting: FaultState['cutting'] = false;
   private quotaRule: FaultState['quota'] = false;
+  /** `cutEachAfter`: a quota drawn per connection, and what to do when it is spent. */
+  private eachRule: { draw: () => number; direction: Direction; action: () => CutAction } | false = false;
   private cutTimer: NodeJS.Timeout | undefined;
   private targetPort: number;
   private readonly targetHost: string;
@@ -380,8 +399,31 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
     this.changed();
   }
 
+  /**
+   * Every connection, live and new, is cut after its own quota of bytes (`draw()`, called
+   * once per connection: a seeded source gives a reproducible schedule) crossed it in
+   * `direction`: reset, or black-holed (see `CutEachAfterOptions`). A connection's report is
+   * emitted with the cut ('close' with reason 'quota', or 'blackholed'), so a test can tell
+   * what was in flight each time. Until stopCuttingAfterBytes() or heal().
+   */
+  cutEachAfter(draw: () => number, { direction = 'down', action = 'reset' }: CutEachAfterOptions = {}): void {
+    this.stopCuttingAfterBytes();
+    this.eachRule = { draw, direction, action: typeof action === 'function' ? action : () => action };
+    for (const connection of this.connections) this.armEach(connection);
+    this.quotaRule = { bytes: Number.NaN, direction, repeat: true };
+    this.changed();
+  }
+
+  private armEach(connection: ProxiedConnection): void {
+    if (!this.eachRule) return;
+    const bytes = Math.max(1, Math.floor(this.eachRule.draw()));
+    connection.quota = { direction: this.eachRule.direction, remaining: bytes };
+    if (this.quotaRule) this.quotaRule.bytes = bytes;
+  }
+
   /** Lifts the byte quota from live and new connections. */
   stopCuttingAfterBytes(): void {
+    this.eachRule = false;
     if (!this.quotaRule) return;
     this.quotaRule = false;
     for (const connection of this.connections) connection.quota = undefined;
@@ -466,7 +508,8 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
       },
       (c, reason, error) => this.gone(c, reason, error),
     );
-    if (this.quotaRule) connection.quota = { direction: this.quotaRule.direction, remaining: this.quotaRule.bytes };
+    if (this.eachRule) this.armEach(connection);
+    else if (this.quotaRule) connection.quota = { direction: this.quotaRule.direction, remaining: this.quotaRule.bytes };
     this.connections.add(connection);
     this.totals.accepted++;
     this.totals.peakActive = Math.max(this.totals.peakActive, this.connections.size);
@@ -475,6 +518,17 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   }
 
   private quotaSpent(connection: ProxiedConnection): void {
+    const each = this.eachRule;
+    if (each) {
+      connection.quota = undefined;
+      if (each.action() === 'blackhole') {
+        connection.setHolding(true);
+        this.emit('blackholed', connection.report());
+      } else {
+        connection.destroy('quota');
+      }
+      return;
+    }
     if (this.quotaRule && !this.quotaRule.repeat) this.stopCuttingAfterBytes();
     void connection.endAfterQuota();
   }

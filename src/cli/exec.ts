@@ -79,6 +79,8 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
     const info = await client.environmentInfo();
     const { env, envPolicy } = buildRemoteEnv(info, options);
     const terminal = options.tty ? localTerminal() : undefined;
+    // Output goes straight to our stdout/stderr; with acks it counts as consumed once the
+    // local write completed, so a slow reader here slows the remote command.
     proc = client.spawn(options.command, {
       cwd: options.cwd,
       env,
@@ -86,6 +88,8 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
       tty: options.tty,
       pipeStdin: true,
       terminalSize: terminal && { cols: terminal.columns, rows: terminal.rows },
+      stdout: process.stdout,
+      stderr: process.stderr,
     });
   } catch (err) {
     if (early.exitCode !== undefined) return early.exitCode;
@@ -95,8 +99,6 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
     early.release(); // from here on, signals go to the remote command (forwardSignals)
   }
 
-  proc.stdout.pipe(process.stdout);
-  proc.stderr.pipe(process.stderr);
   // `tether exec -- yes | head -1`: the reader went away. A local program would die of
   // SIGPIPE; do the same to the remote one and exit as if killed by it (128+13).
   const brokenPipe = new Promise<typeof BROKEN_PIPE>((resolve) => {

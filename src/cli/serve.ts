@@ -29,7 +29,10 @@ options:
                              others list only their own token's sessions
   --audit-argv               audit lines (one per process, at info) carry the whole argv,
                              not only argv[0]
-  --output-retention SIZE    output kept per process for replay (default 1MiB)
+  --output-window SIZE       unacknowledged output per process before the server stops
+                             reading it (default 8MiB); with acks, throughput per process
+                             is at most window / round-trip time (8 MiB over 100 ms: 80 MiB/s)
+  --output-retention SIZE    acknowledged output kept per process for process/read (default 1MiB)
   --closed-retention DURATION  how long a closed process stays readable (default 30s)
   --allow-origin ORIGIN      accept WebSocket upgrades carrying this Origin (repeatable;
                              any other Origin gets 403)
@@ -161,6 +164,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
         'admin-token-file': { type: 'string' },
         'audit-argv': { type: 'boolean' },
         'output-retention': { type: 'string' },
+        'output-window': { type: 'string' },
         'closed-retention': { type: 'string' },
         'allow-origin': { type: 'string', multiple: true },
         'allow-host': { type: 'string', multiple: true },
@@ -188,6 +192,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
   if (v['output-retention'] !== undefined) options.outputRetentionBytes = parseSize('--output-retention', v['output-retention']);
+  if (v['output-window'] !== undefined) options.outputWindowBytes = parseSize('--output-window', v['output-window']);
   if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
   if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);
   if (v['max-processes'] !== undefined) options.maxProcessesPerSession = parseCount('--max-processes', v['max-processes']);

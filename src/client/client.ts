@@ -13,7 +13,7 @@
 import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
-import type { Readable } from 'node:stream';
+import { Readable, type Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
 import {
   ErrorCode,
@@ -36,6 +36,7 @@ import {
   type SignalName,
 } from '../protocol/index.js';
 import { reconnectDelayMs } from './backoff.js';
+import { Acknowledger } from './acks.js';
 import { Connection, type TrustedCa } from './connection.js';
 import { ReconnectEngine, type EngineState, type RecoveredEvent, type StateChange } from './engine.js';
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
@@ -68,7 +69,9 @@ export interface ExecClientOptions {
   /** Send `jsonrpc: "2.0"` on every message (default true; both dialects are accepted in). */
   jsonrpc?: boolean;
   /**
-   * Flow control (off by default): when a consumed output stream (one with a reader: piped,
+   * Flow control against a server without the `acks` extension (a Codex exec-server; with
+   * acks every process is flow-controlled on its own and this is not used). Off by default:
+   * when a consumed output stream (one with a reader: piped,
    * 'data' listener, iterated) holds more than this many unread bytes, the client stops
    * reading the socket until it drains to half, so a slow consumer slows the remote process
    * (tether pauses its children) instead of growing memory. Streams nobody reads never
@@ -101,9 +104,20 @@ export interface SpawnOptions {
   /** With `tty`: the terminal's initial size (extension `processResize`; 80x24 without it). */
   terminalSize?: { cols: number; rows: number };
   arg0?: string;
+  /**
+   * Write the process's stdout (all output with `tty`) straight into this stream, like
+   * `child_process.spawn`'s `stdio` (e.g. `process.stdout`); `proc.stdout` then stays empty.
+   * Output counts as consumed once the write's callback ran: a slow destination slows the
+   * remote process. The stream is not ended.
+   */
+  stdout?: Writable;
+  /** The same for stderr. */
+  stderr?: Writable;
 }
 
 const DEFAULT_DEADLINE_MS = 25_000;
+/** The server's window when it does not say (acks batch at a quarter of it). */
+const DEFAULT_OUTPUT_WINDOW = 8 * 1024 * 1024;
 /** Bytes per process/write (base64 makes the message a third larger). */
 const MAX_WRITE_BYTES = 1024 * 1024;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
@@ -119,6 +133,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   private nextGeneration = 1;
   private readonly engine: ReconnectEngine<Connection>;
   private readonly processes = new Map<string, ExecProcess>();
+  private readonly acknowledger = new Acknowledger((processId, seq) => this.sendAck(processId, seq), DEFAULT_OUTPUT_WINDOW);
   private readonly filling = new Set<string>();
   private envInfo: EnvironmentInfo | undefined;
   private envInfoPromise: Promise<EnvironmentInfo> | undefined;
@@ -195,7 +210,25 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     const params: InitializeParams = { clientName: this.clientName };
     if (resumeSessionId !== undefined) params.resumeSessionId = resumeSessionId;
     if (this.extensionRequest) params.tether = this.extensionRequest;
+    if (resumeSessionId !== undefined && this.acks) {
+      // Where each process stands: the server sends its events from the next one on.
+      const delivered: Record<string, number> = {};
+      for (const proc of this.processes.values()) if (proc.live) delivered[proc.id] = proc.sequencer.lastDelivered;
+      params.tether = { ...this.extensionRequest!, delivered };
+    }
     return params;
+  }
+
+  /** The session acknowledges output (extension `acks`): per-process flow control, replay on resume. */
+  private get acks(): boolean {
+    return this._extensions.has('acks');
+  }
+
+  private sendAck(processId: string, seq: number): boolean {
+    const connection = this.engine.current;
+    if (this.engine.state !== 'connected' || !connection?.isOpen) return false;
+    connection.notify(Method.processAck, { processId, seq });
+    return true;
   }
 
   /** Processes this client still follows. */
@@ -269,7 +302,12 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     const processId = options.processId ?? randomUUID();
     if (this.processes.has(processId)) throw new Error(`spawn: process id ${processId} is already in use by this client`);
     const tty = options.tty ?? false;
-    const proc = new ExecProcess(processId, argv, { tty, pipeStdin: options.pipeStdin ?? false }, this);
+    const proc = new ExecProcess(
+      processId,
+      argv,
+      { tty, pipeStdin: options.pipeStdin ?? false, stdoutSink: options.stdout, stderrSink: options.stderr },
+      this,
+    );
     // Register before sending: output may arrive before the start answer.
     this.processes.set(processId, proc);
     proc.once('close', () => this.forget(proc));
@@ -398,11 +436,16 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     this.call(Method.processTerminate, { processId: proc.id }).catch(() => {});
   }
 
+  /** @internal `acks`: tell the server how far the consumer got. */
+  consumed(proc: ExecProcess, seq: number, bytes: number, final: boolean): void {
+    if (this.acks) this.acknowledger.consumed(proc.id, seq, bytes, final);
+  }
+
   /** @internal */
-  outputBuffered(stream: Readable): void {
+  outputBuffered(stream: Readable | Writable): void {
     const limit = this.options.outputHighWaterMark;
-    if (limit === undefined || this.flowPaused) return;
-    if (stream.readableFlowing === null || stream.readableLength <= limit) return;
+    if (limit === undefined || this.flowPaused || this.acks) return;
+    if (!isBehind(stream, limit)) return;
     this.flowPaused = true;
     this.engine.current?.pause();
     // A Readable calls read() once per shortfall, not on every chunk taken, so also look
@@ -417,9 +460,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     if (!this.flowPaused) return;
     const low = (this.options.outputHighWaterMark ?? 0) / 2;
     for (const proc of this.processes.values()) {
-      for (const stream of [proc.stdout, proc.stderr]) {
-        if (stream.readableFlowing !== null && !stream.destroyed && stream.readableLength > low) return;
-      }
+      for (const stream of proc.outputStreams) if (isBehind(stream, low)) return;
     }
     this.flowPaused = false;
     clearInterval(this.flowTimer);
@@ -500,10 +541,14 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       else if (options.envPolicy) params.envPolicy = fullEnvPolicy(options.envPolicy);
       if (options.arg0 !== undefined) params.arg0 = options.arg0;
       if (options.tty && options.terminalSize && this._extensions.has('processResize')) params.terminalSize = options.terminalSize;
-      await this.startOnServer(params, (read) => {
-        proc.markStarted();
-        proc.mergeRead(0, read);
-      });
+      await this.startOnServer(
+        params,
+        (read) => {
+          proc.markStarted();
+          proc.mergeRead(0, read);
+        },
+        () => proc.sequencer.lastDelivered > 0 || !proc.live,
+      );
       proc.markStarted();
     } catch (err) {
       proc.fail(err as Error);
@@ -515,13 +560,19 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
    * not have happened: ask the server about the (client-chosen) id. Known → adopt it (and
    * hand its output so far to `adopt`); unknown → start it. A duplicate-id answer after a lost
    * attempt means our own earlier start landed: adopt too. Never started twice, never leaked.
+   * `seen`: events of the process already arrived (with acks the server replays them on the
+   * resume, and may have forgotten the process once its close was acknowledged): it exists.
    */
-  private async startOnServer(params: ProcessStartParams, adopt: (read: ProcessReadResult) => void): Promise<void> {
+  private async startOnServer(params: ProcessStartParams, adopt: (read: ProcessReadResult) => void, seen: () => boolean = () => false): Promise<void> {
     let uncertain = false;
     let startingSince: number | undefined;
     for (;;) {
       const connection = await this.ready();
       try {
+        if (uncertain && seen()) {
+          this.log('info', `process ${params.processId}: start answer lost, the server has the process: adopted (its events arrived)`);
+          return;
+        }
         if (uncertain) {
           try {
             const read = await connection.request<ProcessReadResult>(Method.processRead, { processId: params.processId, afterSeq: 0 });
@@ -626,6 +677,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       const init = await connection.request<InitializeResult>(Method.initialize, this.initializeParams()).finally(() => clearTimeout(timer));
       if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
       this._extensions = new Set((init.tether?.extensions ?? []).filter((name): name is ExtensionName => this.extensionRequest?.extensions.includes(name) ?? false));
+      if (this.acks) this.acknowledger.setWindow(init.tether?.outputWindow ?? DEFAULT_OUTPUT_WINDOW);
       connection.notify(Method.initialized, {});
       this._sessionId = init.sessionId;
       if (init.environmentInfo) this.envInfo = init.environmentInfo;
@@ -656,7 +708,9 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       const init = await candidate.request<InitializeResult>(Method.initialize, this.initializeParams(this._sessionId));
       if (!init || init.sessionId !== this._sessionId) throw new WrongSessionError(init?.sessionId);
       candidate.notify(Method.initialized, {});
-      await this.catchUp(candidate);
+      // With acks the server sends every process's events after what we delivered, in order;
+      // without, read back what each process produced meanwhile.
+      if (!this.acks) await this.catchUp(candidate);
       if (!candidate.isOpen) throw new Error('connection lost during catch-up');
       return candidate;
     } catch (err) {
@@ -672,10 +726,15 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     const live = [...this.processes.values()].filter((p) => p.live && p.started);
     await Promise.all(
       live.map(async (proc) => {
-        const afterSeq = proc.sequencer.lastDelivered;
+        let afterSeq = proc.sequencer.lastDelivered;
         try {
-          const result = await connection.request<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq });
-          proc.mergeRead(afterSeq, result);
+          for (;;) {
+            const result = await connection.request<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq });
+            proc.mergeRead(afterSeq, result);
+            // A server caps one answer (tether: 8 MiB); a big answer may have stopped short.
+            if (!proc.live || !mayBeCut(result)) break;
+            afterSeq = proc.sequencer.lastDelivered;
+          }
         } catch (err) {
           if (err instanceof ConnectionLostError) throw err;
           // The server cannot tell us what this process did: only this process fails.
@@ -693,8 +752,10 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   private onStateChange(change: StateChange): void {
     if (change.state === 'connected') {
       if (this.flowPaused) this.engine.current?.pause(); // the catch-up is in; the consumer is still behind
+      if (this.acks) this.acknowledger.flushAll(); // acks sent just before the drop may be lost
     } else if (change.state === 'failed') {
       clearInterval(this.flowTimer);
+      this.acknowledger.dispose();
       const error = this.engine.failure!;
       for (const proc of [...this.processes.values()]) proc.fail(error);
       this.processes.clear();
@@ -715,7 +776,12 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     }
     if (typeof p.processId !== 'string' || typeof p.seq !== 'number') return;
     const proc = this.processes.get(p.processId);
-    if (!proc) return; // closed and forgotten, or not ours
+    if (!proc) {
+      // Closed and forgotten (its close ack was lost with a socket): tell the server again,
+      // so it can forget the process too.
+      if (method === Method.processClosed && this.acks) this.acknowledger.consumed(p.processId, p.seq, 0, true);
+      return;
+    }
     switch (method) {
       case Method.processOutput:
         if (typeof p.chunk !== 'string') return;
@@ -783,6 +849,22 @@ function gaveUp(last: Error, deadlineMs: number, attempts: number): Error {
 
 function formatSeconds(ms: number): string {
   return `${Number((ms / 1000).toFixed(1))} s`;
+}
+
+/** A read answer that may have been cut short by the server's cap (it ends on its last chunk, and is big). */
+function mayBeCut(result: ProcessReadResult): boolean {
+  const last = result.chunks[result.chunks.length - 1];
+  if (!last || result.closed || result.nextSeq !== last.seq + 1) return false;
+  let bytes = 0;
+  for (const c of result.chunks) bytes += (c.chunk.length * 3) / 4;
+  return bytes >= 1024 * 1024;
+}
+
+/** A consumed stream (read, piped, or a destination written to) holds more than `limit` bytes. */
+function isBehind(stream: Readable | Writable, limit: number): boolean {
+  if (stream.destroyed) return false;
+  if (stream instanceof Readable) return stream.readableFlowing !== null && stream.readableLength > limit;
+  return (stream as Writable).writableLength > limit;
 }
 
 /** A resume answered with another session id than ours: that session is gone. */

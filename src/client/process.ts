@@ -26,8 +26,29 @@ export interface ProcessHost {
   /** The handle gave up on a process that may still run (lost output): kill it, no leaks. */
   abandon(process: ExecProcess): void;
   /** Flow control: output was buffered on `stream`, or a consumer asked for more. */
-  outputBuffered(stream: Readable): void;
+  outputBuffered(stream: Readable | Writable): void;
   outputWanted(): void;
+  /**
+   * The consumer has taken every event up to `seq` (`bytes` of output since the last call;
+   * `final`: up to the close): what the `acks` extension tells the server.
+   */
+  consumed(process: ExecProcess, seq: number, bytes: number, final: boolean): void;
+}
+
+/**
+ * Each output stream buffers up to this much for a consumer that is behind before the
+ * process counts as not consuming (then `acks` stops acknowledging it and the server stops
+ * reading the remote process once its window is full).
+ */
+export const OUTPUT_HIGH_WATER_MARK = 256 * 1024;
+
+export interface ExecProcessOptions {
+  tty: boolean;
+  pipeStdin: boolean;
+  /** Write stdout (all output of a tty) here instead of `stdout`; acknowledged once written. */
+  stdoutSink?: Writable;
+  /** Write stderr here instead of `stderr`; acknowledged once written. */
+  stderrSink?: Writable;
 }
 
 
@@ -62,12 +83,23 @@ export class ExecProcess extends EventEmitter {
   private readonly closeDeferred = deferred<void>();
   private readonly iterators = new Set<IteratorSink>();
   private finished = false;
+  private readonly stdoutSink: Writable | undefined;
+  private readonly stderrSink: Writable | undefined;
+  /** Readable mode: the first output seq pushed into a stream that was full (not consumed yet), and the full streams. */
+  private blockedFrom: number | null = null;
+  private readonly fullStreams = new Set<Readable>();
+  /** Sink mode: output seqs whose write has not completed, in order. */
+  private readonly writing: number[] = [];
+  private readonly written = new Set<number>();
+  /** Highest seq reported consumed, and output bytes delivered since. */
+  private consumedSeq = 0;
+  private unreportedBytes = 0;
 
   /** @internal created by `ExecClient.spawn`. */
   constructor(
     id: string,
     argv: readonly string[],
-    options: { tty: boolean; pipeStdin: boolean },
+    options: ExecProcessOptions,
     private readonly host: ProcessHost,
   ) {
     super();
@@ -77,11 +109,17 @@ export class ExecProcess extends EventEmitter {
     this.startedPromise = this.startDeferred.promise;
     this.exited = this.exitDeferred.promise;
     this.closed = this.closeDeferred.promise;
-    // Output cannot be refused, only slowed: with the client's outputHighWaterMark set, a
-    // consumer that falls behind pauses the socket (see ExecClient), and `read()` (called
-    // when the consumer wants more) lets it resume.
-    this.stdout = new Readable({ read: () => host.outputWanted() });
-    this.stderr = new Readable({ read: () => host.outputWanted() });
+    // Output cannot be refused, only slowed. With `acks`, output a consumer has not taken
+    // (beyond the stream's high-water mark) is not acknowledged, so the server stops the
+    // remote process; `read()` (called when the consumer wants more) acknowledges again.
+    // Against a server without acks, `outputHighWaterMark` pauses the whole socket instead.
+    this.stdoutSink = options.stdoutSink;
+    this.stderrSink = options.stderrSink;
+    this.stdout = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_MARK, read: () => this.consumerWants(this.stdout) });
+    this.stderr = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_MARK, read: () => this.consumerWants(this.stderr) });
+    // With a destination given, the stream stays empty: let it flow, so it ends at close.
+    if (this.stdoutSink) this.stdout.resume();
+    if (this.stderrSink) this.stderr.resume();
     this.stdin =
       options.tty || options.pipeStdin
         ? new Writable({
@@ -125,8 +163,13 @@ export class ExecProcess extends EventEmitter {
     return this.host.terminate(this);
   }
 
-  /** Ordered events from the moment iteration starts (start it in the tick of `spawn` to see all). */
+  /**
+   * Ordered events from the moment iteration starts (start it in the tick of `spawn` to see
+   * all). Iterating consumes the output: streams nobody else reads are set flowing (their
+   * data goes to the iterator only), so they do not hold the process back.
+   */
   [Symbol.asyncIterator](): AsyncIterator<ProcessEvent> {
+    for (const stream of [this.stdout, this.stderr]) if (stream.readableFlowing === null) stream.resume();
     const queue: ProcessEvent[] = [];
     let ended = false;
     let failure: Error | undefined;
@@ -217,18 +260,37 @@ export class ExecProcess extends EventEmitter {
     if (this.listenerCount('error') > 0) this.emit('error', error);
   }
 
+  /** @internal where its output goes: the streams, or the destinations given to spawn. */
+  get outputStreams(): (Readable | Writable)[] {
+    return [this.stdoutSink ?? this.stdout, this.stderrSink ?? this.stderr];
+  }
+
   /** @internal true while the handle still expects events. */
   get live(): boolean {
     return !this.finished;
   }
 
   private deliver(events: ProcessEvent[]): void {
+    if (events.length === 0) return;
     for (const event of events) {
       for (const sink of this.iterators) sink.push(event);
       switch (event.type) {
         case 'output': {
+          this.unreportedBytes += event.data.length;
+          const sink = event.stream === 'stderr' ? this.stderrSink : this.stdoutSink;
+          if (sink) {
+            const seq = event.seq;
+            this.writing.push(seq);
+            // A failed write (EPIPE) counts as taken: the bytes have nowhere else to go.
+            sink.write(event.data, () => this.sinkWritten(seq));
+            this.host.outputBuffered(sink);
+            break;
+          }
           const stream = event.stream === 'stderr' ? this.stderr : this.stdout;
-          stream.push(event.data);
+          if (!stream.push(event.data)) {
+            this.fullStreams.add(stream);
+            this.blockedFrom ??= event.seq;
+          }
           this.host.outputBuffered(stream);
           break;
         }
@@ -250,10 +312,43 @@ export class ExecProcess extends EventEmitter {
           this.closeDeferred.resolve();
           for (const sink of this.iterators) sink.end();
           this.iterators.clear();
+          this.reportConsumed();
           this.emit('close', this.exitCode);
           return;
       }
     }
+    this.reportConsumed();
+  }
+
+  /** Sink mode: a write completed (writes complete in order per sink, not across two). */
+  private sinkWritten(seq: number): void {
+    this.written.add(seq);
+    while (this.writing.length > 0 && this.written.delete(this.writing[0]!)) this.writing.shift();
+    this.reportConsumed();
+  }
+
+  /**
+   * Readable mode: `stream`'s consumer wants more (Node calls `read()` once what it buffers
+   * is below the high-water mark); once no stream is full, everything delivered is taken.
+   */
+  private consumerWants(stream: Readable): void {
+    this.host.outputWanted();
+    this.fullStreams.delete(stream);
+    if (this.blockedFrom === null || this.fullStreams.size > 0) return;
+    this.blockedFrom = null;
+    this.reportConsumed();
+  }
+
+  /** Tells the host how far the consumer got: every delivered event before the first one not taken. */
+  private reportConsumed(): void {
+    let upTo = this.sequencer.lastDelivered;
+    if (this.blockedFrom !== null) upTo = Math.min(upTo, this.blockedFrom - 1);
+    if (this.writing.length > 0) upTo = Math.min(upTo, this.writing[0]! - 1);
+    if (upTo <= this.consumedSeq) return;
+    this.consumedSeq = upTo;
+    const bytes = this.unreportedBytes;
+    this.unreportedBytes = 0;
+    this.host.consumed(this, upTo, bytes, this.sequencer.done && upTo === this.sequencer.lastDelivered);
   }
 }
 

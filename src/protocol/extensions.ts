@@ -41,6 +41,12 @@ export const KnownExtensions = [
    * every SIGWINCH), and `process/start` takes its initial size (`terminalSize`).
    */
   'processResize',
+  /**
+   * `acks`: the client acknowledges what it consumed (`process/ack {processId, seq}`); the
+   * server evicts only acknowledged output, stops reading a child at `outputWindow`
+   * unacknowledged bytes, and a resume says where each process stands (`delivered`).
+   */
+  'acks',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];
@@ -55,6 +61,11 @@ export function isKnownExtension(name: string): name is ExtensionName {
 export const TetherInitializeSchema = z.object({
   version: z.number().int().positive(),
   extensions: z.array(z.string()).max(64, 'at most 64 extensions'),
+  /**
+   * `acks`, on a resume: per process id, the last seq the client delivered (it may be past
+   * what it acknowledged). The server sends each process's events from the next one on.
+   */
+  delivered: z.record(z.string(), z.number().int().nonnegative()).nullish(),
 });
 
 export type TetherInitialize = z.input<typeof TetherInitializeSchema>;
@@ -63,6 +74,8 @@ export type TetherInitialize = z.input<typeof TetherInitializeSchema>;
 export interface TetherInitializeResult {
   version: number;
   extensions: ExtensionName[];
+  /** With `acks`: unacknowledged output per process (bytes) at which the server stops reading it. */
+  outputWindow?: number;
 }
 
 /** The accepted set for a request: the known names it asks for, in a stable order. */

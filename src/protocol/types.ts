@@ -105,6 +105,8 @@ export const Method = {
   processOutput: 'process/output',
   processExited: 'process/exited',
   processClosed: 'process/closed',
+  /** tether extension `acks` (notification): the client consumed a process's events up to `seq`. */
+  processAck: 'process/ack',
   /** tether extension `sessionClose`: end the session now (kill its processes, forget it). */
   sessionClose: 'session/close',
   /** tether extension `sessionList`: the caller's sessions and their processes (all of them for the admin token). */

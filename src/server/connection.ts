@@ -1,15 +1,17 @@
 /**
  * One WebSocket connection: decodes frames in the Codex dialect, dispatches requests through
  * the shared `json-rpc-2.0` server WITHOUT awaiting one before the next (a long-poll read
- * never delays a write), answers in the client's dialect, and tracks the handshake state and
- * the send-buffer backpressure of the session attached to it.
+ * never delays a write), answers in the client's dialect, tracks the handshake state, and
+ * encodes the attached session's events (`sendEntry`), telling the session when its send
+ * buffer has room again.
  */
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import { decodeFrame, Dialect, ErrorCode, Method, withJsonrpc } from '../protocol/index.js';
-import type { OutputStream } from '../protocol/index.js';
+import type { LogEntry } from './output-log.js';
+import type { ManagedProcess } from './process.js';
 import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
@@ -30,12 +32,14 @@ const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
 
 export interface ConnectionContext {
   conn: Connection;
+  /** Runs right after this request's answer was handed to the socket (so it precedes what this sends). */
+  afterReply?: () => void;
 }
 
 export interface BackpressureMarks {
-  /** Stop reading the session's pipes above this many buffered bytes. */
+  /** Stop handing the session's events to the socket above this many buffered bytes. */
   highWaterBytes: number;
-  /** Resume below this. */
+  /** Start again at or below this. */
   lowWaterBytes: number;
 }
 
@@ -43,6 +47,7 @@ export class Connection implements SessionLink {
   readonly dialect = new Dialect();
   state: HandshakeState = 'new';
   session: Session | null = null;
+  /** The send buffer went above the high-water mark and has not drained to the low one yet. */
   backpressured = false;
   closed = false;
   /** Aborted when the socket closes: long-polls waiting for this connection give up at once. */
@@ -164,6 +169,11 @@ export class Connection implements SessionLink {
     this.dialect.observe(decoded.hasJsonrpc);
     const message = decoded.message;
     if (message.kind === 'response') return; // the server sends no requests; stray replies are ignored
+    if (message.kind === 'notification' && message.method === Method.processAck && this.session?.clientAcks) {
+      // The hot path of the `acks` extension: handled at once, in arrival order.
+      this.onAck(message.params);
+      return;
+    }
     if (this.inflight >= this.maxInflight && !ANSWERED_AT_ONCE.has(message.method)) {
       // Each waiting request holds memory (a long-poll for as long as it asks): bounded here.
       if (message.kind === 'request') {
@@ -183,6 +193,7 @@ export class Connection implements SessionLink {
       (response) => {
         this.inflight--;
         if (response) this.send(response);
+        ctx.afterReply?.();
       },
       (err: unknown) => {
         this.inflight--;
@@ -193,23 +204,63 @@ export class Connection implements SessionLink {
     );
   }
 
+  /** `process/ack {processId, seq}`: malformed ones are ignored (a notification has nobody to answer). */
+  private onAck(params: unknown): void {
+    const p = params as { processId?: unknown; seq?: unknown } | null;
+    if (!p || typeof p.processId !== 'string' || typeof p.seq !== 'number' || !Number.isSafeInteger(p.seq) || p.seq < 0) return;
+    this.session?.acknowledge(p.processId, p.seq);
+  }
+
   send(message: object): void {
     if (this.closed) return;
     this.ws.send(this.dialect.encode(message), this.afterSend);
     this.checkBackpressure();
   }
 
-  // SessionLink
+  /** A notification in the client's dialect (fs/missingChanged…; process events go through `sendEntry`). */
   sendNotification(method: string, params: object): void {
     this.send({ method, params });
   }
 
+  // SessionLink
+
+  get congested(): boolean {
+    return this.closed || this.ws.bufferedAmount >= this.marks.highWaterBytes;
+  }
+
+  sendEntry(proc: ManagedProcess, entry: LogEntry): void {
+    if (this.closed) return;
+    let frame: Buffer | string;
+    switch (entry.kind) {
+      case 'output':
+        frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, entry.data);
+        break;
+      case 'exit':
+        frame = this.dialect.encode({
+          method: Method.processExited,
+          params: { processId: proc.id, seq: entry.seq, exitCode: entry.exitCode, sandboxDenied: false },
+        });
+        break;
+      case 'close':
+        frame = this.dialect.encode({ method: Method.processClosed, params: { processId: proc.id, seq: entry.seq } });
+        break;
+    }
+    const seq = entry.seq;
+    // Codex dialect: the kernel taking the frame is the acknowledgement (it is then only
+    // lost if the link dies with it in flight, and it stays in the retained history).
+    const written = this.session?.clientAcks ? undefined : proc;
+    this.ws.send(frame, { binary: false }, (err) => {
+      if (!err) written?.written(seq);
+      this.afterSend();
+    });
+    this.checkBackpressure();
+  }
+
   /**
-   * The hot path: the frame is built straight into one Buffer (the base64 needs no escaping,
-   * so JSON.stringify need not scan it, and ws sends the Buffer without another copy).
+   * `process/output` built straight into one Buffer: the base64 needs no escaping, so
+   * JSON.stringify need not scan it, and ws sends the Buffer without another copy.
    */
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean {
-    if (this.closed) return false;
+  private jsonOutputFrame(processId: string, seq: number, stream: string, data: Buffer): Buffer {
     const prefix =
       (this.dialect.usesJsonrpc ? '{"jsonrpc":"2.0","method":"process/output","params":{"processId":' : '{"method":"process/output","params":{"processId":') +
       JSON.stringify(processId) +
@@ -219,16 +270,12 @@ export class Connection implements SessionLink {
       stream +
       '","chunk":"';
     const prefixBytes = Buffer.byteLength(prefix);
-    const frame = Buffer.allocUnsafe(prefixBytes + chunk.length + 3);
+    const base64Bytes = 4 * Math.ceil(data.length / 3);
+    const frame = Buffer.allocUnsafe(prefixBytes + base64Bytes + 3);
     frame.write(prefix, 0, 'utf8');
-    frame.write(chunk, prefixBytes, 'latin1');
-    frame.write('"}}', prefixBytes + chunk.length, 'latin1');
-    this.ws.send(frame, { binary: false }, (err) => {
-      onWritten(!err);
-      this.afterSend();
-    });
-    this.checkBackpressure();
-    return true;
+    frame.write(data.toString('base64'), prefixBytes, 'latin1');
+    frame.write('"}}', prefixBytes + base64Bytes, 'latin1');
+    return frame;
   }
 
   /** Resolves once the send buffer is below the low-water mark (at once if it is, or if the socket is gone). */
@@ -243,28 +290,27 @@ export class Connection implements SessionLink {
     for (const wake of waiters) wake();
   }
 
+  /** Above the high-water mark until it drains to the low one. */
   private checkBackpressure(): void {
-    if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) {
-      this.backpressured = true;
-      this.session?.flowChanged();
-    }
+    if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) this.backpressured = true;
   }
 
   /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
   private readonly afterSend = (): void => {
     this.progressAt = performance.now();
-    if (this.backpressured && (this.closed || this.ws.bufferedAmount <= this.marks.lowWaterBytes)) {
+    if (this.ws.bufferedAmount > this.marks.lowWaterBytes) return;
+    if (this.backpressured) {
       this.backpressured = false;
-      this.session?.flowChanged();
       this.wakeDrainWaiters();
     }
+    const session = this.session;
+    if (session?.hasQueued) session.pump();
   };
 
   /** The socket is gone: the session (if any) becomes detached and its TTL starts. */
   onClosed(): void {
     if (this.closed) return;
     this.closed = true;
-    this.backpressured = false;
     if (this.probeTimer) clearTimeout(this.probeTimer);
     if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();

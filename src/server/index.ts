@@ -19,6 +19,7 @@ import { prepareKeepers } from './keeper.js';
 import { protectServerProcess } from './native.js';
 import { createMetricsRegistry, serveMetrics } from './metrics.js';
 import { ServerMonitor } from './monitor.js';
+import type { OutputLimits } from './process.js';
 import type { Session } from './session.js';
 import type { Logger } from '../util/logger.js';
 
@@ -32,12 +33,18 @@ export interface TetherServerOptions {
   /** How long a detached session lives (30 s). */
   sessionTtlMs?: number;
   /**
-   * After a resume, how long the output recorded while detached is protected until the
-   * client reads it back (10 s); its children stay paused meanwhile. A client that never
-   * reads gets Codex's behaviour after that: oldest output evicted, children running.
+   * Codex dialect (no `acks`): after a resume, how long the output recorded while detached
+   * waits for the client to read it back with `process/read` (2 s); live output of that
+   * process waits behind it. A client that does not read it gets it as notifications then.
    */
   resumeGraceMs?: number;
-  /** Output kept per process for `process/read` (1 MiB). */
+  /**
+   * Output per process not acknowledged by the client (sent and unsent) at which the server
+   * stops reading the child, so it blocks on write (8 MiB): what memory a process can take,
+   * and, with `acks`, what can be in flight (throughput per process is at most window / RTT).
+   */
+  outputWindowBytes?: number;
+  /** Acknowledged output kept per process for `process/read` (1 MiB). */
   outputRetentionBytes?: number;
   /** How long a closed process stays readable (30 s). */
   closedRetentionMs?: number;
@@ -106,7 +113,7 @@ export interface TetherServerOptions {
    * that died silently does not hold its session for a whole heartbeat period.
    */
   livenessProbeMs?: number;
-  /** Send-buffer marks for backpressure (defaults 4 MiB / 1 MiB). */
+  /** Send-buffer marks: events wait in the output logs above the high mark until the buffer drains to the low one (1 MiB / 256 KiB). */
   backpressure?: Partial<BackpressureMarks>;
   /** Limits of the filesystem methods: readFile size, handles, memory (see `FsDefaults`). */
   fs?: Partial<FsServerLimits>;
@@ -117,8 +124,14 @@ export const Defaults = {
   host: '127.0.0.1',
   port: 8765,
   sessionTtlMs: 30_000,
-  resumeGraceMs: 10_000,
+  resumeGraceMs: 2_000,
+  outputWindowBytes: 8 * 1024 * 1024,
   outputRetentionBytes: 1024 * 1024,
+  /** Output read ahead of an attached connection's send buffer, and the largest joined chunk. */
+  readAheadBytes: 1024 * 1024,
+  maxChunkBytes: 1024 * 1024,
+  /** Largest process/read answer (decoded bytes). */
+  readCapBytes: 8 * 1024 * 1024,
   closedRetentionMs: 30_000,
   maxMessageBytes: 16 * 1024 * 1024,
   maxProcessesPerSession: 1024,
@@ -128,8 +141,8 @@ export const Defaults = {
   stallTimeoutMs: 30_000,
   initializeTimeoutMs: 5_000,
   livenessProbeMs: 2_000,
-  highWaterBytes: 4 * 1024 * 1024,
-  lowWaterBytes: 1024 * 1024,
+  highWaterBytes: 1024 * 1024,
+  lowWaterBytes: 256 * 1024,
 } as const;
 
 const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidden', 404: 'Not Found', 503: 'Service Unavailable' };
@@ -173,7 +186,7 @@ export class TetherServer extends EventEmitter {
         ttlMs: opts.sessionTtlMs ?? Defaults.sessionTtlMs,
         resumeGraceMs: opts.resumeGraceMs ?? Defaults.resumeGraceMs,
         closedRetentionMs: opts.closedRetentionMs ?? Defaults.closedRetentionMs,
-        outputRetentionBytes: opts.outputRetentionBytes ?? Defaults.outputRetentionBytes,
+        output: outputLimits(opts),
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
       fs: { ...FsDefaults, maxOpenFiles: Math.max(16, Math.min(FsDefaults.maxOpenFiles, Math.floor(descriptorLimit() / 8))), ...opts.fs },
@@ -243,7 +256,7 @@ export class TetherServer extends EventEmitter {
         sessions: this.state.maxSessions,
         connections: this.maxConnections,
         processesPerSession: this.state.limits.maxProcesses,
-        outputRetentionBytes: this.state.limits.outputRetentionBytes,
+        outputRetentionBytes: this.state.limits.output.retentionBytes,
       },
     });
 
@@ -393,6 +406,17 @@ export class TetherServer extends EventEmitter {
     })();
     return this.closing;
   }
+}
+
+function outputLimits(opts: TetherServerOptions): OutputLimits {
+  const windowBytes = opts.outputWindowBytes ?? Defaults.outputWindowBytes;
+  return {
+    windowBytes,
+    retentionBytes: opts.outputRetentionBytes ?? Defaults.outputRetentionBytes,
+    readAheadBytes: Math.min(Defaults.readAheadBytes, windowBytes),
+    maxChunkBytes: Math.min(Defaults.maxChunkBytes, windowBytes),
+    readCapBytes: Defaults.readCapBytes,
+  };
 }
 
 function formatBytes(n: number): string {

@@ -133,7 +133,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     httpRequestMethod(params, conn, { maxBufferedBodyBytes: state.fs.maxReadFileBytes }, () => requireReady(conn, 'http')),
   );
 
-  rpc.addMethod(Method.initialize, (params, { conn }): InitializeResult => {
+  rpc.addMethod(Method.initialize, (params, ctx): InitializeResult => {
+    const conn = ctx.conn;
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
     const p = parseParams(Method.initialize, InitializeParamsSchema, params);
     const extensions = acceptExtensions(p.tether);
@@ -168,10 +169,15 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     }
     conn.state = 'initializing';
     conn.session = session;
-    session.attach(conn);
+    session.attach(conn, p.tether?.delivered ?? undefined);
+    // Events (a resumed session's backlog first) flow once this answer is out.
+    ctx.afterReply = () => session.startSending(conn);
     const result: InitializeResult = { sessionId: session.id, environmentInfo: environmentInfo() };
     // Only a client that asked learns about extensions: a Codex client sees Codex's result.
-    if (p.tether) result.tether = { version: EXTENSIONS_VERSION, extensions };
+    if (p.tether) {
+      result.tether = { version: EXTENSIONS_VERSION, extensions };
+      if (session.clientAcks) result.tether.outputWindow = session.limits.output.windowBytes;
+    }
     return result;
   });
 
@@ -196,7 +202,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     return { status: 'ready' };
   });
 
-  rpc.addMethod(Method.processStart, async (params, { conn }): Promise<ProcessStartResult> => {
+  rpc.addMethod(Method.processStart, async (params, ctx): Promise<ProcessStartResult> => {
+    const conn = ctx.conn;
     const p = parseParams(Method.processStart, ProcessStartParamsSchema, params);
     const session = requireReady(conn, 'exec');
     if (p.sandbox !== undefined && p.sandbox !== null) {
@@ -229,7 +236,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           arg0: p.arg0,
           // The extension's member: a client that did not negotiate it gets Codex's 80x24.
           terminalSize: session.extensions.has('processResize') ? p.terminalSize : undefined,
-          retentionBytes: state.limits.outputRetentionBytes,
+          limits: session.limits.output,
+          clientAcks: session.clientAcks,
         },
         session,
       ).catch((err: unknown) => {
@@ -243,7 +251,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       session.processes.set(p.processId, proc);
       session.track(proc);
       state.monitor.processStarted(session, proc, p.argv);
-      proc.updateFlow();
+      // Its events follow the answer that tells the client the process exists.
+      ctx.afterReply = () => proc.announce();
       state.log('debug', `session ${session.shortId} started ${logfmtValue(p.processId)} (pid ${proc.pid}): ${JSON.stringify(p.argv)}`);
     } finally {
       session.starting.delete(p.processId);

@@ -1,185 +1,433 @@
 /**
  * One process's output log: numbers its events (one sequence shared by output, exit and
- * close), keeps its recent output for `process/read`, tracks what a client may not have
- * received yet, evicts only what is safe to evict, and decides whether the child's pipes
- * may be read. Pure bookkeeping — no sockets, no timers, no child — so it is tested on its
- * own (test/server-output-log.test.ts), like the client's sequencer.
+ * close), keeps what a client has not acknowledged, keeps a bounded history of what it has
+ * for `process/read`, knows what to send next on the current connection, and decides
+ * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
+ * is tested on its own (test/server-output-log.test.ts), like the client's sequencer.
+ *
+ * Three cursors over the sequence, always ackedSeq <= sentSeq < next:
+ *
+ *     history (acked, evictable)  | in flight (sent, unacked) | unsent
+ *   ------------------------------+---------------------------+------------->
+ *                          ackedSeq                      sentSeq
+ *
+ * - acknowledged: with the `acks` extension, what the client says it consumed; in the Codex
+ *   dialect, what the kernel took on a live socket or what `process/read` returned. Only
+ *   acknowledged output is ever evicted, oldest first, beyond `retentionBytes`.
+ * - sent: handed to the current connection. When a connection goes away, everything
+ *   after the acknowledged point is unsent again (`rewind`) and is sent again in order.
+ * - unacknowledged output (in flight + unsent) is bounded by `windowBytes`: at the window the
+ *   child is no longer read (`shouldReadChild`), so it blocks on write.
+ *
+ * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
+ * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
  */
 import type { OutputStream } from '../protocol/index.js';
 
-/**
- * unsent: no connection took it (detached, or its socket died before writing it) — never
- * evicted, and a retention full of these pauses the child; inflight: queued on a socket —
- * not evicted either (the socket may still die), bounded by the backpressure marks;
- * delivered: written to the kernel or read back by `process/read` — evictable.
- */
-export const enum ChunkState {
-  Unsent,
-  Inflight,
-  Delivered,
-}
-
-export interface LoggedChunk {
+export interface OutputEntry {
+  readonly kind: 'output';
   readonly seq: number;
   readonly stream: OutputStream;
-  /** base64, encoded once on arrival and reused by the notification and every read */
-  chunk: string;
-  readonly bytes: number;
-  state: ChunkState;
+  bytes: number;
+  /** The bytes; while the chunk is still open for appending, the pieces so far. */
+  data: Buffer;
+  parts: Buffer[] | null;
 }
 
-export interface ReadChunk {
-  seq: number;
-  stream: OutputStream;
-  chunk: string;
+export interface ExitEntry {
+  readonly kind: 'exit';
+  readonly seq: number;
+  readonly exitCode: number;
 }
 
-/** What the pause decision looks at (see `shouldPauseReading`). */
-export interface FlowInputs {
-  /** The process closed or is being removed: its pipes must drain to end of file. */
-  finished: boolean;
-  /** The attached connection's send buffer is above its high-water mark. */
-  backpressured: boolean;
-  unsentBytes: number;
-  retainedBytes: number;
+export interface CloseEntry {
+  readonly kind: 'close';
+  readonly seq: number;
+}
+
+export type LogEntry = OutputEntry | ExitEntry | CloseEntry;
+
+export interface OutputLogOptions {
+  /** Unacknowledged output at which the child stops being read. */
+  windowBytes: number;
+  /** Acknowledged output kept for `process/read`. */
   retentionBytes: number;
+  /** Largest chunk built by appending (reads are never split). */
+  maxChunkBytes: number;
+  /**
+   * Acknowledgement comes from the client (`acks`), or — in the Codex dialect — from the
+   * kernel taking a frame (`written`) and from `process/read` answers.
+   */
+  clientAcks: boolean;
 }
 
-/**
- * Whether to stop reading a child's output. Reading pauses while the connection is backed
- * up, or while retention is full of output nobody has received yet (detached, or just
- * resumed and not read back): the child then blocks on write instead of its output being
- * dropped. A finished process is always read, so it reaches end of file.
- */
-export function shouldPauseReading(f: FlowInputs): boolean {
-  if (f.finished) return false;
-  return f.backpressured || (f.unsentBytes > 0 && f.retainedBytes >= f.retentionBytes);
+/** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
+export interface ReadChunk {
+  readonly seq: number;
+  readonly stream: OutputStream;
+  readonly bytes: number;
+  readonly data: Buffer;
+}
+
+export interface ReadAnswer {
+  chunks: ReadChunk[];
+  /** As `process/read` reports it (PROTOCOL.md section 4). */
+  nextSeq: number;
 }
 
 export class OutputLog {
   private nextSeq = 1;
-  private chunks: LoggedChunk[] = [];
-  /** Index of the oldest retained chunk (evicted slots before it are compacted lazily). */
+  private entries: LogEntry[] = [];
+  /** Index of the oldest entry still kept (evicted slots before it are compacted lazily). */
   private head = 0;
-  private _retainedBytes = 0;
-  private _totalBytes = 0;
+  private _ackedSeq = 0;
+  private _sentSeq = 0;
+  /** Highest seq a client could have seen (sent, or returned by a read): sealed against appends. */
+  private exposedSeq = 0;
+  private _historyBytes = 0;
+  private _unackedBytes = 0;
   private _unsentBytes = 0;
+  private _totalBytes = 0;
+  private _exitSeq: number | null = null;
+  private _closeSeq: number | null = null;
+  /**
+   * Codex dialect, after a resume: the output recorded while the client was away waits for
+   * it to read it back with `process/read` (nothing is sent meanwhile), so a client that
+   * catches up by reading gets every byte from its reads, in order.
+   */
+  private _holding = false;
+  private retentionLimit: number;
 
-  constructor(readonly retentionBytes: number) {}
+  constructor(readonly options: OutputLogOptions) {
+    this.retentionLimit = options.retentionBytes;
+  }
 
-  /** The next sequence number (what `process/read` reports as `nextSeq` when not limited). */
+  // ---- recording ---------------------------------------------------------------------------
+
+  /** Records output read from the child. */
+  append(stream: OutputStream, data: Buffer): void {
+    if (data.length === 0) return;
+    this._totalBytes += data.length;
+    this._unackedBytes += data.length;
+    this._unsentBytes += data.length;
+    const last = this.entries.length > this.head ? this.entries[this.entries.length - 1]! : undefined;
+    if (
+      last?.kind === 'output' &&
+      last.seq > this.exposedSeq &&
+      last.stream === stream &&
+      last.bytes + data.length <= this.options.maxChunkBytes
+    ) {
+      (last.parts ??= [last.data]).push(data);
+      last.bytes += data.length;
+      return;
+    }
+    this.entries.push({ kind: 'output', seq: this.nextSeq++, stream, bytes: data.length, data, parts: null });
+  }
+
+  /** Records the exit; returns its seq. */
+  recordExit(exitCode: number): number {
+    if (this._exitSeq !== null) return this._exitSeq;
+    this._exitSeq = this.nextSeq++;
+    this.entries.push({ kind: 'exit', seq: this._exitSeq, exitCode });
+    return this._exitSeq;
+  }
+
+  /** Records the close (always the last event); returns its seq. */
+  recordClose(): number {
+    if (this._closeSeq !== null) return this._closeSeq;
+    this._closeSeq = this.nextSeq++;
+    this.entries.push({ kind: 'close', seq: this._closeSeq });
+    return this._closeSeq;
+  }
+
+  // ---- sending -----------------------------------------------------------------------------
+
+  /** Something is waiting to be sent (and may be: not held). */
+  get hasSendable(): boolean {
+    return !this._holding && this._sentSeq < this.nextSeq - 1;
+  }
+
+  /** The next entry to send, now counted as sent (and sealed against appends); undefined if none. */
+  takeNext(): LogEntry | undefined {
+    if (!this.hasSendable) return undefined;
+    const i = this.indexAfter(this._sentSeq);
+    const entry = this.entries[i];
+    if (!entry) return undefined;
+    this._sentSeq = entry.seq;
+    if (entry.seq > this.exposedSeq) this.exposedSeq = entry.seq;
+    if (entry.kind === 'output') {
+      seal(entry);
+      this._unsentBytes -= entry.bytes;
+    }
+    return entry;
+  }
+
+  /**
+   * The connection that was sending went away: nothing after the acknowledged point counts
+   * as sent any more; the next connection gets it again, in order.
+   */
+  rewind(): void {
+    if (this._sentSeq === this._ackedSeq) return;
+    this._sentSeq = this._ackedSeq;
+    this._unsentBytes = this._unackedBytes;
+  }
+
+  /**
+   * A resuming client says it already has everything up to `seq` (it delivered it before the
+   * cut, without having acknowledged all of it): sending starts after it.
+   */
+  skipTo(seq: number): void {
+    seq = Math.min(seq, this.nextSeq - 1);
+    if (seq <= this._sentSeq) return;
+    this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
+    this._sentSeq = seq;
+    if (seq > this.exposedSeq) this.exposedSeq = seq;
+  }
+
+  // ---- acknowledgement ---------------------------------------------------------------------
+
+  /** Codex dialect: the kernel took every frame of this process up to `seq`. */
+  written(seq: number): void {
+    if (!this.options.clientAcks) this.acknowledge(seq);
+  }
+
+  /**
+   * Everything up to `seq` is acknowledged: it becomes history (evictable beyond retention)
+   * and no longer counts against the window. Returns true if that moved anything.
+   */
+  acknowledge(seq: number): boolean {
+    seq = Math.min(seq, this.nextSeq - 1);
+    if (seq <= this._ackedSeq) return false;
+    const bytes = this.bytesBetween(this._ackedSeq, seq);
+    this._unackedBytes -= bytes;
+    this._historyBytes += bytes;
+    if (seq > this._sentSeq) {
+      // Acknowledged before it was sent (read back): never send it.
+      this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
+      this._sentSeq = seq;
+    }
+    this._ackedSeq = seq;
+    if (seq > this.exposedSeq) this.exposedSeq = seq;
+    this.evict();
+    return true;
+  }
+
+  /** The client acknowledged everything up to the close: the history is not needed any more. */
+  dropHistory(): void {
+    this.retentionLimit = 0;
+    this.evict();
+  }
+
+  // ---- the Codex-dialect resume hold ---------------------------------------------------------
+
+  /** After a resume without acks: hold the output the client has not received until it reads it back. */
+  holdBacklog(): void {
+    this._holding = this._ackedSeq < this.lastOutputSeq;
+  }
+
+  /** Send the held backlog after all (the client did not read it in time). */
+  releaseHold(): void {
+    this._holding = false;
+  }
+
+  get holding(): boolean {
+    return this._holding;
+  }
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  /**
+   * `process/read`: kept output with seq > afterSeq, in order, never split. At most
+   * `maxBytes` and `capBytes` (the server's limit on one answer), but at least one chunk;
+   * `nextSeq` is the last returned chunk's + 1 when `maxBytes` was given or the cap cut the
+   * answer short, else the process's next seq. In the Codex dialect the answer acknowledges
+   * what it covers; once a held backlog is read to its end, the process is sent live again.
+   */
+  read(afterSeq: number, maxBytes: number | null, capBytes: number): ReadAnswer {
+    const limitBytes = Math.min(maxBytes ?? Infinity, capBytes);
+    const out: ReadChunk[] = [];
+    let bytes = 0;
+    let truncated = false;
+    for (let i = this.indexAfter(afterSeq); i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.kind !== 'output') continue;
+      if (out.length > 0 && bytes + e.bytes > limitBytes) {
+        truncated = true;
+        break;
+      }
+      seal(e);
+      out.push({ seq: e.seq, stream: e.stream, bytes: e.bytes, data: e.data });
+      bytes += e.bytes;
+      if (bytes >= limitBytes) {
+        truncated = this.hasOutputAfter(e.seq);
+        break;
+      }
+    }
+    const lastReturned = out.length > 0 ? out[out.length - 1]!.seq : 0;
+    if (lastReturned > this.exposedSeq) this.exposedSeq = lastReturned;
+    const nextSeq = out.length > 0 && (truncated || maxBytes !== null) ? lastReturned + 1 : this.nextSeq;
+    if (!this.options.clientAcks) {
+      // The reader holds everything up to afterSeq and the output this answer returned. The
+      // exit and close events are still sent as notifications (what Codex clients wait for).
+      this.acknowledge(Math.max(afterSeq, lastReturned));
+      if (this._holding && this._ackedSeq >= this.lastOutputSeq) this._holding = false;
+    }
+    return { chunks: out, nextSeq };
+  }
+
+  // ---- state ---------------------------------------------------------------------------------
+
+  /** The entries kept right now, oldest first (diagnostics and tests; do not modify). */
+  kept(): readonly LogEntry[] {
+    return this.entries.slice(this.head);
+  }
+
   get next(): number {
     return this.nextSeq;
   }
 
-  /** Takes a sequence number for an event that is not output (exit, close). */
-  takeSeq(): number {
-    return this.nextSeq++;
+  get ackedSeq(): number {
+    return this._ackedSeq;
   }
 
-  /** Records a chunk of output, in flight until `unsent`/`written` says otherwise. */
-  append(stream: OutputStream, data: Buffer): LoggedChunk {
-    this._totalBytes += data.length;
-    const chunk: LoggedChunk = { seq: this.nextSeq++, stream, chunk: data.toString('base64'), bytes: data.length, state: ChunkState.Inflight };
-    this.chunks.push(chunk);
-    this._retainedBytes += chunk.bytes;
-    this.trim();
-    return chunk;
+  get sentSeq(): number {
+    return this._sentSeq;
   }
 
-  /** No connection took the chunk. */
-  unsent(chunk: LoggedChunk): void {
-    if (chunk.state === ChunkState.Unsent) return;
-    chunk.state = ChunkState.Unsent;
-    this._unsentBytes += chunk.bytes;
+  get exitSeq(): number | null {
+    return this._exitSeq;
   }
 
-  /** The socket reported the chunk written to the kernel (ok) or died with it queued. */
-  written(chunk: LoggedChunk, ok: boolean): void {
-    if (chunk.state !== ChunkState.Inflight) return; // already read back
-    if (ok) {
-      chunk.state = ChunkState.Delivered;
-      this.trim();
-    } else {
-      // The client never got it; keep it for the replay.
-      this.unsent(chunk);
+  get closeSeq(): number | null {
+    return this._closeSeq;
+  }
+
+  /** Seq of the newest output chunk (0 if none). */
+  get lastOutputSeq(): number {
+    for (let i = this.entries.length - 1; i >= this.head; i--) {
+      const e = this.entries[i]!;
+      if (e.kind === 'output') return e.seq;
     }
+    return 0;
   }
 
-  /** The client holds everything up to `uptoSeq` (it read it back): it may be evicted. */
-  acknowledge(uptoSeq: number): void {
-    for (let i = this.head; i < this.chunks.length; i++) {
-      const c = this.chunks[i]!;
-      if (c.seq > uptoSeq) break;
-      if (c.state === ChunkState.Unsent) this._unsentBytes -= c.bytes;
-      c.state = ChunkState.Delivered;
-    }
-    this.trim();
+  /** The client acknowledged the close: nothing of this process is needed any more. */
+  get fullyAcknowledged(): boolean {
+    return this._closeSeq !== null && this._ackedSeq >= this._closeSeq;
   }
 
-  /**
-   * Retained chunks with seq > afterSeq, in order, never split; with `maxBytes`, stops before
-   * the chunk that would exceed it (but returns at least one). Reading acknowledges what it
-   * returns (see `acknowledge`).
-   */
-  read(afterSeq: number, maxBytes: number | null): { chunks: ReadChunk[]; nextSeq: number } {
-    const chunks = this.chunks;
-    // First retained chunk with seq > afterSeq (seqs ascend; binary search).
-    let lo = this.head;
-    let hi = chunks.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (chunks[mid]!.seq <= afterSeq) lo = mid + 1;
-      else hi = mid;
-    }
-    const out: ReadChunk[] = [];
-    let bytes = 0;
-    for (let i = lo; i < chunks.length; i++) {
-      const c = chunks[i]!;
-      if (maxBytes !== null && out.length > 0 && bytes + c.bytes > maxBytes) break;
-      out.push({ seq: c.seq, stream: c.stream, chunk: c.chunk });
-      bytes += c.bytes;
-      if (maxBytes !== null && bytes >= maxBytes) break;
-    }
-    const lastReturned = out.length ? out[out.length - 1]!.seq : afterSeq;
-    this.acknowledge(Math.max(afterSeq, lastReturned));
-    const nextSeq = maxBytes !== null && out.length > 0 ? lastReturned + 1 : this.nextSeq;
-    return { chunks: out, nextSeq };
-  }
-
-  /** Seq of the newest retained chunk (0 if none). */
-  get lastChunkSeq(): number {
-    return this.chunks.length > this.head ? this.chunks[this.chunks.length - 1]!.seq : 0;
-  }
-
-  /** Bytes of output recorded so far. */
+  /** Output bytes recorded so far. */
   get totalBytes(): number {
     return this._totalBytes;
   }
 
-  /** Bytes kept for replay. */
-  get retainedBytes(): number {
-    return this._retainedBytes;
+  /** Output not acknowledged yet (in flight and unsent): bounded by the window. */
+  get unackedBytes(): number {
+    return this._unackedBytes;
   }
 
-  /** Bytes no connection has taken. */
+  /** Output not sent on the current connection yet. */
   get unsentBytes(): number {
     return this._unsentBytes;
   }
 
-  /** Evicts the oldest output beyond retention, but never output a client may not have received. */
-  private trim(): void {
-    const chunks = this.chunks;
-    while (this._retainedBytes > this.retentionBytes && this.head < chunks.length) {
-      const oldest = chunks[this.head]!;
-      if (oldest.state !== ChunkState.Delivered) break;
-      this._retainedBytes -= oldest.bytes;
-      oldest.chunk = ''; // free the payload now; the slot itself goes at the next compaction
+  /** Acknowledged output still kept for `process/read`. */
+  get historyBytes(): number {
+    return this._historyBytes;
+  }
+
+  /** Everything this log keeps in memory. */
+  get retainedBytes(): number {
+    return this._historyBytes + this._unackedBytes;
+  }
+
+  // ---- internals -----------------------------------------------------------------------------
+
+  /** Index of the first kept entry with seq > `seq` (seqs ascend; binary search). */
+  private indexAfter(seq: number): number {
+    let lo = this.head;
+    let hi = this.entries.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (this.entries[mid]!.seq <= seq) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+
+  /** Output bytes of entries with from < seq <= to (all of them unacknowledged, so kept). */
+  private bytesBetween(from: number, to: number): number {
+    let bytes = 0;
+    for (let i = this.indexAfter(from); i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.seq > to) break;
+      if (e.kind === 'output') bytes += e.bytes;
+    }
+    return bytes;
+  }
+
+  private hasOutputAfter(seq: number): boolean {
+    for (let i = this.indexAfter(seq); i < this.entries.length; i++) if (this.entries[i]!.kind === 'output') return true;
+    return false;
+  }
+
+  /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
+  private evict(): void {
+    const entries = this.entries;
+    while (this.head < entries.length) {
+      const oldest = entries[this.head]!;
+      if (oldest.seq > this._ackedSeq) break;
+      if (oldest.kind === 'output') {
+        if (this._historyBytes <= this.retentionLimit) break;
+        this._historyBytes -= oldest.bytes;
+        oldest.data = EMPTY; // free the payload now; the slot itself goes at the next compaction
+        oldest.parts = null;
+      } else if (this._historyBytes <= this.retentionLimit) {
+        break;
+      }
       this.head++;
     }
-    if (this.head > 1024 && this.head * 2 > chunks.length) {
-      this.chunks = chunks.slice(this.head);
+    if (this.head > 1024 && this.head * 2 > entries.length) {
+      this.entries = entries.slice(this.head);
       this.head = 0;
     }
   }
+}
+
+const EMPTY = Buffer.alloc(0);
+
+function seal(entry: OutputEntry): void {
+  if (entry.parts) {
+    entry.data = Buffer.concat(entry.parts, entry.bytes);
+    entry.parts = null;
+  }
+}
+
+/** What the decision to read a child looks at (see `shouldReadChild`). */
+export interface ReadDecisionInputs {
+  /** The process closed or is being removed: its pipes must drain to end of file. */
+  finished: boolean;
+  /** A connection is attached and ready to take output. */
+  attached: boolean;
+  unackedBytes: number;
+  unsentBytes: number;
+  windowBytes: number;
+  /**
+   * While attached, output not yet handed to the connection at which reading stops: there is
+   * no point reading a child faster than its socket drains (memory), and the child's own
+   * pipe buffer holds the rest. While detached, output collects up to the window, so a
+   * client that comes back within the TTL finds it waiting.
+   */
+  readAheadBytes: number;
+}
+
+/**
+ * Whether to read a child's output now. The only place this decision is made: a server-wide
+ * memory budget (issue 13) adds its term here.
+ */
+export function shouldReadChild(f: ReadDecisionInputs): boolean {
+  if (f.finished) return true;
+  if (f.unackedBytes >= f.windowBytes) return false;
+  if (f.attached && f.unsentBytes >= f.readAheadBytes) return false;
+  return true;
 }

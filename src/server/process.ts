@@ -1,32 +1,47 @@
 /**
- * One child process of a session, from the protocol's side: its events numbered with one
- * sequence counter (output, exited, closed — closed last) in its output log, kept for
- * `process/read`, sent through its host, and its output read only while the log says so.
+ * One child process of a session, from the protocol's side: its events go into its output
+ * log (numbered by one sequence: output, exited, closed — closed last), which its session
+ * sends over the attached connection in turn with the other processes; acknowledgements
+ * (or, in the Codex dialect, the kernel taking a frame and `process/read` answers) free
+ * them; and the child is read only while the log's decision (`shouldReadChild`) says so.
  * How the child is run (pipes, a pty) is `spawn.ts`'s business.
  */
 import { performance } from 'node:perf_hooks';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
-import { OutputLog, shouldPauseReading, type LoggedChunk } from './output-log.js';
+import { OutputLog, shouldReadChild, type LogEntry } from './output-log.js';
 import { spawnChild, type ChildSpec, type SpawnedChild } from './spawn.js';
 import { settleWithin } from '../util/timeouts.js';
 
-/** Where a process sends its events: its session, which forwards them to the attached connection. */
+/** The session a process belongs to: it schedules sending over the attached connection. */
 export interface ProcessHost {
-  /** True while no connection can take output fast enough (ws.bufferedAmount above the high-water mark). */
-  readonly backpressured: boolean;
-  /**
-   * Sends `process/output` if a connection is attached (returns false if none is).
-   * `onWritten(ok)` runs once the frame was handed to the kernel (ok) or the socket died
-   * first (not ok): only then does the chunk count as delivered.
-   */
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean;
-  sendNotification(method: string, params: object): void;
+  /** A connection is attached and taking output (the initialize answer went out). */
+  readonly attached: boolean;
+  /** The process has something to send: put it in the send rotation. */
+  outputReady(proc: ManagedProcess): void;
   processClosed(proc: ManagedProcess): void;
+  /** The client acknowledged every event up to the close (`acks`): its output was freed. */
+  processDone(proc: ManagedProcess): void;
+}
+
+/** How a process keeps and paces its output (from the server's options). */
+export interface OutputLimits {
+  /** Unacknowledged output at which the child stops being read (--output-window). */
+  windowBytes: number;
+  /** Acknowledged output kept for process/read (--output-retention). */
+  retentionBytes: number;
+  /** Output not yet handed to an attached connection at which the child stops being read. */
+  readAheadBytes: number;
+  /** Largest chunk built by joining reads while the socket is busy. */
+  maxChunkBytes: number;
+  /** Largest process/read answer (decoded bytes), so a big log is never one giant message. */
+  readCapBytes: number;
 }
 
 export interface SpawnSpec extends ChildSpec {
   processId: string;
-  retentionBytes: number;
+  limits: OutputLimits;
+  /** The session negotiated `acks`: the client acknowledges what it consumed. */
+  clientAcks: boolean;
 }
 
 const SIGNALS: Record<SignalName, NodeJS.Signals> = {
@@ -41,6 +56,8 @@ const SIGNALS: Record<SignalName, NodeJS.Signals> = {
 
 /** A process that exited with its pipes still open (a grandchild holds them) reports its exit after this. */
 const EXIT_WITHOUT_EOF_GRACE_MS = 20;
+/** Largest chunk joined from reads for a client without extensions (what one pipe read gives). */
+const CODEX_MAX_CHUNK_BYTES = 64 * 1024;
 /** Remembered writeIds per process (PROTOCOL.md: at least 4096). */
 const WRITE_ID_MEMORY = 4096;
 
@@ -52,16 +69,18 @@ export class ManagedProcess {
   private stdinOpen = false;
 
   private readonly log: OutputLog;
+  private readonly limits: OutputLimits;
+  /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
+  private announced = false;
 
   exitCode: number | null = null;
   /** Why the server gave up on the process (an output stream failed), for `process/read`. */
   failure: string | null = null;
-  private exitSeq: number | null = null;
   private rawExitCode: number | null = null;
   closed = false;
   private exitTimer: NodeJS.Timeout | null = null;
 
-  private paused = false;
+  private reading = true;
   private pausedSince = 0;
   private pausedTotalMs = 0;
   private inputBytes = 0;
@@ -78,7 +97,14 @@ export class ManagedProcess {
   ) {
     this.id = spec.processId;
     this.tty = spec.tty;
-    this.log = new OutputLog(spec.retentionBytes);
+    this.limits = spec.limits;
+    this.log = new OutputLog({
+      windowBytes: spec.limits.windowBytes,
+      retentionBytes: spec.limits.retentionBytes,
+      // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
+      maxChunkBytes: spec.clientAcks ? spec.limits.maxChunkBytes : Math.min(spec.limits.maxChunkBytes, CODEX_MAX_CHUNK_BYTES),
+      clientAcks: spec.clientAcks,
+    });
   }
 
   /** Spawns the child; rejects with -32603 and the OS message if it cannot start (nothing is left behind). */
@@ -101,6 +127,7 @@ export class ManagedProcess {
       stdin.on('error', () => (proc.stdinOpen = false));
       stdin.on('close', () => (proc.stdinOpen = false));
     }
+    proc.updateFlow();
     return proc;
   }
 
@@ -125,35 +152,11 @@ export class ManagedProcess {
     this.killTree();
   }
 
-  private onOutput(stream: OutputStream, buf: Buffer): void {
-    if (this.released) return;
-    const log = this.log;
-    const chunk = log.append(stream, buf);
-    if (!this.host.sendOutput(this.id, chunk.seq, stream, chunk.chunk, (ok) => this.onWritten(chunk, ok))) log.unsent(chunk);
-    this.updateFlow();
+  private onOutput(stream: OutputStream, data: Buffer): void {
+    if (this.released) return; // being removed: drain without keeping anything
+    this.log.append(stream, data);
+    this.changed();
     this.wake();
-  }
-
-  private onWritten(chunk: LoggedChunk, ok: boolean): void {
-    this.log.written(chunk, ok);
-    // The socket died with it queued: it is unsent again, which may pause the child.
-    if (!ok) this.updateFlow();
-  }
-
-  /** Applies the output log's pause decision to the child's pipes. */
-  updateFlow(): void {
-    const shouldPause = shouldPauseReading({
-      finished: this.closed || this.released,
-      backpressured: this.host.backpressured,
-      unsentBytes: this.log.unsentBytes,
-      retainedBytes: this.log.retainedBytes,
-      retentionBytes: this.log.retentionBytes,
-    });
-    if (shouldPause === this.paused) return;
-    this.paused = shouldPause;
-    if (shouldPause) this.pausedSince = performance.now();
-    else this.pausedTotalMs += performance.now() - this.pausedSince;
-    this.child?.setReading(!shouldPause);
   }
 
   private recordExit(): void {
@@ -161,16 +164,11 @@ export class ManagedProcess {
       clearTimeout(this.exitTimer);
       this.exitTimer = null;
     }
-    if (this.exitSeq !== null || this.rawExitCode === null) return;
+    if (this.log.exitSeq !== null || this.rawExitCode === null) return;
     this.exitCode = this.rawExitCode;
-    this.exitSeq = this.log.takeSeq();
+    this.log.recordExit(this.exitCode);
     this.stdinOpen = false;
-    this.host.sendNotification('process/exited', {
-      processId: this.id,
-      seq: this.exitSeq,
-      exitCode: this.exitCode,
-      sandboxDenied: false,
-    });
+    this.changed();
     this.wake();
   }
 
@@ -178,11 +176,104 @@ export class ManagedProcess {
     if (this.closed) return;
     this.closed = true;
     this.resolveClosed();
-    const seq = this.log.takeSeq();
-    this.host.sendNotification('process/closed', { processId: this.id, seq });
+    this.log.recordClose();
+    this.changed();
     this.wake();
     this.host.processClosed(this);
   }
+
+  /** The log moved: offer what it has to send, and re-decide whether to read the child. */
+  private changed(): void {
+    if (this.sendable) this.host.outputReady(this);
+    this.updateFlow();
+  }
+
+  // ---- sending, acknowledgement, resume (driven by the session) ----------------------------
+
+  /** @internal The process/start answer went out: its output may follow. */
+  announce(): void {
+    if (this.announced) return;
+    this.announced = true;
+    this.changed();
+  }
+
+  /** Whether the session should send something of this process now. */
+  get sendable(): boolean {
+    return this.announced && this.log.hasSendable;
+  }
+
+  /** The next event to send (now counted as sent), or undefined. */
+  takeNext(): LogEntry | undefined {
+    if (!this.announced) return undefined;
+    const entry = this.log.takeNext();
+    if (entry?.kind === 'output') this.updateFlow();
+    return entry;
+  }
+
+  /** Codex dialect: the kernel took this process's frames up to `seq`. */
+  written(seq: number): void {
+    this.log.written(seq);
+    this.updateFlow();
+  }
+
+  /** `process/ack`: the client consumed every event up to `seq`. */
+  acknowledge(seq: number): void {
+    // Nothing beyond what was sent can have been consumed.
+    if (!this.log.acknowledge(Math.min(seq, this.log.sentSeq))) return;
+    this.updateFlow();
+    if (this.log.fullyAcknowledged) {
+      // Its output is of no use any more: free it now. The rest (exit code, the writeIds that
+      // make a re-sent write idempotent) is small and stays for the closed retention.
+      this.log.dropHistory();
+      this.host.processDone(this);
+    }
+  }
+
+  /** The connection went away: what it did not confirm is sent again on the next one. */
+  detached(): void {
+    this.log.rewind();
+    this.updateFlow();
+  }
+
+  /**
+   * A client resumed the session. With acks it says what it already has (`deliveredSeq`):
+   * sending resumes right after. Without, the output it missed is held until it reads it
+   * back (see `OutputLog.holdBacklog`), or until `releaseHold`.
+   */
+  resumed(deliveredSeq: number | undefined): void {
+    if (this.log.options.clientAcks) {
+      if (deliveredSeq !== undefined) this.log.skipTo(deliveredSeq);
+    } else {
+      this.log.holdBacklog();
+    }
+    this.updateFlow();
+  }
+
+  /** The resumed client did not read its backlog in time: send it as notifications after all. */
+  releaseHold(): void {
+    if (!this.log.holding) return;
+    this.log.releaseHold();
+    this.changed();
+  }
+
+  /** Applies the output log's decision to the child: read it, or let it block on write. */
+  updateFlow(): void {
+    const read = shouldReadChild({
+      finished: this.closed || this.released,
+      attached: this.host.attached,
+      unackedBytes: this.log.unackedBytes,
+      unsentBytes: this.log.unsentBytes,
+      windowBytes: this.limits.windowBytes,
+      readAheadBytes: this.limits.readAheadBytes,
+    });
+    if (read === this.reading) return;
+    this.reading = read;
+    if (!read) this.pausedSince = performance.now();
+    else this.pausedTotalMs += performance.now() - this.pausedSince;
+    this.child?.setReading(read);
+  }
+
+  // ---- process/read --------------------------------------------------------------------------
 
   private wake(): void {
     if (this.waiters.size === 0) return;
@@ -192,7 +283,8 @@ export class ManagedProcess {
   }
 
   private hasNewsAfter(afterSeq: number): boolean {
-    return this.log.lastChunkSeq > afterSeq || this.closed || this.released || (this.exitSeq !== null && this.exitSeq > afterSeq);
+    const exitSeq = this.log.exitSeq;
+    return this.log.lastOutputSeq > afterSeq || this.closed || this.released || (exitSeq !== null && exitSeq > afterSeq);
   }
 
   /** Resolves once there is something new after `afterSeq`, after `waitMs`, or when `signal` aborts (the asking connection closed). */
@@ -216,9 +308,9 @@ export class ManagedProcess {
   }
 
   /**
-   * The process is being removed (session expired, server shutting down): wake every
-   * long-poll, and drain its pipes without keeping anything, so a paused child still
-   * reaches EOF and nothing accumulates.
+   * The process is being removed (session expired, server shutting down, fully
+   * acknowledged): wake every long-poll, and drain its pipes without keeping anything, so a
+   * paused child still reaches EOF and nothing accumulates.
    */
   release(): void {
     this.released = true;
@@ -227,29 +319,20 @@ export class ManagedProcess {
   }
 
   read(afterSeq: number, maxBytes: number | null): ProcessReadResult {
-    // The client now holds everything returned: it may be evicted, and paused pipes resume.
-    const { chunks, nextSeq } = this.log.read(afterSeq, maxBytes);
-    this.updateFlow();
+    const wasHolding = this.log.holding;
+    const { chunks, nextSeq } = this.log.read(afterSeq, maxBytes, this.limits.readCapBytes);
+    // In the Codex dialect the reader now holds what it read: evictable, and the child may run.
+    if (wasHolding && !this.log.holding) this.changed();
+    else this.updateFlow();
     return {
-      chunks,
+      chunks: chunks.map((c) => ({ seq: c.seq, stream: c.stream, chunk: c.data.toString('base64') })),
       nextSeq,
-      exited: this.exitSeq !== null,
+      exited: this.log.exitSeq !== null,
       exitCode: this.exitCode,
       closed: this.closed,
       failure: this.failure,
       sandboxDenied: false,
     };
-  }
-
-  /**
-   * The client resumed but did not read this backlog back in time (a client that does not
-   * care about a process's output): stop protecting it, so the child runs again and the
-   * oldest output is evicted as usual.
-   */
-  releaseBacklog(): void {
-    if (this.log.unsentBytes === 0) return;
-    this.log.acknowledge(Number.MAX_SAFE_INTEGER);
-    this.updateFlow();
   }
 
   /**
@@ -261,7 +344,7 @@ export class ManagedProcess {
    */
   async write(data: Buffer, writeId: string, closeStdin = false): Promise<WriteStatus> {
     if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
-    if (!this.stdinOpen || this.exitSeq !== null) return 'stdinClosed';
+    if (!this.stdinOpen || this.log.exitSeq !== null) return 'stdinClosed';
     this.writeIds.add(writeId);
     this.inputBytes += data.length;
     if (this.writeIds.size > WRITE_ID_MEMORY * 2) {
@@ -295,7 +378,7 @@ export class ManagedProcess {
    * dies too — also what outlived an already exited process.
    */
   terminate(): boolean {
-    const running = this.exitSeq === null && this.rawExitCode === null;
+    const running = this.log.exitSeq === null && this.rawExitCode === null;
     this.killTree();
     return running;
   }
@@ -325,9 +408,9 @@ export class ManagedProcess {
     return this.child?.whenGone ?? Promise.resolve();
   }
 
-  /** Whether its pipes are currently not read (backpressure or full retention). */
+  /** Whether its output is currently not read (window full, or its connection behind). */
   get isPaused(): boolean {
-    return this.paused;
+    return !this.reading;
   }
 
   /** Bytes written to its stdin (re-sent writes counted once). */
@@ -337,7 +420,7 @@ export class ManagedProcess {
 
   /** How long its pipes have not been read, in all (metrics). */
   get pausedMs(): number {
-    return this.pausedTotalMs + (this.paused ? performance.now() - this.pausedSince : 0);
+    return this.pausedTotalMs + (this.reading ? 0 : performance.now() - this.pausedSince);
   }
 
   /** Bytes of output read from the child so far. */
@@ -345,9 +428,24 @@ export class ManagedProcess {
     return this.log.totalBytes;
   }
 
-  /** Bytes of output currently kept for replay. */
+  /** Bytes of output currently kept (unacknowledged, and history for process/read). */
   get retained(): number {
     return this.log.retainedBytes;
+  }
+
+  /** Bytes of output sent or waiting to be sent that the client has not acknowledged. */
+  get unacknowledged(): number {
+    return this.log.unackedBytes;
+  }
+
+  /** Bytes of output not handed to the connection yet (the rest of `unacknowledged` is in flight). */
+  get unsent(): number {
+    return this.log.unsentBytes;
+  }
+
+  /** Seq of the last event (output, exit, close) the client acknowledged. */
+  get acknowledgedSeq(): number {
+    return this.log.ackedSeq;
   }
 
   /** Resolves when the child has closed (used by shutdown), or after `timeoutMs`. */

@@ -2,35 +2,53 @@
  * A session outlives its connections: it owns the processes, is attached to at most one
  * connection at a time, and once detached lives for the session TTL before it is removed and
  * every process it started is killed with all its descendants (no orphans).
+ *
+ * While attached it sends its processes' events over the connection, one event per process
+ * in turn (so one busy process cannot starve another), and only while the connection's send
+ * buffer is below its high-water mark: what is not sent yet waits in the processes' output
+ * logs, where the window bounds it.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { ExtensionName, OutputStream } from '../protocol/index.js';
-import type { ManagedProcess, ProcessHost } from './process.js';
+import type { ExtensionName } from '../protocol/index.js';
+import type { LogEntry } from './output-log.js';
+import type { ManagedProcess, OutputLimits, ProcessHost } from './process.js';
 import { settleWithin } from '../util/timeouts.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean;
-  sendNotification(method: string, params: object): void;
-  readonly backpressured: boolean;
+  /** Sends one event of `proc` (output, exit or close). */
+  sendEntry(proc: ManagedProcess, entry: LogEntry): void;
+  /** The send buffer is above its high-water mark: wait for `Session.pump` to be called again. */
+  readonly congested: boolean;
   /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
   probe(timeoutMs: number): void;
 }
 
 export interface SessionLimits {
   ttlMs: number;
-  /** After a resume, how long output recorded while detached waits to be read back before it may be evicted. */
+  /**
+   * Codex dialect: after a resume, how long output recorded while detached waits for the
+   * client to read it back with `process/read` before it is sent as notifications.
+   */
   resumeGraceMs: number;
   closedRetentionMs: number;
-  outputRetentionBytes: number;
+  output: OutputLimits;
   maxProcesses: number;
 }
+
+/** What a resuming client tells about its processes (`acks`): the last seq it delivered, by process id. */
+export type DeliveredMap = Readonly<Record<string, number>>;
 
 export class Session implements ProcessHost {
   readonly processes = new Map<string, ManagedProcess>();
   /** Process ids whose start is in flight (reserved so a duplicate is refused at once). */
   readonly starting = new Set<string>();
   private link: SessionLink | null = null;
+  /** The attached connection has answered initialize: events may flow. */
+  private sending = false;
+  /** Processes with something to send, in turn (a Set iterates in insertion order). */
+  private readonly sendQueue = new Set<ManagedProcess>();
+  private pumping = false;
   private ttlTimer: NodeJS.Timeout | null = null;
   private graceTimer: NodeJS.Timeout | null = null;
   private removalTimers = new Map<ManagedProcess, NodeJS.Timeout>();
@@ -58,10 +76,6 @@ export class Session implements ProcessHost {
     return `${this.id.slice(0, 8)}…`;
   }
 
-  get attached(): boolean {
-    return this.link !== null;
-  }
-
   get isExpired(): boolean {
     return this.expired;
   }
@@ -71,12 +85,13 @@ export class Session implements ProcessHost {
     return this.credential.length > 0 ? this.credential.subarray(0, 4).toString('hex') : 'none';
   }
 
-  ownedBy(credential: Buffer): boolean {
-    return credential.length === this.credential.length && timingSafeEqual(credential, this.credential);
+  /** The client acknowledges what it consumed (extension `acks`). */
+  get clientAcks(): boolean {
+    return this.extensions.has('acks');
   }
 
-  get backpressured(): boolean {
-    return this.link?.backpressured ?? false;
+  ownedBy(credential: Buffer): boolean {
+    return credential.length === this.credential.length && timingSafeEqual(credential, this.credential);
   }
 
   /** A resume was refused because we are attached: make sure the current link is not a dead one. */
@@ -84,7 +99,12 @@ export class Session implements ProcessHost {
     this.link?.probe(timeoutMs);
   }
 
-  attach(link: SessionLink): void {
+  /**
+   * A connection takes the session (created or resumed). Nothing is sent until
+   * `startSending` (called once the initialize answer is out, so it comes first).
+   */
+  attach(link: SessionLink, delivered?: DeliveredMap): void {
+    const resumed = this.link === null && this.processes.size > 0;
     this.link = link;
     if (this.ttlTimer) {
       clearTimeout(this.ttlTimer);
@@ -92,33 +112,77 @@ export class Session implements ProcessHost {
     }
     // Closed processes kept while detached get their full readable window again.
     for (const proc of this.processes.values()) if (proc.closed) this.scheduleRemoval(proc);
-    this.flowChanged();
-    // The backlog recorded while detached stays protected (its children paused) until the
-    // client reads it back — or, for a client that never does, until the grace runs out.
-    this.graceTimer = setTimeout(() => {
-      this.graceTimer = null;
-      for (const proc of this.processes.values()) proc.releaseBacklog();
-    }, this.limits.resumeGraceMs);
-    this.graceTimer.unref?.();
+    if (!resumed) return;
+    for (const proc of this.processes.values()) proc.resumed(delivered && Object.hasOwn(delivered, proc.id) ? delivered[proc.id] : undefined);
+    if (!this.clientAcks) {
+      // The backlog is held until the client reads it back; one that never does gets it as
+      // notifications after the grace.
+      this.graceTimer = setTimeout(() => {
+        this.graceTimer = null;
+        for (const proc of this.processes.values()) proc.releaseHold();
+      }, this.limits.resumeGraceMs);
+      this.graceTimer.unref?.();
+    }
+  }
+
+  /** The attached connection answered initialize: send what is waiting, and everything from now on. */
+  startSending(link: SessionLink): void {
+    if (this.link !== link || this.sending) return;
+    this.sending = true;
+    for (const proc of this.processes.values()) {
+      if (proc.sendable) this.sendQueue.add(proc);
+      proc.updateFlow();
+    }
+    this.pump();
   }
 
   detach(link: SessionLink): void {
     if (this.link !== link) return;
     this.link = null;
-    if (this.expired) return; // closed by its client: nothing to wait for
+    this.sending = false;
+    this.sendQueue.clear();
     if (this.graceTimer) {
       clearTimeout(this.graceTimer);
       this.graceTimer = null;
     }
+    for (const proc of this.processes.values()) proc.detached();
+    if (this.expired) return; // closed by its client: nothing to wait for
     this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
     this.ttlTimer.unref?.();
-    this.flowChanged();
     this.hooks.detached(this);
   }
 
-  /** Backpressure or attachment changed: every process re-evaluates whether to read its pipes. */
-  flowChanged(): void {
-    for (const proc of this.processes.values()) proc.updateFlow();
+  /**
+   * Sends waiting events, one per process in turn, until the connection's buffer is full or
+   * nothing waits. The connection calls it again when its buffer drained.
+   */
+  pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      const link = this.link;
+      if (!link || !this.sending) return;
+      for (const proc of this.sendQueue) {
+        if (link.congested || this.link !== link) return;
+        this.sendQueue.delete(proc);
+        const entry = proc.takeNext();
+        if (entry) link.sendEntry(proc, entry);
+        // Back to the end of the rotation (iteration reaches it again after the others).
+        if (proc.sendable) this.sendQueue.add(proc);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Whether events wait for the connection's buffer to drain. */
+  get hasQueued(): boolean {
+    return this.sendQueue.size > 0;
+  }
+
+  /** `process/ack` from the client (extension `acks`). Unknown ids are ignored (already forgotten). */
+  acknowledge(processId: string, seq: number): void {
+    this.processes.get(processId)?.acknowledge(seq);
   }
 
   /** The client is done (`session/close`): the same as expiry, now. */
@@ -145,6 +209,7 @@ export class Session implements ProcessHost {
     if (this.graceTimer) clearTimeout(this.graceTimer);
     for (const timer of this.removalTimers.values()) clearTimeout(timer);
     this.removalTimers.clear();
+    this.sendQueue.clear();
     for (const proc of this.everyProcess) {
       proc.killTree();
       proc.release();
@@ -175,13 +240,16 @@ export class Session implements ProcessHost {
     return n;
   }
 
-  // ProcessHost
-  sendOutput(processId: string, seq: number, stream: OutputStream, chunk: string, onWritten: (ok: boolean) => void): boolean {
-    return this.link ? this.link.sendOutput(processId, seq, stream, chunk, onWritten) : false;
+  // ---- ProcessHost ------------------------------------------------------------------------------
+
+  get attached(): boolean {
+    return this.link !== null;
   }
 
-  sendNotification(method: string, params: object): void {
-    this.link?.sendNotification(method, params);
+  outputReady(proc: ManagedProcess): void {
+    if (!this.sending || this.processes.get(proc.id) !== proc) return;
+    this.sendQueue.add(proc);
+    this.pump();
   }
 
   processClosed(proc: ManagedProcess): void {
@@ -189,15 +257,33 @@ export class Session implements ProcessHost {
     this.scheduleRemoval(proc);
   }
 
-  /** A closed process stays readable for closedRetentionMs — counted only while a client is attached. */
+  processDone(proc: ManagedProcess): void {
+    // Nothing left to send; the process itself goes with the closed retention.
+    this.sendQueue.delete(proc);
+  }
+
+  private remove(proc: ManagedProcess): void {
+    const timer = this.removalTimers.get(proc);
+    if (timer) clearTimeout(timer);
+    this.removalTimers.delete(proc);
+    this.sendQueue.delete(proc);
+    if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+    proc.release();
+  }
+
+  /**
+   * A closed process stays readable for closedRetentionMs — counted only while a client is
+   * attached, and (with acks) only once nothing of it is unacknowledged: the client may still
+   * be consuming it, and an acknowledged close removes it at once anyway.
+   */
   private scheduleRemoval(proc: ManagedProcess): void {
     const previous = this.removalTimers.get(proc);
     if (previous) clearTimeout(previous);
     const timer = setTimeout(() => {
       this.removalTimers.delete(proc);
       if (!this.link) return; // detached: keep it for the returning client; re-armed on attach
-      if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
-      proc.release();
+      if (this.clientAcks && proc.unacknowledged > 0) return this.scheduleRemoval(proc);
+      this.remove(proc);
     }, this.limits.closedRetentionMs);
     timer.unref?.();
     this.removalTimers.set(proc, timer);
