@@ -82,11 +82,13 @@ async function bigFile(path: string, mib: number, seed: number): Promise<string>
 const sha256 = (path: string) => createHash('sha256').update(readFileSync(path)).digest('hex');
 
 describe('tether cp', () => {
-  it(`copies a ${SIZE_MIB} MiB file up and back down byte-exact while the link is cut every 0.3-0.9 s`, async () => {
+  it(`copies a ${SIZE_MIB} MiB file up and back down byte-exact while the link is cut after every 3-9 MiB`, async () => {
     const local = join(root, 'big.bin');
     const digest = await bigFile(local, SIZE_MIB, 200);
-    proxy.cutRandomly({ minMs: 300, maxMs: 900, random: seeded(9) });
-    const cutsBefore = proxy.cuts;
+    // Cut by bytes, not by time: a fast copy cannot slip between two cuts (seeded quotas).
+    const random = seeded(9);
+    proxy.cutEachAfter(() => (3 + random() * 6) * MiB, { direction: 'both' });
+    const cutsBefore = proxy.stats().quotaCuts;
     try {
       const up = await tether(['cp', '--url', proxy.url, local, `:${join(root, 'remote.bin')}`]);
       expect(up.stderr).toMatch(/copied 1 file, /);
@@ -96,10 +98,10 @@ describe('tether cp', () => {
       expect(down.code, down.stderr).toBe(0);
       expect(sha256(join(root, 'back.bin'))).toBe(digest);
     } finally {
-      proxy.stopCutting();
+      proxy.stopCuttingAfterBytes();
     }
     // The cuts really happened during the copies (at least one per copy at this size).
-    expect(proxy.cuts - cutsBefore).toBeGreaterThanOrEqual(SIZE_MIB >= 32 ? 2 : 1);
+    expect(proxy.stats().quotaCuts - cutsBefore).toBeGreaterThanOrEqual(SIZE_MIB >= 32 ? 2 : 1);
     expect(readdirSync(root).filter((name) => name.includes('tether-partial'))).toEqual([]);
   }, 30_000 + SIZE_MIB * 1_500);
 
