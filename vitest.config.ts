@@ -8,6 +8,8 @@ export default defineConfig({
     exclude: ['test/**/*.interop.test.ts', 'node_modules/**'],
     // Child processes (and the non-dumpable server: prctl is per process) want forked workers, not threads.
     pool: 'forks',
+    // The CLI runs from dist/ (as installed): rebuilt first when a source changed.
+    globalSetup: ['test/global-setup.ts'],
     testTimeout: 30_000,
     hookTimeout: 30_000,
     env: { TETHER_TEST_TARGET: 'tether' },

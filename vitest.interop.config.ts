@@ -6,6 +6,8 @@ export default defineConfig({
   test: {
     include: ['test/**/*.interop.test.ts', 'test/**/*.both.test.ts'],
     pool: 'forks',
+    // The CLI runs from dist/ (as installed): rebuilt first when a source changed.
+    globalSetup: ['test/global-setup.ts'],
     // One Codex server process per file is heavy on a 2-core machine: run files in turn.
     fileParallelism: false,
     testTimeout: 60_000,

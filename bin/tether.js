@@ -1,8 +1,12 @@
 #!/usr/bin/env node
-// The `tether` command. Runs the TypeScript sources through tsx, so an install needs no
-// build step and `npx tether`, `npm start` and MCP host configs all run the same code.
-import { register } from 'tsx/esm/api';
-
-register();
-const { main } = await import('../src/cli/main.ts');
+// The `tether` command: the compiled CLI in dist/ (built by `npm run build`, which `npm
+// install` runs in a clone through `prepare`; the published package ships it built).
+let main;
+try {
+  ({ main } = await import('../dist/cli/main.js'));
+} catch (err) {
+  if (err?.code !== 'ERR_MODULE_NOT_FOUND' || !/^Cannot find module '[^']*\/dist\/cli\/main\.js'/.test(String(err.message))) throw err;
+  process.stderr.write("tether: dist/ is not built: run 'npm run build' (or 'npm install') in this checkout\n");
+  process.exit(1);
+}
 await main(process.argv.slice(2));
