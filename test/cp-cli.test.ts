@@ -12,7 +12,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChaosProxy } from '../src/chaos/proxy.js';
 import { parseCpArgs } from '../src/cli/cp.js';
-import { UsageError } from '../src/cli/remote-options.js';
+import { UsageError } from '../src/cli/usage.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 const MiB = 1024 * 1024;
@@ -145,7 +145,7 @@ describe('tether cp', () => {
     expect(existsSync(join(root, 'x'))).toBe(false);
     const usage = await tether(['cp', '--url', target.url, 'a', 'b']);
     expect(usage.code).toBe(2);
-    expect(usage.stderr).toBe("tether cp: one side must be remote: write it with a leading colon, e.g. ':/srv/file' (see 'tether cp --help')\n");
+    expect(usage.stderr).toBe("tether cp: one side must be remote: write it with a leading colon, e.g. ':/srv/file'\nrun 'tether cp --help' for usage\n");
     const help = await tether(['cp', '--help']);
     expect(help.code).toBe(0);
     expect(help.stdout.toString()).toMatch(/^usage: tether cp \[options\] SOURCE DESTINATION/);
@@ -164,7 +164,7 @@ describe('tether cp', () => {
     for (const [args, message] of [
       [[':/a', ':/b'], /both sides are remote/],
       [['a'], /got 1 operand$/],
-      [['--bogus', 'a', ':/b'], /unknown option --bogus/],
+      [['--bogus', 'a', ':/b'], /unknown option '--bogus'/],
       [['a', ':'], /remote path is missing/],
       [['--url'], /--url needs a value/],
     ] as const) {

@@ -1,6 +1,7 @@
 /** `tether exec` option parsing and the default remote environment (src/cli/remote-options.ts). */
 import { describe, expect, it } from 'vitest';
-import { buildRemoteEnv, parseDuration, parseRemoteArgs, UsageError } from '../src/cli/remote-options.js';
+import { buildRemoteEnv, parseRemoteArgs } from '../src/cli/remote-options.js';
+import { UsageError } from '../src/cli/usage.js';
 
 describe('parseRemoteArgs', () => {
   it('parses every flag and the command after --', () => {
@@ -26,6 +27,16 @@ describe('parseRemoteArgs', () => {
     expect(parsed).toMatchObject({ env: { API_KEY: 'k' } });
   });
 
+  it('ends options at the first argument that is not one, as ssh and docker run do (with or without --)', () => {
+    const url = 'ws://127.0.0.1:9';
+    expect(parseRemoteArgs(['--url', url, 'ls', '-la', '--url', 'x'], {})).toMatchObject({ url, command: ['ls', '-la', '--url', 'x'] });
+    expect(parseRemoteArgs(['--url', url, '-t', 'vim', '--', 'f'], {})).toMatchObject({ tty: true, command: ['vim', '--', 'f'] });
+    expect(parseRemoteArgs(['--url', url, '--', '-weird-name'], {})).toMatchObject({ command: ['-weird-name'] });
+    expect(parseRemoteArgs(['--url', url, '-'], {})).toMatchObject({ command: ['-'] });
+    // The same argv with and without the separator.
+    expect(parseRemoteArgs(['--url', url, '-e', 'A=1', 'env'], {})).toEqual(parseRemoteArgs(['--url', url, '-e', 'A=1', '--', 'env'], {}));
+  });
+
   it('takes the URL from TETHER_URL and answers help', () => {
     expect(parseRemoteArgs(['--', 'true'], { TETHER_URL: 'ws://127.0.0.1:1' })).toMatchObject({ url: 'ws://127.0.0.1:1' });
     expect(parseRemoteArgs(['--help'], {})).toBe('help');
@@ -34,11 +45,14 @@ describe('parseRemoteArgs', () => {
   it.each([
     [['--', 'true'], /--url is required/],
     [['--url', 'http://x', '--', 'true'], /ws:\/\/ or wss:\/\//],
-    [['--url', 'ws://127.0.0.1:1'], /no remote command/],
-    [['--url', 'ws://127.0.0.1:1', 'ls'], /put '--' before the remote command/],
+    [['--url', 'ws://127.0.0.1:1'], /no remote command given/],
+    [['--url', 'ws://127.0.0.1:1', '--'], /no remote command given/],
+    [['--url', 'ws://127.0.0.1:1', ''], /the remote command is empty/],
+    [['--url', 'ws://127.0.0.1:1', '--cwd', '', 'ls'], /--cwd needs a directory/],
+    [['--url', 'ws://127.0.0.1:1', '--recovery-deadline', '25', 'ls'], /--recovery-deadline: '25' needs a unit \(25s, 25ms, 25m…\)/],
     [['--url', 'ws://127.0.0.1:1', '--env', '=x', '--', 'true'], /NAME=VALUE/],
     [['--url', 'ws://127.0.0.1:1', '--env', 'NOT A NAME', '--', 'true'], /NAME=VALUE or a variable NAME/],
-    [['--url', 'ws://127.0.0.1:1', '--bogus', '--', 'true'], /unknown option --bogus/],
+    [['--url', 'ws://127.0.0.1:1', '--bogus', '--', 'true'], /unknown option '--bogus'/],
     [['--url'], /--url needs a value/],
     [['--url', 'ws://127.0.0.1:1', '--recovery-deadline', 'soon', '--', 'true'], /duration/],
   ])('refuses %j with a clear message', (argv, message) => {
@@ -46,11 +60,6 @@ describe('parseRemoteArgs', () => {
     expect(() => parseRemoteArgs(argv as string[], {})).toThrow(message);
   });
 
-  it('parses durations', () => {
-    expect(parseDuration('25', 'x')).toBe(25_000);
-    expect(parseDuration('2m', 'x')).toBe(120_000);
-    expect(parseDuration('250ms', 'x')).toBe(250);
-  });
 });
 
 describe('buildRemoteEnv', () => {

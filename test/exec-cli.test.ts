@@ -93,10 +93,15 @@ describe('tether exec', () => {
     expect(run.stdout).toContain('on-a-tty');
   });
 
-  it('a missing program exits 127 with a clear message', async () => {
-    const run = await tether(['exec', '--url', proxy.url, '--', '/no/such/program']);
-    expect(run.code).toBe(127);
-    expect(run.stderr).toMatch(/cannot start "\/no\/such\/program"/);
+  it('a start failure exits 127 naming the real problem: no such command, no such directory', async () => {
+    const program = await tether(['exec', '--url', proxy.url, '/no/such/program']);
+    expect(program.code).toBe(127);
+    expect(program.stderr).toBe('tether exec: no such command: /no/such/program\n');
+    const directory = await tether(['exec', '--url', proxy.url, '--cwd', '/no/such/dir', 'pwd']);
+    expect(directory.code).toBe(127);
+    expect(directory.stderr).toBe('tether exec: no such directory: /no/such/dir (--cwd)\n');
+    const notDirectory = await tether(['exec', '--url', proxy.url, '--cwd', '/etc/passwd', 'pwd']);
+    expect(notDirectory.stderr).toBe('tether exec: not a directory: /etc/passwd (--cwd)\n');
   });
 
   it('an unreachable server exits 255 with a clear message; usage errors exit 2', async () => {
@@ -105,9 +110,9 @@ describe('tether exec', () => {
     expect(unreachable.code).toBe(255);
     expect(unreachable.stderr).toMatch(/cannot reach ws:\/\/127\.0\.0\.1:1 \(connect ECONNREFUSED 127\.0\.0\.1:1\); retrying for up to 1 s\n/);
     expect(unreachable.stderr).toMatch(/cannot connect to ws:\/\/127\.0\.0\.1:1: connect ECONNREFUSED 127\.0\.0\.1:1 \(\d+ attempts in 1 s, the recovery deadline\)\n$/);
-    const usage = await tether(['exec', '--url', proxy.url, 'true']);
+    const usage = await tether(['exec', '--url', proxy.url]);
     expect(usage.code).toBe(2);
-    expect(usage.stderr).toMatch(/put '--' before the remote command/);
+    expect(usage.stderr).toBe("tether exec: no remote command given (tether exec --url ws://HOST:PORT <command> [args…])\nrun 'tether exec --help' for usage\n");
   });
 
   it('Ctrl-C (SIGINT) interrupts the remote command, which reports 130', async () => {

@@ -181,7 +181,7 @@ describe('tether gateway (CLI)', () => {
   it('usage errors: missing --config, bad --listen', async () => {
     const a = gateway([]);
     expect((await once(a.child, 'exit'))[0]).toBe(2);
-    expect(a.stderr()).toMatch(/--config is required/);
+    expect(a.stderr()).toMatch(/no CONFIG file given/);
     const config = writeConfig('empty.json', { mcpServers: {} });
     const b = gateway(['--config', config, '--listen', 'ftp://127.0.0.1:1']);
     expect((await once(b.child, 'exit'))[0]).toBe(2);

@@ -276,7 +276,8 @@ describe('tether mcp bridge', () => {
       command: ['npx', '-y', 'pkg'],
     });
     expect(() => parseMcpArgs(['--url', 'http://x', '--', 'a'], {})).toThrow(/ws:\/\//);
-    expect(() => parseMcpArgs(['--url', 'ws://x', 'npx'], {})).toThrow(/put '--' before the remote command: tether mcp/);
+    // Without '--' (hosts like the MCP Inspector drop it): the command starts at the first non-option.
+    expect(parseMcpArgs(['--url', 'ws://x', 'npx', '-y', 'pkg', '--port', '1'], {})).toMatchObject({ command: ['npx', '-y', 'pkg', '--port', '1'] });
     expect(() => parseMcpArgs(['--url', 'ws://x', '--tty', '--', 'a'], {})).toThrow(/--tty cannot be used with mcp/);
     expect(() => parseMcpArgs(['--url', 'ws://x', '--env', 'bad name', '--', 'a'], {})).toThrow(/NAME=VALUE or a variable NAME/);
     expect(parseMcpArgs(['--', 'a'], { TETHER_URL: 'ws://h:1' })).toMatchObject({ url: 'ws://h:1' });

@@ -9,7 +9,9 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { parseDuration, parseListen, parseServeArgs, parseSize, UsageError } from '../src/cli/serve.js';
+import { parseListen, parseServeArgs } from '../src/cli/serve.js';
+import { parseDuration, parseSize } from '../src/cli/units.js';
+import { UsageError } from '../src/cli/usage.js';
 import { RawClient } from './helpers/raw-client.js';
 
 const BIN = join(import.meta.dirname, '..', 'bin', 'tether.js');
@@ -54,7 +56,9 @@ describe('flag parsing', () => {
     expect(parseDuration('--session-ttl', '500ms')).toBe(500);
     expect(parseDuration('--session-ttl', '2m')).toBe(120_000);
     expect(parseDuration('--session-ttl', '1.5s')).toBe(1500);
-    expect(parseDuration('--session-ttl', '250')).toBe(250);
+    expect(parseDuration('--session-ttl', '1h')).toBe(3_600_000);
+    // A bare number meant ms here and seconds to exec: every duration now carries its unit.
+    expect(() => parseDuration('--session-ttl', '250')).toThrow("--session-ttl: '250' needs a unit (250s, 250ms, 250m…)");
     expect(() => parseDuration('--session-ttl', '3x')).toThrow(/--session-ttl: invalid duration '3x'/);
     expect(() => parseDuration('--session-ttl', '0s')).toThrow(/greater than zero/);
     expect(parseSize('--output-retention', '1MiB')).toBe(1024 * 1024);

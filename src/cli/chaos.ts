@@ -3,12 +3,12 @@
  * whatever runs over it. The URL to connect to is the first line of stdout; what it does
  * goes to stderr as it happens, and a summary when it stops.
  */
-import { parseArgs } from 'node:util';
 import { ChaosProxy } from '../chaos/proxy.js';
 import { ChaosPlan, type Fault, type ScheduledFault, type Window } from '../chaos/schedule.js';
 import { seededRandom } from '../chaos/random.js';
 import { attachLog, formatStats } from '../chaos/report.js';
-import { parseDuration, parseSize, UsageError } from './serve.js';
+import { DURATION_SYNTAX, parseDuration, parseSize } from './units.js';
+import { parseFlags, parseOrReport, printHelp, UsageError } from './usage.js';
 
 export const CHAOS_USAGE = `usage: tether chaos --to TARGET [options] [faults]
 
@@ -44,8 +44,7 @@ WINDOW:
   @30s..       from 30 s on
   @5s/30s      the last 5 s of every 30 s (so the link starts healthy)
 
-DURATION: 500ms, 30s, 5m (a bare number is milliseconds). SIZE: 512B, 64KiB, 1MiB (a bare
-number is bytes).
+${DURATION_SYNTAX}. SIZE: 512B, 64KiB, 1MiB (a bare number is bytes).
 
 examples:
   tether chaos --to ws://127.0.0.1:8765 --listen 8766 --reset-every 5s..20s
@@ -182,9 +181,7 @@ export function parseChaosArgs(argv: string[], random: () => number = Math.rando
     const next = argv[i + 1];
     if (OPTIONAL_VALUE.has(arg) && (next === undefined || next.startsWith('--') || next === '-h')) args.push('');
   }
-  let parsed;
-  try {
-    parsed = parseArgs({
+  const parsed = parseFlags({
       args,
       allowPositionals: false,
       strict: true,
@@ -200,9 +197,6 @@ export function parseChaosArgs(argv: string[], random: () => number = Math.rando
       },
       tokens: true,
     });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
   const v = parsed.values as Record<string, string | string[] | boolean | undefined>;
   if (v.help) return 'help';
   if (typeof v.to !== 'string') throw new UsageError('--to TARGET is required (e.g. --to ws://127.0.0.1:8765)');
@@ -236,17 +230,10 @@ export function parseChaosArgs(argv: string[], random: () => number = Math.rando
 const LOOPBACK = new Set(['127.0.0.1', '::1', 'localhost']);
 
 export async function run(argv: string[]): Promise<void> {
-  let config: ChaosConfig | 'help';
-  try {
-    config = parseChaosArgs(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`tether chaos: ${err.message} (see 'tether chaos --help')\n`);
-    process.exitCode = 2;
-    return;
-  }
+  const config = parseOrReport('chaos', () => parseChaosArgs(argv));
+  if (config === undefined) return;
   if (config === 'help') {
-    process.stdout.write(`${CHAOS_USAGE}\n`);
+    printHelp(CHAOS_USAGE);
     return;
   }
   const write = (line: string) => process.stderr.write(config.json ? `${line}\n` : `tether chaos ${line}\n`);

@@ -10,7 +10,9 @@
 import { pipeline } from 'node:stream/promises';
 import { ExecClient, OutcomeUnknownError, reconnectDelayMs, SessionLostError, type RecoveredEvent } from '../client/index.js';
 import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
-import { parseDuration, readToken, UsageError } from './remote-options.js';
+import { readToken } from './remote-options.js';
+import { parseDuration } from './units.js';
+import { printHelp, reportUsageError, UsageError } from './usage.js';
 
 /** Like ssh and `tether exec`: 255 is tether's own failure (cannot connect, session lost). */
 const EXIT_TETHER_ERROR = 255;
@@ -32,8 +34,8 @@ Symbolic links are not followed or copied, and file modes are not kept.
 options:
   --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
   --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
-  --recovery-deadline DUR   keep reconnecting this long before giving up (default 25s)
-  --keepalive-timeout DUR   a ping unanswered this long means a dead link (default 10s)
+  --recovery-deadline DURATION  keep reconnecting this long before giving up (default 25s)
+  --keepalive-timeout DURATION  a ping unanswered this long means a dead link (default 10s)
   -q, --quiet               print nothing but errors
   -h, --help                this text
 
@@ -94,10 +96,10 @@ export function parseCpArgs(argv: string[], environment: NodeJS.ProcessEnv = pro
         out.tokenFile = value();
         break;
       case '--recovery-deadline':
-        out.recoveryDeadlineMs = parseDuration(value(), name);
+        out.recoveryDeadlineMs = parseDuration(name, value());
         break;
       case '--keepalive-timeout':
-        out.keepaliveTimeoutMs = parseDuration(value(), name);
+        out.keepaliveTimeoutMs = parseDuration(name, value());
         break;
       case '-q':
       case '--quiet':
@@ -108,7 +110,7 @@ export function parseCpArgs(argv: string[], environment: NodeJS.ProcessEnv = pro
       case '--recursive':
         break; // directories are always copied whole; accepted for cp/scp habits
       default:
-        throw new UsageError(`unknown option ${arg}`);
+        throw new UsageError(`unknown option '${arg}'`);
     }
   }
   operands.push(...argv.slice(i));
@@ -130,15 +132,14 @@ export async function run(argv: string[]): Promise<void> {
   try {
     const parsed = parseCpArgs(argv);
     if (parsed === 'help') {
-      process.stdout.write(`${CP_USAGE}\n`);
+      printHelp(CP_USAGE);
       return;
     }
     options = parsed;
     token = await readToken(options.tokenFile);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`tether cp: ${err.message} (see 'tether cp --help')\n`);
-    process.exitCode = 2;
+    reportUsageError('cp', err.message);
     return;
   }
   const say = (line: string) => {

@@ -1,5 +1,5 @@
 /**
- * `tether exec --url ws://… [options] -- command args…`
+ * `tether exec --url ws://… [options] command args…`
  *
  * Runs one command on a tether server (or a Codex exec-server) as if it were local: local
  * stdin/stdout/stderr are piped to it, the exit status is the remote one (128+N when a
@@ -7,8 +7,9 @@
  */
 import { finished } from 'node:stream/promises';
 import { ExecClient, SessionLostError, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
-import { RpcError } from '../protocol/index.js';
+import { RpcError } from '../protocol/errors.js';
 import { catchEarlySignals, type EarlySignals } from './early-signals.js';
+import { describeStartFailure } from './start-failure.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
 
 /** Like ssh: 255 means tether itself failed (cannot connect, session lost), not the command. */
@@ -19,10 +20,13 @@ export const EXIT_CANNOT_START = 127;
 const EXIT_BROKEN_PIPE = 128 + 13;
 const BROKEN_PIPE = Symbol('EPIPE');
 
-const USAGE = `usage: tether exec --url ws://HOST:PORT [options] -- <command> [args…]
+const USAGE = `usage: tether exec [options] <command> [args…]
 
 Runs <command> on a tether server, piping this terminal's stdin/stdout/stderr to it, and
 keeps it running through network drops (the session resumes and missed output is replayed).
+Options end at the first argument that is not one, as with ssh and docker run: everything
+from <command> on is the remote command's. A '--' before it is allowed, and needed only for
+a command whose name starts with '-'.
 
 options:
 ${REMOTE_OPTIONS_HELP}
@@ -30,6 +34,10 @@ ${REMOTE_OPTIONS_HELP}
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
 and LANG/TERM from this side; --env and --inherit-env add to that.
+
+DURATION: a number and its unit: 500ms, 25s, 2m.
+
+example: tether exec --url ws://build-box:8765 --cwd /src make -j8 test
 
 exit status: the remote command's (128+N if signal N killed it); ${EXIT_CANNOT_START} if it could
 not be started; ${EXIT_TETHER_ERROR} if the server cannot be reached or the session is lost; 2 for
@@ -130,7 +138,7 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
 
 function failureCode(err: unknown, options: RemoteOptions): number {
   if (err instanceof RpcError) {
-    say(`cannot start ${JSON.stringify(options.command[0])}: ${err.message}`);
+    say(describeStartFailure(err, options.command[0]!, options.cwd));
     return EXIT_CANNOT_START;
   }
   say(describe(err));

@@ -9,57 +9,66 @@
  */
 import { watch, readFileSync, type FSWatcher } from 'node:fs';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import { ConfigError, Gateway, createGatewayServer, loadConfigFile, startGatewayHttp, type GatewayHttp } from '../gateway/index.js';
 import type { Logger } from '../supervisor/index.js';
 import { atLeast } from '../util/logger.js';
+import { parseFlags, parseOrReport, printHelp, reportUsageError } from './usage.js';
 
-const HELP = `usage: tether gateway [--config] tether.json [--listen http://127.0.0.1:8766] [--stdio] [--token-file FILE] [--verbose]
+const HELP = `usage: tether gateway [options] CONFIG
 
-  [--config] FILE   mcpServers config, as MCP hosts write it (command/args/env/cwd, or url/
-                    headers; "tether": {"url", "tokenFile"} on a stdio entry runs it on a tether
-                    server). SIGHUP or a change of the file reloads it.
-  --listen URL      HTTP address (default http://127.0.0.1:8766; port 0 = any free port).
-                    Serves the status page at /, MCP at /mcp, GET /mcp/servers[/:name],
-                    POST /mcp/servers/:name/retry, POST /mcp/servers/retry-all, GET /events,
-                    GET /healthz, GET /readyz
-  --token-file FILE require this token on the HTTP endpoints (Authorization: Bearer, or the
-                    status page's cookie); /healthz and /readyz stay open
-  --allow-origin O  a browser origin (besides the gateway's own) allowed to call it; repeatable
-  --stdio           serve MCP on stdin/stdout (HTTP only if --listen is also given)
-  --verbose         debug logs (each server's stderr, every attempt) on stderr
+One MCP server in front of the MCP servers in CONFIG, reconnecting and health-checking them.
+Over HTTP (the default) the first stdout line is its URL; with --stdio, stdout is the MCP
+protocol. Logs go to stderr.
+
+  CONFIG               the mcpServers file, as MCP hosts write it (command/args/env/cwd, or
+                       url/headers; "tether": {"url", "tokenFile"} on a stdio entry runs it on a
+                       tether server). SIGHUP or a change of the file reloads it. Given as an
+                       argument, not a flag: hosts that take a --config of their own (the MCP
+                       Inspector) would swallow ours
+  --listen URL         HTTP address (default http://127.0.0.1:8766; port 0 = any free port).
+                       Serves the status page at /, MCP at /mcp, GET /mcp/servers[/:name],
+                       POST /mcp/servers/:name/retry, POST /mcp/servers/retry-all, GET /events,
+                       GET /healthz, GET /readyz
+  --token-file FILE    require this token on the HTTP endpoints (Authorization: Bearer, or the
+                       status page's cookie); /healthz and /readyz stay open
+  --allow-origin ORIGIN  a browser origin (besides the gateway's own) allowed to call it;
+                       repeatable
+  --stdio              serve MCP on stdin/stdout (HTTP only if --listen is also given)
+  --verbose            debug logs (each server's stderr, every attempt) on stderr
+  -h, --help           this text
+
+  --config FILE is still accepted for CONFIG.
 `;
 
 export async function run(argv: string[]): Promise<void> {
-  let values;
-  let positionals: string[];
-  try {
-    ({ values, positionals } = parseArgs({
+  // No short flags: -v, -c and -l mean other things to other tools (version, the MCP
+  // Inspector's --config), and hosts pass their own flags along.
+  const parsed = parseOrReport('gateway', () =>
+    parseFlags({
       args: argv,
       options: {
-        config: { type: 'string', short: 'c' },
-        listen: { type: 'string', short: 'l' },
+        config: { type: 'string' },
+        listen: { type: 'string' },
         'token-file': { type: 'string' },
         'allow-origin': { type: 'string', multiple: true },
         stdio: { type: 'boolean', default: false },
-        verbose: { type: 'boolean', short: 'v', default: false },
+        verbose: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
-      strict: true,
       allowPositionals: true,
-    }));
-  } catch (err) {
-    return fail(`${(err as Error).message}\n\n${HELP}`);
-  }
+    }),
+  );
+  if (!parsed) return;
+  const { values, positionals } = parsed;
   if (values.help) {
-    process.stderr.write(HELP);
+    printHelp(HELP);
     return;
   }
-  if (values.config && positionals.length > 0) return fail(`give the config once (--config FILE or FILE), not both\n\n${HELP}`);
-  if (positionals.length > 1) return fail(`unexpected arguments: ${positionals.slice(1).join(' ')}\n\n${HELP}`);
+  if (values.config && positionals.length > 0) return fail('give the config once (--config FILE or FILE), not both');
+  if (positionals.length > 1) return fail(`unexpected arguments: ${positionals.slice(1).join(' ')} (one CONFIG file)`);
   const configFile = values.config ?? positionals[0];
-  if (!configFile) return fail(`--config is required (or give the config file as the argument)\n\n${HELP}`);
+  if (!configFile) return fail('no CONFIG file given (tether gateway [options] CONFIG)');
   let token: string | undefined;
   if (values['token-file']) {
     try {
@@ -203,6 +212,5 @@ function stderrLogger(min: 'debug' | 'info'): Logger {
 }
 
 function fail(message: string): void {
-  process.stderr.write(`tether gateway: ${message}\n`);
-  process.exitCode = 2;
+  reportUsageError('gateway', message);
 }

@@ -1,8 +1,16 @@
 /**
  * `tether <command>`: each subcommand lives in its own module and is loaded on demand, so
- * `tether mcp` does not pay for the gateway's imports and vice versa.
+ * `tether exec` does not pay for the server's or the gateway's imports, and vice versa.
  */
-const commands: Record<string, { summary: string; load: () => Promise<{ run(argv: string[]): Promise<void> }> }> = {
+import { readFileSync } from 'node:fs';
+import { printHelp, reportUsageError } from './usage.js';
+
+interface Command {
+  summary: string;
+  load: () => Promise<{ run(argv: string[]): Promise<void> }>;
+}
+
+const commands: Record<string, Command> = {
   serve: { summary: 'run the exec-server (WebSocket, Codex-compatible)', load: () => import('./serve.js') },
   exec: { summary: 'run a command on a tether server, surviving drops', load: () => import('./exec.js') },
   cp: { summary: 'copy files and directories to or from a tether host, surviving drops', load: () => import('./cp.js') },
@@ -14,22 +22,52 @@ const commands: Record<string, { summary: string; load: () => Promise<{ run(argv
 
 export function usage(): string {
   const lines = Object.entries(commands).map(([name, c]) => `  ${name.padEnd(8)} ${c.summary}`);
-  return ['usage: tether <command> [options]', '', 'commands:', ...lines, '', "run 'tether <command> --help' for a command's options"].join('\n');
+  return [
+    'usage: tether <command> [options]',
+    '',
+    'commands:',
+    ...lines,
+    '',
+    "run 'tether <command> --help' (or 'tether help <command>') for a command's options;",
+    "'tether --version' for the version",
+  ].join('\n');
+}
+
+/** The package's version (package.json sits two levels up from src/cli and dist/cli alike). */
+export function version(): string {
+  const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
+  return pkg.version;
 }
 
 export async function main(argv: string[]): Promise<void> {
   const [name, ...rest] = argv;
-  if (!name || name === '--help' || name === '-h' || name === 'help') {
-    process.stderr.write(usage() + '\n');
-    process.exitCode = name ? 0 : 2;
-    return;
+  switch (name) {
+    case undefined:
+      // Not an error to be curious, but not a success either: the list, on stderr.
+      process.stderr.write(`${usage()}\n`);
+      process.exitCode = 2;
+      return;
+    case '--help':
+    case '-h':
+      printHelp(usage());
+      return;
+    case '--version':
+    case '-V':
+      process.stdout.write(`tether ${version()}\n`);
+      return;
+    case 'help': {
+      const [topic, ...extra] = rest;
+      if (topic === undefined) return printHelp(usage());
+      if (extra.length > 0) return reportUsageError(undefined, `help takes one command, got '${rest.join(' ')}'`);
+      const command = commands[topic];
+      if (!command) return reportUsageError(undefined, `no command '${topic}' (commands: ${Object.keys(commands).join(', ')})`);
+      return (await command.load()).run(['--help']);
+    }
   }
   const command = commands[name];
   if (!command) {
-    process.stderr.write(`tether: unknown command '${name}'\n\n${usage()}\n`);
-    process.exitCode = 2;
-    return;
+    const hint = name.startsWith('-') ? `unknown option '${name}'` : `unknown command '${name}' (commands: ${Object.keys(commands).join(', ')})`;
+    return reportUsageError(undefined, hint);
   }
-  const mod = await command.load();
-  await mod.run(rest);
+  await (await command.load()).run(rest);
 }

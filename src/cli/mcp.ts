@@ -1,5 +1,5 @@
 /**
- * `tether mcp --url ws://… [options] -- <command> [args…]`
+ * `tether mcp --url ws://… [options] <command> [args…]`
  *
  * A local stdio MCP server that relays to a stdio MCP server running on a tether host, over
  * a session that survives link drops. Stdout carries protocol messages only; everything
@@ -9,13 +9,17 @@
 import { ExecClient } from '../client/index.js';
 import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
 import { catchEarlySignals } from './early-signals.js';
-import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, UsageError, type RemoteOptions } from './remote-options.js';
+import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
+import { UsageError } from './usage.js';
 
-const USAGE = `usage: tether mcp --url ws://HOST:PORT [options] -- <command> [args…]
+const USAGE = `usage: tether mcp [options] <command> [args…]
 
 Runs <command> on a tether server as a stdio MCP server and relays MCP messages between it
-and this process's stdin/stdout, surviving network drops. Use it as the "command" of any
-MCP host:  "command": "tether", "args": ["mcp", "--url", "ws://…", "--", "npx", "-y", "…"]
+and this process's stdin/stdout, surviving network drops. Options end at the first argument
+that is not one: everything from <command> on is the remote server's (a '--' before it is
+allowed, not needed). Use it as the command of any MCP host:
+  "command": "npx",
+  "args": ["-y", "tether-exec", "mcp", "--url", "ws://HOST:8765", "npx", "-y", "@modelcontextprotocol/server-everything"]
 
 options:
 ${REMOTE_OPTIONS_HELP.split('\n')
@@ -25,6 +29,8 @@ ${REMOTE_OPTIONS_HELP.split('\n')
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
 and LANG/TERM from this side; --env and --inherit-env add to that.
+
+DURATION: a number and its unit: 500ms, 25s, 2m.
 
 exit status: the remote command's own; 0 when stdin ends (the host closed us);
 ${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the server cannot be reached or the

@@ -2,11 +2,11 @@
  * `tether ps --url ws://…`: what runs on a tether server. Lists the sessions of the token
  * it presents (all of them with the server's admin token), one line per process, like ps.
  */
-import { parseArgs } from 'node:util';
 import { ExecClient } from '../client/index.js';
 import type { SessionListResult, SessionListing } from '../protocol/index.js';
 import { formatAge, formatBytes } from '../util/format.js';
-import { readToken, UsageError } from './remote-options.js';
+import { readToken } from './remote-options.js';
+import { parseFlags, printHelp, reportUsageError, UsageError } from './usage.js';
 
 const USAGE = `usage: tether ps --url ws://HOST:PORT [options]
 
@@ -32,22 +32,16 @@ interface PsOptions {
 }
 
 export function parsePsArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): PsOptions | 'help' {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      strict: true,
-      allowPositionals: false,
-      options: {
-        url: { type: 'string' },
-        'token-file': { type: 'string' },
-        json: { type: 'boolean' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const parsed = parseFlags({
+    args: argv,
+    allowPositionals: false,
+    options: {
+      url: { type: 'string' },
+      'token-file': { type: 'string' },
+      json: { type: 'boolean' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   const v = parsed.values;
   if (v.help) return 'help';
   const url = v.url ?? environment.TETHER_URL;
@@ -106,12 +100,11 @@ export async function run(argv: string[]): Promise<void> {
     if (options !== 'help') token = await readToken(options.tokenFile);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`tether ps: ${err.message} (see 'tether ps --help')\n`);
-    process.exitCode = 2;
+    reportUsageError('ps', err.message);
     return;
   }
   if (options === 'help') {
-    process.stdout.write(`${USAGE}\n`);
+    printHelp(USAGE);
     return;
   }
   let client: ExecClient;

@@ -17,14 +17,12 @@
  */
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
-import type { EnvironmentInfo, EnvPolicy } from '../protocol/index.js';
+import type { EnvironmentInfo, EnvPolicy } from '../protocol/types.js';
+import { parseDuration } from './units.js';
+import { printHelp, reportUsageError, UsageError } from './usage.js';
 
 /** Local variables never forwarded by --inherit-env: they describe this shell or this machine's tether. */
 const NOT_FORWARDED = new Set(['PWD', 'OLDPWD', 'SHLVL', '_', 'TETHER_TOKEN', 'TETHER_URL']);
-
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
 
 export interface RemoteOptions {
   url: string;
@@ -38,7 +36,7 @@ export interface RemoteOptions {
   cwd?: string;
   recoveryDeadlineMs?: number;
   keepaliveTimeoutMs?: number;
-  /** The remote command (after `--`). */
+  /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
 }
 
@@ -51,36 +49,31 @@ export const REMOTE_OPTIONS_HELP = `  --url URL                 tether (or Codex
                             a bare NAME forwards its value from this side)
   --inherit-env             forward this shell's environment to the remote command
   --cwd DIR                 remote working directory (default: the server's)
-  --recovery-deadline DUR   keep reconnecting this long before giving up (default 25s)
-  --keepalive-timeout DUR   a ping unanswered this long means a dead link (default 10s)`;
-
-/** "25s", "1500ms", "2m", "25" (seconds) → milliseconds. */
-export function parseDuration(text: string, flag: string): number {
-  const match = /^(\d+(?:\.\d+)?)(ms|s|m)?$/.exec(text.trim());
-  if (!match) throw new UsageError(`${flag} expects a duration like 25s, 1500ms or 2m (got '${text}')`);
-  const n = Number(match[1]);
-  const unit = match[2] ?? 's';
-  const ms = unit === 'ms' ? n : unit === 's' ? n * 1000 : n * 60_000;
-  if (!(ms > 0)) throw new UsageError(`${flag} must be positive`);
-  return Math.round(ms);
-}
+  --recovery-deadline DURATION  keep reconnecting this long before giving up (default 25s)
+  --keepalive-timeout DURATION  a ping unanswered this long means a dead link (default 10s)`;
 
 /**
- * Parses `[options] -- command args…`. Returns 'help' for -h/--help. Unknown options and
- * missing values are `UsageError`s naming the problem.
+ * Parses `[options] command args…` as ssh and `docker run` do: options end at the first
+ * argument that is not one (or at `--`), and that argument and everything after it are the
+ * remote command, untouched — its own options included (`tether exec --url U ls -la`). So
+ * hosts that drop a `--` (the MCP Inspector) still launch `tether mcp` right. Returns 'help'
+ * for -h/--help; problems are `UsageError`s naming them.
  */
 export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
-  const sep = argv.indexOf('--');
-  const flags = sep === -1 ? argv : argv.slice(0, sep);
-  const remote = sep === -1 ? [] : argv.slice(sep + 1);
   const out: Omit<RemoteOptions, 'url' | 'command'> & { url?: string } = { tty: false, env: {}, inheritEnv: false };
-  for (let i = 0; i < flags.length; i++) {
-    const flag = flags[i]!;
+  let i = 0;
+  for (; i < argv.length; i++) {
+    const flag = argv[i]!;
+    if (flag === '--') {
+      i++;
+      break;
+    }
+    if (!flag.startsWith('-') || flag === '-') break; // the remote command starts here
     const eq = flag.startsWith('--') ? flag.indexOf('=') : -1;
     const name = eq === -1 ? flag : flag.slice(0, eq);
     const value = (): string => {
       if (eq !== -1) return flag.slice(eq + 1);
-      const v = flags[++i];
+      const v = argv[++i];
       if (v === undefined) throw new UsageError(`${name} needs a value`);
       return v;
     };
@@ -120,24 +113,24 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
         break;
       case '--cwd':
         out.cwd = value();
+        if (out.cwd === '') throw new UsageError('--cwd needs a directory (got an empty one)');
         break;
       case '--recovery-deadline':
-        out.recoveryDeadlineMs = parseDuration(value(), name);
+        out.recoveryDeadlineMs = parseDuration(name, value());
         break;
       case '--keepalive-timeout':
-        out.keepaliveTimeoutMs = parseDuration(value(), name);
+        out.keepaliveTimeoutMs = parseDuration(name, value());
         break;
       default:
-        if (!flag.startsWith('-')) {
-          throw new UsageError(`put '--' before the remote command: tether ${command} --url … -- ${flags.slice(i).join(' ')}`);
-        }
-        throw new UsageError(`unknown option ${flag}`);
+        throw new UsageError(`unknown option '${flag}' (the remote command starts at the first argument that is not an option)`);
     }
   }
+  const remote = argv.slice(i);
   const url = out.url ?? environment.TETHER_URL;
   if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
   if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
-  if (remote.length === 0) throw new UsageError("no remote command: give it after '--'");
+  if (remote.length === 0) throw new UsageError(`no remote command given (tether ${command} --url ws://HOST:PORT <command> [args…])`);
+  if (remote[0] === '') throw new UsageError("the remote command is empty ('')");
   return { ...out, url, command: remote };
 }
 
@@ -207,9 +200,9 @@ function uriToPath(uri: string): string | undefined {
 }
 
 /**
- * The start of every remote command: parse its flags and read its token. Prints the usage
- * (help: exit 0; a usage error: the reason first, exit 2) and returns undefined when there
- * is nothing more to do.
+ * The start of every remote command: parse its flags and read its token. Prints the help
+ * (stdout, exit 0) or the usage error (stderr, exit 2) and returns undefined when there is
+ * nothing more to do.
  */
 export async function parseCommandLine(
   command: string,
@@ -219,14 +212,13 @@ export async function parseCommandLine(
   try {
     const options = parse();
     if (options === 'help') {
-      process.stderr.write(`${usage}\n`);
+      printHelp(usage);
       return undefined;
     }
     return { options, token: await readToken(options.tokenFile), ca: await readCa(options.caFile) };
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`tether ${command}: ${err.message}\n\n${usage}\n`);
-    process.exitCode = 2;
+    reportUsageError(command, err.message);
     return undefined;
   }
 }

@@ -4,11 +4,12 @@
  */
 import { readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
-import { parseArgs } from 'node:util';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
 import { isLoopbackName } from '../util/loopback.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
+import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from './units.js';
+import { parseFlags, parseOrReport, printHelp, UsageError } from './usage.js';
 
 export const SERVE_USAGE = `usage: tether serve [options]
 
@@ -18,13 +19,13 @@ Prints the bound URL (ws://HOST:PORT, wss:// with TLS) as the first line of stdo
 options:
   --listen URL               ws://HOST:PORT to bind (default ws://127.0.0.1:8765; port 0 = any free port;
                              wss:// with --tls-cert/--tls-key)
+  --port PORT                the same as --listen ws://127.0.0.1:PORT
   --session-ttl DURATION     how long a detached session survives (default 30s)
-  --token-file FILE          require "Authorization: Bearer <token>" (token read from FILE;
-                             or set TETHER_TOKEN)
-  --tls-cert FILE            serve wss:// with this certificate chain (PEM); needs --tls-key
-  --tls-key FILE             the certificate's private key (PEM)
+  --token-file FILE          require "Authorization: Bearer <token>" (token read from FILE,
                              or set TETHER_TOKEN). One token per line: each is its own
                              identity (a session belongs to the token that created it)
+  --tls-cert FILE            serve wss:// with this certificate chain (PEM); needs --tls-key
+  --tls-key FILE             the certificate's private key (PEM)
   --admin-token-file FILE    a token that may also list every session (tether ps);
                              others list only their own token's sessions
   --audit-argv               audit lines (one per process, at info) carry the whole argv,
@@ -58,48 +59,8 @@ options:
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
-DURATION: 500ms, 30s, 5m (a bare number is milliseconds). SIZE: 512B, 64KiB, 1MiB, 1GiB
-(also KB/MB/GB as powers of 1024; a bare number is bytes).`;
-
-export class UsageError extends Error {
-  override readonly name = 'UsageError';
-}
-
-const DURATION_UNITS: Record<string, number> = { ms: 1, s: 1000, m: 60_000, h: 3_600_000 };
-const SIZE_UNITS: Record<string, number> = {
-  b: 1,
-  k: 1024,
-  kb: 1024,
-  kib: 1024,
-  m: 1024 ** 2,
-  mb: 1024 ** 2,
-  mib: 1024 ** 2,
-  g: 1024 ** 3,
-  gb: 1024 ** 3,
-  gib: 1024 ** 3,
-};
-
-export function parseDuration(flag: string, text: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*(ms|s|m|h)?\s*$/i.exec(text);
-  if (!m) throw new UsageError(`${flag}: invalid duration '${text}' (expected e.g. 500ms, 30s, 5m)`);
-  const ms = Math.round(Number(m[1]) * DURATION_UNITS[(m[2] ?? 'ms').toLowerCase()]!);
-  if (ms <= 0) throw new UsageError(`${flag}: duration must be greater than zero (got '${text}')`);
-  return ms;
-}
-
-export function parseSize(flag: string, text: string): number {
-  const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]+)?\s*$/i.exec(text);
-  const unit = m ? SIZE_UNITS[(m[2] ?? 'b').toLowerCase()] : undefined;
-  if (!m || unit === undefined) throw new UsageError(`${flag}: invalid size '${text}' (expected e.g. 512B, 64KiB, 1MiB, 1GiB)`);
-  const bytes = Math.floor(Number(m[1]) * unit);
-  if (bytes <= 0) throw new UsageError(`${flag}: size must be greater than zero (got '${text}')`);
-  return bytes;
-}
-
-export function parseCount(flag: string, text: string): number {
-  if (!/^\s*\d+\s*$/.test(text) || Number(text) <= 0) throw new UsageError(`${flag}: expected a positive integer, got '${text}'`);
-  return Number(text);
-}
+${DURATION_SYNTAX}.
+${SIZE_SYNTAX}.`;
 
 /** The tokens in a token file: one a line, blank lines and surrounding spaces ignored. */
 function readTokens(flag: string, file: string): [string, ...string[]] {
@@ -149,46 +110,43 @@ export interface ServeConfig {
 
 /** Parses `tether serve` flags; throws `UsageError` with a message naming the flag. */
 export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.env): ServeConfig {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: false,
-      strict: true,
-      options: {
-        listen: { type: 'string' },
-        'session-ttl': { type: 'string' },
-        'token-file': { type: 'string' },
-        'tls-cert': { type: 'string' },
-        'tls-key': { type: 'string' },
-        'admin-token-file': { type: 'string' },
-        'audit-argv': { type: 'boolean' },
-        'output-retention': { type: 'string' },
-        'output-window': { type: 'string' },
-        'closed-retention': { type: 'string' },
-        'allow-origin': { type: 'string', multiple: true },
-        'allow-host': { type: 'string', multiple: true },
-        'insecure-no-token': { type: 'boolean' },
-        'max-sessions': { type: 'string' },
-        'max-processes': { type: 'string' },
-        'max-message-size': { type: 'string' },
-        'max-connections': { type: 'string' },
-        'stall-timeout': { type: 'string' },
-        'initialize-timeout': { type: 'string' },
-        'max-read-file': { type: 'string' },
-        'max-file-handles': { type: 'string' },
-        'fs-memory': { type: 'string' },
-        'max-open-files': { type: 'string' },
-        'log-level': { type: 'string' },
-        help: { type: 'boolean', short: 'h' },
-      },
-    });
-  } catch (err) {
-    throw new UsageError((err as Error).message);
-  }
+  const parsed = parseFlags({
+    args: argv,
+    allowPositionals: false,
+    options: {
+      listen: { type: 'string' },
+      port: { type: 'string' },
+      'session-ttl': { type: 'string' },
+      'token-file': { type: 'string' },
+      'tls-cert': { type: 'string' },
+      'tls-key': { type: 'string' },
+      'admin-token-file': { type: 'string' },
+      'audit-argv': { type: 'boolean' },
+      'output-retention': { type: 'string' },
+      'output-window': { type: 'string' },
+      'closed-retention': { type: 'string' },
+      'allow-origin': { type: 'string', multiple: true },
+      'allow-host': { type: 'string', multiple: true },
+      'insecure-no-token': { type: 'boolean' },
+      'max-sessions': { type: 'string' },
+      'max-processes': { type: 'string' },
+      'max-message-size': { type: 'string' },
+      'max-connections': { type: 'string' },
+      'stall-timeout': { type: 'string' },
+      'initialize-timeout': { type: 'string' },
+      'max-read-file': { type: 'string' },
+      'max-file-handles': { type: 'string' },
+      'fs-memory': { type: 'string' },
+      'max-open-files': { type: 'string' },
+      'log-level': { type: 'string' },
+      help: { type: 'boolean', short: 'h' },
+    },
+  });
   const v = parsed.values;
   const options: TetherServerOptions = {};
+  if (v.listen !== undefined && v.port !== undefined) throw new UsageError('give --listen or --port, not both');
   if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
+  if (v.port !== undefined) Object.assign(options, { host: Defaults.host, port: parsePort('--port', v.port) });
   if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
   if (v['output-retention'] !== undefined) options.outputRetentionBytes = parseSize('--output-retention', v['output-retention']);
@@ -236,17 +194,10 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
 }
 
 export async function run(argv: string[]): Promise<void> {
-  let config: ServeConfig;
-  try {
-    config = parseServeArgs(argv);
-  } catch (err) {
-    if (!(err instanceof UsageError)) throw err;
-    process.stderr.write(`tether serve: ${err.message}\n\n${SERVE_USAGE}\n`);
-    process.exitCode = 2;
-    return;
-  }
+  const config = parseOrReport('serve', () => parseServeArgs(argv));
+  if (!config) return;
   if (config.help) {
-    process.stdout.write(`${SERVE_USAGE}\n`);
+    printHelp(SERVE_USAGE);
     return;
   }
   // Children never see the server's credential, whatever envPolicy they ask for.

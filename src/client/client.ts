@@ -15,15 +15,15 @@ import { randomUUID } from 'node:crypto';
 import { performance } from 'node:perf_hooks';
 import { Readable, type Writable } from 'node:stream';
 import { pathToFileURL } from 'node:url';
+// The protocol's runtime parts one module at a time: the barrel would also load the
+// server's zod schemas, which a client never needs (start time of `tether exec`).
+import { ErrorCode } from '../protocol/codes.js';
+import { RpcError } from '../protocol/errors.js';
+import { EXTENSIONS_VERSION, KnownExtensions, type ExtensionName } from '../protocol/extensions.js';
 import {
-  ErrorCode,
   Method,
-  RpcError,
-  EXTENSIONS_VERSION,
-  KnownExtensions,
   type EnvironmentInfo,
   type EnvPolicy,
-  type ExtensionName,
   type InitializeParams,
   type InitializeResult,
   type OutputStream,
@@ -34,7 +34,7 @@ import {
   type SessionListResult,
   type ProcessWriteResult,
   type SignalName,
-} from '../protocol/index.js';
+} from '../protocol/types.js';
 import { reconnectDelayMs } from './backoff.js';
 import { Acknowledger } from './acks.js';
 import { Connection, type TrustedCa } from './connection.js';

@@ -6,7 +6,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
-import { decodeFrame, RpcError, stringifyMessage, type JsonRpcId } from '../protocol/index.js';
+import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/dialect.js';
+import { RpcError } from '../protocol/errors.js';
 import { AuthRefusedError, ConnectionLostError } from './errors.js';
 
 export interface ConnectionOptions {

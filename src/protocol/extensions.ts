@@ -17,8 +17,6 @@
  * changes), document it in docs/protocol.md, and check `session.extensions.has(name)` (server)
  * or `client.extensions.has(name)` (client) where behaviour differs.
  */
-import { z } from 'zod';
-
 export const EXTENSIONS_VERSION = 1;
 
 /** Every extension this build understands. */
@@ -47,6 +45,12 @@ export const KnownExtensions = [
    * unacknowledged bytes, and a resume says where each process stands (`delivered`).
    */
   'acks',
+  /**
+   * `process/start` failures carry `data: {stage, code}`: whether the working directory
+   * (`cwd`) or the program (`exec`) failed, and the errno name, so a client can say "no such
+   * directory" rather than the OS's ambiguous "No such file or directory".
+   */
+  'startErrorDetail',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];
@@ -57,18 +61,20 @@ export function isKnownExtension(name: string): name is ExtensionName {
   return known.has(name);
 }
 
-/** The `tether` member of `initialize` params. Unknown extension names are ignored, not refused. */
-export const TetherInitializeSchema = z.object({
-  version: z.number().int().positive(),
-  extensions: z.array(z.string()).max(64, 'at most 64 extensions'),
+/**
+ * The `tether` member of `initialize` params (validated by `TetherInitializeSchema` in
+ * schemas.ts: this file stays free of zod, so a client does not load it). Unknown extension
+ * names are ignored, not refused.
+ */
+export interface TetherInitialize {
+  version: number;
+  extensions: string[];
   /**
    * `acks`, on a resume: per process id, the last seq the client delivered (it may be past
    * what it acknowledged). The server sends each process's events from the next one on.
    */
-  delivered: z.record(z.string(), z.number().int().nonnegative()).nullish(),
-});
-
-export type TetherInitialize = z.input<typeof TetherInitializeSchema>;
+  delivered?: Record<string, number> | null;
+}
 
 /** The `tether` member of the `initialize` result: what the server accepted. */
 export interface TetherInitializeResult {
@@ -76,6 +82,14 @@ export interface TetherInitializeResult {
   extensions: ExtensionName[];
   /** With `acks`: unacknowledged output per process (bytes) at which the server stops reading it. */
   outputWindow?: number;
+}
+
+/** `data` of a `process/start` error under extension `startErrorDetail`. */
+export interface StartErrorDetail {
+  /** `cwd`: entering the working directory failed; `exec`: running the program; `setup`: anything before. */
+  stage: 'cwd' | 'exec' | 'setup';
+  /** The errno name: ENOENT, ENOTDIR, EACCES, ENOEXEC… */
+  code: string;
 }
 
 /** The accepted set for a request: the known names it asks for, in a stable order. */

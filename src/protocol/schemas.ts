@@ -4,7 +4,14 @@
  */
 import { z } from 'zod';
 import { invalidParams } from './errors.js';
-import { TetherInitializeSchema } from './extensions.js';
+
+/** The `tether` member of `initialize` params (protocol/extensions.ts). Unknown extension names are ignored, not refused. */
+export const TetherInitializeSchema = z.object({
+  version: z.number().int().positive(),
+  extensions: z.array(z.string()).max(64, 'at most 64 extensions'),
+  /** `acks`, on a resume: per process id, the last seq the client delivered. */
+  delivered: z.record(z.string(), z.number().int().nonnegative()).nullish(),
+});
 
 const nonEmpty = (what: string) => z.string().min(1, `${what} must not be empty`);
 

@@ -242,6 +242,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         session,
       ).catch((err: unknown) => {
         state.monitor.processStartFailed(session, p.processId, p.argv, err instanceof Error ? err.message : String(err));
+        // The failure's detail is an extension: a Codex client gets Codex's error exactly.
+        if (err instanceof RpcError && err.data !== undefined && !session.extensions.has('startErrorDetail')) throw new RpcError(err.code, err.message);
         throw err;
       });
       if (session.isExpired) {

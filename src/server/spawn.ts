@@ -8,7 +8,7 @@
  */
 import type { Writable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
-import { internalError } from '../protocol/index.js';
+import { ErrorCode, internalError, RpcError, type StartErrorDetail } from '../protocol/index.js';
 import type { OutputStream } from '../protocol/index.js';
 import { KeptProcess } from './keeper.js';
 import { osErrorMessage } from './os-error.js';
@@ -129,6 +129,13 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
   };
 }
 
+/**
+ * -32603 with the OS message (Codex's text), and the detail of extension `startErrorDetail`
+ * (methods.ts drops it for sessions that did not ask): which step failed and its errno name.
+ */
 function spawnError(err: unknown): Error {
-  return internalError(osErrorMessage(err));
+  const { code, syscall } = err as { code?: unknown; syscall?: unknown };
+  if (typeof code !== 'string') return internalError(osErrorMessage(err));
+  const stage: StartErrorDetail['stage'] = syscall === 'chdir' ? 'cwd' : typeof syscall === 'string' && syscall.startsWith('spawn') ? 'exec' : 'setup';
+  return new RpcError(ErrorCode.InternalError, osErrorMessage(err), { stage, code } satisfies StartErrorDetail);
 }
