@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: runs every bench module in turn (each prints its own table to stdout).
- * BENCH_ONLY_MODULE=server|recovery|chaos|mcp runs one of them.
+ * BENCH_ONLY_MODULE=server|recovery|chaos|start|mcp runs one of them.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -14,6 +14,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'server', load: () => import('./server.js') },
   { name: 'recovery', load: () => import('./recovery.js') },
   { name: 'chaos', load: () => import('./chaos.js') },
+  { name: 'start', load: () => import('./start.js') },
 ];
 // bench/mcp.ts belongs to the MCP work and may not exist yet in every checkout.
 if (existsSync(fileURLToPath(new URL('./mcp.ts', import.meta.url)))) {
