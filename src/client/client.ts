@@ -727,22 +727,30 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     await Promise.all(
       live.map(async (proc) => {
         let afterSeq = proc.sequencer.lastDelivered;
-        try {
-          for (;;) {
+        let startingSince: number | undefined;
+        for (;;) {
+          try {
             const result = await connection.request<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq });
             proc.mergeRead(afterSeq, result);
             // A server caps one answer (tether: 8 MiB); a big answer may have stopped short.
-            if (!proc.live || !mayBeCut(result)) break;
+            if (!proc.live || !mayBeCut(result)) return;
             afterSeq = proc.sequencer.lastDelivered;
+          } catch (err) {
+            if (err instanceof ConnectionLostError) throw err;
+            // Codex: its output already flowed (so the handle counts it started) but the start
+            // itself is still in progress there ("process id … is starting"): ask again.
+            if (isStarting(err) && (startingSince ??= Date.now()) > Date.now() - STILL_STARTING_MS) {
+              await sleep(20);
+              continue;
+            }
+            // The server cannot tell us what this process did: only this process fails.
+            proc.fail(
+              isUnknownProcess(err)
+                ? new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process')
+                : (err as Error),
+            );
+            return;
           }
-        } catch (err) {
-          if (err instanceof ConnectionLostError) throw err;
-          // The server cannot tell us what this process did: only this process fails.
-          proc.fail(
-            isUnknownProcess(err)
-              ? new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process')
-              : (err as Error),
-          );
         }
       }),
     );
