@@ -75,10 +75,23 @@ describe('one duration syntax: a number and its unit, everywhere', () => {
     ['serve', ['--session-ttl', '30'], '--session-ttl'],
     ['exec', ['--url', 'ws://127.0.0.1:1', '--recovery-deadline', '25', 'true'], '--recovery-deadline'],
     ['mcp', ['--url', 'ws://127.0.0.1:1', '--keepalive-timeout', '10', 'cat'], '--keepalive-timeout'],
+    ['cp', ['--url', 'ws://127.0.0.1:1', '--recovery-deadline', '25', 'a', ':/b'], '--recovery-deadline'],
     ['chaos', ['--to', '1', '--duration', '5'], '--duration'],
   ])('%s refuses a bare number', async (command, args, flag) => {
     const bare = args.find((a) => /^\d+$/.test(a) && a !== '1')!;
     expect(await runTether([command, ...args])).toMatchObject(usageError(command, `${flag}: '${bare}' needs a unit (${bare}s, ${bare}ms, ${bare}m…)`));
+  });
+});
+
+describe('sizes: one syntax, a clear refusal', () => {
+  it('serve --output-window takes a SIZE, is in the help, and refuses nonsense on one line', async () => {
+    const help = await runTether(['serve', '--help']);
+    expect(help.stdout).toMatch(/\n  --output-window SIZE +unacknowledged output per process/);
+    expect(await runTether(['serve', '--output-window', 'lots'])).toMatchObject(
+      usageError('serve', "--output-window: invalid size 'lots' (expected e.g. 512B, 64KiB, 1MiB, 1GiB)"),
+    );
+    expect(await runTether(['serve', '--output-window', '0MiB'])).toMatchObject(usageError('serve', "--output-window: the size must be greater than zero (got '0MiB')"));
+    expect(await runTether(['serve', '--output-window'])).toMatchObject(usageError('serve', '--output-window needs a value'));
   });
 });
 
@@ -106,6 +119,19 @@ describe('the remote command of exec and mcp', () => {
     expect(withoutSeparator).toMatchObject({ code: 0, stdout: '-n|--url|--|x|' });
     const withSeparator = await runTether(['exec', '--url', target.url, '--', 'printf', '%s|', '-n', '--url', '--', 'x']);
     expect(withSeparator).toMatchObject({ code: 0, stdout: '-n|--url|--|x|' });
+  });
+
+  it('cp shares the same connection options and the same rule (options end at the first operand)', async () => {
+    const help = await runTether(['cp', '--help']);
+    for (const flag of ['--url URL', '--token-file FILE', '--ca FILE', '--recovery-deadline DURATION', '--keepalive-timeout DURATION']) expect(help.stdout).toContain(`\n  ${flag} `);
+    // '-q' after the first operand is a file name: three operands.
+    expect(await runTether(['cp', '--url', target.url, 'a', '-q', ':/b'])).toMatchObject(usageError('cp', 'expected SOURCE and DESTINATION, got 3 operands'));
+    expect(await runTether(['cp', '--url', target.url, '--ca', '/nonexistent/ca.pem', 'a', ':/b'])).toMatchObject(usageError('cp', 'cannot read --ca /nonexistent/ca.pem'));
+  });
+
+  it('a switch given a value is refused, not read as yes', async () => {
+    expect(await runTether(['exec', '--url', target.url, '--tty=no', 'true'])).toMatchObject(usageError('exec', '--tty takes no value'));
+    expect(await runTether(['cp', '--url', target.url, '--quiet=1', 'a', ':/b'])).toMatchObject(usageError('cp', '--quiet takes no value'));
   });
 
   it('names the problem when there is none, or it is empty', async () => {

@@ -10,8 +10,7 @@
 import { pipeline } from 'node:stream/promises';
 import { ExecClient, OutcomeUnknownError, reconnectDelayMs, SessionLostError, type RecoveredEvent } from '../client/index.js';
 import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
-import { readToken } from './remote-options.js';
-import { parseDuration } from './units.js';
+import { CONNECTION_OPTIONS_HELP, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 
 /** Like ssh and `tether exec`: 255 is tether's own failure (cannot connect, session lost). */
@@ -31,22 +30,15 @@ colon; '-' is stdin (as SOURCE) or stdout (as DESTINATION) for a single file.
 Into an existing directory the source keeps its name; otherwise DESTINATION is the copy.
 Symbolic links are not followed or copied, and file modes are not kept.
 
-options:
-  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
-  --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
-  --recovery-deadline DURATION  keep reconnecting this long before giving up (default 25s)
-  --keepalive-timeout DURATION  a ping unanswered this long means a dead link (default 10s)
+options (they end at the first operand, or at '--'):
+${CONNECTION_OPTIONS_HELP}
   -q, --quiet               print nothing but errors
   -h, --help                this text
 
 exit status: 0 copied; 1 the copy failed (the reason is printed); 2 usage error;
 ${EXIT_TETHER_ERROR} the server cannot be reached or the session was lost.`;
 
-export interface CpOptions {
-  url: string;
-  tokenFile?: string;
-  recoveryDeadlineMs?: number;
-  keepaliveTimeoutMs?: number;
+export interface CpOptions extends ConnectionOptions {
   quiet: boolean;
   source: Endpoint;
   destination: Endpoint;
@@ -66,69 +58,36 @@ function endpoint(text: string): Endpoint {
 
 /** Parses the command line; options end at the first operand (as POSIX utilities do). */
 export function parseCpArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): CpOptions | 'help' {
-  const operands: string[] = [];
   let quiet = false;
-  const out: Partial<CpOptions> = {};
-  let i = 0;
-  for (; i < argv.length; i++) {
-    const arg = argv[i]!;
-    if (arg === '--') {
-      i++;
-      break;
-    }
-    if (!arg.startsWith('-') || arg === '-') break;
-    const eq = arg.startsWith('--') ? arg.indexOf('=') : -1;
-    const name = eq === -1 ? arg : arg.slice(0, eq);
-    const value = (): string => {
-      if (eq !== -1) return arg.slice(eq + 1);
-      const v = argv[++i];
-      if (v === undefined) throw new UsageError(`${name} needs a value`);
-      return v;
-    };
+  const parsed = parseLeadingOptions(argv, environment, (name) => {
     switch (name) {
-      case '-h':
-      case '--help':
-        return 'help';
-      case '--url':
-        out.url = value();
-        break;
-      case '--token-file':
-        out.tokenFile = value();
-        break;
-      case '--recovery-deadline':
-        out.recoveryDeadlineMs = parseDuration(name, value());
-        break;
-      case '--keepalive-timeout':
-        out.keepaliveTimeoutMs = parseDuration(name, value());
-        break;
       case '-q':
       case '--quiet':
         quiet = true;
-        break;
+        return true;
       case '-r':
       case '-R':
       case '--recursive':
-        break; // directories are always copied whole; accepted for cp/scp habits
+        return true; // directories are always copied whole; accepted for cp/scp habits
       default:
-        throw new UsageError(`unknown option '${arg}'`);
+        return false;
     }
-  }
-  operands.push(...argv.slice(i));
+  });
+  if (parsed === 'help') return 'help';
+  const operands = parsed.operands;
   if (operands.length !== 2) throw new UsageError(`expected SOURCE and DESTINATION, got ${operands.length} operand${operands.length === 1 ? '' : 's'}`);
   const source = endpoint(operands[0]!);
   const destination = endpoint(operands[1]!);
   const sides = [source.side, destination.side];
   if (!sides.includes('remote')) throw new UsageError("one side must be remote: write it with a leading colon, e.g. ':/srv/file'");
   if (source.side === 'remote' && destination.side === 'remote') throw new UsageError('both sides are remote: copy on the remote host with tether exec -- cp …');
-  const url = out.url ?? environment.TETHER_URL;
-  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
-  if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
-  return { ...out, url, quiet, source, destination };
+  return { ...parsed.connection, quiet, source, destination };
 }
 
 export async function run(argv: string[]): Promise<void> {
   let options: CpOptions;
   let token: string | undefined;
+  let ca: string | undefined;
   try {
     const parsed = parseCpArgs(argv);
     if (parsed === 'help') {
@@ -137,6 +96,7 @@ export async function run(argv: string[]): Promise<void> {
     }
     options = parsed;
     token = await readToken(options.tokenFile);
+    ca = await readCa(options.caFile);
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     reportUsageError('cp', err.message);
@@ -148,7 +108,7 @@ export async function run(argv: string[]): Promise<void> {
 
   let client: ExecClient;
   try {
-    client = await connectPatiently(options, token);
+    client = await connectPatiently(options, token, ca);
   } catch (err) {
     process.stderr.write(`tether cp: cannot connect to ${options.url}: ${(err as Error).message}\n`);
     process.exitCode = EXIT_TETHER_ERROR;
@@ -180,12 +140,13 @@ export async function run(argv: string[]): Promise<void> {
  * handshake is tried again (with the client's backoff) until the recovery deadline. A refused
  * credential is final.
  */
-async function connectPatiently(options: CpOptions, token: string | undefined): Promise<ExecClient> {
+async function connectPatiently(options: CpOptions, token: string | undefined, ca: string | undefined): Promise<ExecClient> {
   const deadline = Date.now() + (options.recoveryDeadlineMs ?? 25_000);
   for (let attempt = 1; ; attempt++) {
     try {
       return await ExecClient.connect(options.url, {
         token,
+        ca,
         clientName: 'tether-cp',
         recoveryDeadlineMs: options.recoveryDeadlineMs,
         keepaliveTimeoutMs: options.keepaliveTimeoutMs,

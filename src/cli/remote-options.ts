@@ -24,43 +24,59 @@ import { printHelp, reportUsageError, UsageError } from './usage.js';
 /** Local variables never forwarded by --inherit-env: they describe this shell or this machine's tether. */
 const NOT_FORWARDED = new Set(['PWD', 'OLDPWD', 'SHLVL', '_', 'TETHER_TOKEN', 'TETHER_URL']);
 
-export interface RemoteOptions {
+/** Where and how a command that talks to a tether server connects (exec, mcp, cp). */
+export interface ConnectionOptions {
   url: string;
   tokenFile?: string;
   /** --ca FILE: the CA certificate(s) that sign a wss:// server's certificate. */
   caFile?: string;
+  recoveryDeadlineMs?: number;
+  keepaliveTimeoutMs?: number;
+}
+
+export interface RemoteOptions extends ConnectionOptions {
   tty: boolean;
   /** --env K=V, in order (later wins). */
   env: Record<string, string>;
   inheritEnv: boolean;
   cwd?: string;
-  recoveryDeadlineMs?: number;
-  keepaliveTimeoutMs?: number;
   /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
 }
 
-export const REMOTE_OPTIONS_HELP = `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
+export const CONNECTION_OPTIONS_HELP = `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
   --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
   --ca FILE                 for wss://: trust the CA certificate(s) in FILE (PEM), e.g.
                             the server's own self-signed certificate
+  --recovery-deadline DURATION  keep reconnecting this long before giving up (default 25s)
+  --keepalive-timeout DURATION  a ping unanswered this long means a dead link (default 10s)`;
+
+export const REMOTE_OPTIONS_HELP = `${CONNECTION_OPTIONS_HELP}
   -t, --tty                 run the command on a pseudo-terminal (interactive programs)
   -e, --env NAME=VALUE      set a variable for the remote command (repeatable;
                             a bare NAME forwards its value from this side)
   --inherit-env             forward this shell's environment to the remote command
-  --cwd DIR                 remote working directory (default: the server's)
-  --recovery-deadline DURATION  keep reconnecting this long before giving up (default 25s)
-  --keepalive-timeout DURATION  a ping unanswered this long means a dead link (default 10s)`;
+  --cwd DIR                 remote working directory (default: the server's)`;
 
 /**
- * Parses `[options] command args…` as ssh and `docker run` do: options end at the first
- * argument that is not one (or at `--`), and that argument and everything after it are the
- * remote command, untouched — its own options included (`tether exec --url U ls -la`). So
- * hosts that drop a `--` (the MCP Inspector) still launch `tether mcp` right. Returns 'help'
- * for -h/--help; problems are `UsageError`s naming them.
+ * A command's own flags, beside the connection flags: called with the flag's name (`--x` of
+ * `--x=v` too) and a function that takes its value; returns false for a flag it does not know.
  */
-export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
-  const out: Omit<RemoteOptions, 'url' | 'command'> & { url?: string } = { tty: false, env: {}, inheritEnv: false };
+export type FlagHandler = (name: string, value: () => string) => boolean;
+
+/**
+ * Reads options from the front of `argv` until the first argument that is not one (or `--`),
+ * as ssh, `docker run` and POSIX utilities do: the connection flags, then those `own` knows.
+ * Everything from there on is returned untouched as the operands. Returns 'help' for
+ * -h/--help; problems are `UsageError`s naming them.
+ */
+export function parseLeadingOptions(
+  argv: string[],
+  environment: NodeJS.ProcessEnv,
+  own: FlagHandler,
+  unknownHint = '',
+): { connection: ConnectionOptions; operands: string[] } | 'help' {
+  const out: Omit<ConnectionOptions, 'url'> & { url?: string } = {};
   let i = 0;
   for (; i < argv.length; i++) {
     const flag = argv[i]!;
@@ -68,10 +84,12 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
       i++;
       break;
     }
-    if (!flag.startsWith('-') || flag === '-') break; // the remote command starts here
+    if (!flag.startsWith('-') || flag === '-') break; // the operands start here
     const eq = flag.startsWith('--') ? flag.indexOf('=') : -1;
     const name = eq === -1 ? flag : flag.slice(0, eq);
+    let tookValue = false;
     const value = (): string => {
+      tookValue = true;
       if (eq !== -1) return flag.slice(eq + 1);
       const v = argv[++i];
       if (v === undefined) throw new UsageError(`${name} needs a value`);
@@ -80,6 +98,7 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
     switch (name) {
       case '-h':
       case '--help':
+        if (eq !== -1) throw new UsageError(`${name} takes no value`);
         return 'help';
       case '--url':
         out.url = value();
@@ -90,31 +109,6 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
       case '--ca':
         out.caFile = value();
         break;
-      case '-t':
-      case '--tty':
-        out.tty = true;
-        break;
-      case '-e':
-      case '--env': {
-        const kv = value();
-        const at = kv.indexOf('=');
-        if (at === -1 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(kv)) {
-          // `--env NAME` forwards this side's value (as `docker run -e NAME`); skipped when unset.
-          const local = environment[kv];
-          if (local !== undefined) out.env[kv] = local;
-          break;
-        }
-        if (at <= 0) throw new UsageError(`${name} expects NAME=VALUE or a variable NAME (got '${kv}')`);
-        out.env[kv.slice(0, at)] = kv.slice(at + 1);
-        break;
-      }
-      case '--inherit-env':
-        out.inheritEnv = true;
-        break;
-      case '--cwd':
-        out.cwd = value();
-        if (out.cwd === '') throw new UsageError('--cwd needs a directory (got an empty one)');
-        break;
       case '--recovery-deadline':
         out.recoveryDeadlineMs = parseDuration(name, value());
         break;
@@ -122,16 +116,67 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
         out.keepaliveTimeoutMs = parseDuration(name, value());
         break;
       default:
-        throw new UsageError(`unknown option '${flag}' (the remote command starts at the first argument that is not an option)`);
+        if (!own(name, value)) throw new UsageError(`unknown option '${name}'${unknownHint}`);
+        // `--tty=yes`: a switch given a value is a mistake, not a yes.
+        if (eq !== -1 && !tookValue) throw new UsageError(`${name} takes no value`);
     }
   }
-  const remote = argv.slice(i);
   const url = out.url ?? environment.TETHER_URL;
   if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
   if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
+  return { connection: { ...out, url }, operands: argv.slice(i) };
+}
+
+/**
+ * Parses `[options] command args…` as ssh and `docker run` do: options end at the first
+ * argument that is not one (or at `--`), and that argument and everything after it are the
+ * remote command, untouched — its own options included (`tether exec --url U ls -la`). So
+ * hosts that drop a `--` (the MCP Inspector) still launch `tether mcp` right. Returns 'help'
+ * for -h/--help; problems are `UsageError`s naming them.
+ */
+export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
+  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd'> = { tty: false, env: {}, inheritEnv: false };
+  const parsed = parseLeadingOptions(
+    argv,
+    environment,
+    (name, value) => {
+      switch (name) {
+        case '-t':
+        case '--tty':
+          own.tty = true;
+          return true;
+        case '-e':
+        case '--env': {
+          const kv = value();
+          const at = kv.indexOf('=');
+          if (at === -1 && /^[A-Za-z_][A-Za-z0-9_]*$/.test(kv)) {
+            // `--env NAME` forwards this side's value (as `docker run -e NAME`); skipped when unset.
+            const local = environment[kv];
+            if (local !== undefined) own.env[kv] = local;
+            return true;
+          }
+          if (at <= 0) throw new UsageError(`${name} expects NAME=VALUE or a variable NAME (got '${kv}')`);
+          own.env[kv.slice(0, at)] = kv.slice(at + 1);
+          return true;
+        }
+        case '--inherit-env':
+          own.inheritEnv = true;
+          return true;
+        case '--cwd':
+          own.cwd = value();
+          if (own.cwd === '') throw new UsageError('--cwd needs a directory (got an empty one)');
+          return true;
+        default:
+          return false;
+      }
+    },
+    ' (the remote command starts at the first argument that is not an option)',
+  );
+  if (parsed === 'help') return 'help';
+  const remote = parsed.operands;
   if (remote.length === 0) throw new UsageError(`no remote command given (tether ${command} --url ws://HOST:PORT <command> [args…])`);
   if (remote[0] === '') throw new UsageError("the remote command is empty ('')");
-  return { ...out, url, command: remote };
+  return { ...parsed.connection, ...own, command: remote };
 }
 
 /** The PEM text of --ca FILE (undefined without the flag). */
