@@ -179,7 +179,8 @@ describe('connection cap', () => {
   });
 
   it('refuses process starts that would eat the descriptors promised to connections, clearly, and still admits every connection', async () => {
-    served = await spawnServe(['--listen', 'ws://127.0.0.1:0'], { unprivileged: true, nofile: 256 }); // cap: 64 connections
+    // The derived process cap (36 here) would refuse first: lift it to reach the descriptor check behind it.
+    served = await spawnServe(['--listen', 'ws://127.0.0.1:0', '--max-server-processes', '1000'], { unprivileged: true, nofile: 256 }); // cap: 64 connections
     const c = await RawClient.connect(served.url);
     await c.handshake();
     let started = 0;
@@ -190,7 +191,7 @@ describe('connection cap', () => {
       else started++;
     }
     expect(started).toBeGreaterThan(10);
-    expect(refusal).toMatchObject({ code: -32600, message: expect.stringMatching(/too many open descriptors: \d+ of the server's limit of 256 .* kept for connections/) });
+    expect(refusal).toMatchObject({ code: -32603, message: expect.stringMatching(/too many open descriptors: \d+ of the server's limit of 256 .* kept for connections/) });
     // The 63 connections the cap still admits all get in; the next one is told why not.
     const others = await Promise.all(Array.from({ length: 63 }, () => RawClient.connect(served!.url)));
     await Promise.all(others.map((o) => o.handshake()));

@@ -43,6 +43,14 @@ options:
                              (refused otherwise: anyone reaching the port runs commands)
   --max-sessions N           sessions per server (default ${Defaults.maxSessions})
   --max-processes N          live processes per session (default ${Defaults.maxProcessesPerSession})
+  --max-server-processes N   processes on the whole server at once (default: derived from the
+                             descriptor limit, 4 per process, and the machine's process ids)
+  --max-ptys N               tty processes on the whole server at once (default: kernel.pty.max
+                             less kernel.pty.reserve, at most the process cap)
+  --memory-budget SIZE       bytes clients and children can make the server hold (output not
+                             yet read, queued input, send buffers, file data): producers pause
+                             at 90%, new sessions and processes are refused at 100% (default:
+                             a quarter of RAM or of the cgroup's memory limit, at most 1GiB)
   --max-message-size SIZE    largest incoming message (default 16MiB)
   --max-connections N        open sockets at most; more are answered HTTP 503 (default: a
                              quarter of the descriptor limit, at most 10000)
@@ -131,6 +139,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       'max-sessions': { type: 'string' },
       'max-processes': { type: 'string' },
       'max-message-size': { type: 'string' },
+      'max-server-processes': { type: 'string' },
+      'max-ptys': { type: 'string' },
+      'memory-budget': { type: 'string' },
       'max-connections': { type: 'string' },
       'stall-timeout': { type: 'string' },
       'initialize-timeout': { type: 'string' },
@@ -154,6 +165,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
   if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);
   if (v['max-processes'] !== undefined) options.maxProcessesPerSession = parseCount('--max-processes', v['max-processes']);
+  if (v['max-server-processes'] !== undefined) options.maxServerProcesses = parseCount('--max-server-processes', v['max-server-processes']);
+  if (v['max-ptys'] !== undefined) options.maxPtys = parseCount('--max-ptys', v['max-ptys']);
+  if (v['memory-budget'] !== undefined) options.memoryBudgetBytes = parseSize('--memory-budget', v['memory-budget']);
   if (v['max-connections'] !== undefined) options.maxConnections = parseCount('--max-connections', v['max-connections']);
   if (v['stall-timeout'] !== undefined) options.stallTimeoutMs = parseDuration('--stall-timeout', v['stall-timeout']);
   if (v['initialize-timeout'] !== undefined) options.initializeTimeoutMs = parseDuration('--initialize-timeout', v['initialize-timeout']);

@@ -11,8 +11,10 @@ import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
 import { isAllowedLoopbackHost, isLoopbackName } from '../util/loopback.js';
 import { checkUpgrade, digest } from './auth.js';
+import { serverCapacity } from './capacity.js';
 import { defaultMaxConnections, DescriptorBudget, descriptorLimit } from './descriptors.js';
 import { Connection, type BackpressureMarks } from './connection.js';
+import type { MemoryBudget } from './memory-budget.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { createRpcServer, type ServerState } from './methods.js';
 import { prepareKeepers } from './keeper.js';
@@ -86,6 +88,21 @@ export interface TetherServerOptions {
   maxInflightRequests?: number;
   /** Live processes per session (1024). */
   maxProcessesPerSession?: number;
+  /**
+   * Bytes of everything clients and children can make the server hold (output not yet
+   * acknowledged or kept for replay, queued input, send buffers, file data): producers pause
+   * at 90 % of it, and at 100 % new sessions and processes are refused. Default: a quarter
+   * of the memory limit (RAM, or the cgroup's if lower), at most 1 GiB.
+   */
+  memoryBudgetBytes?: number;
+  /**
+   * Processes (and their keepers) on the whole server at once. Default: derived from the
+   * descriptor limit (what connections, files and the server keep aside, at 4 per process)
+   * and the machine's process ids.
+   */
+  maxServerProcesses?: number;
+  /** tty processes on the whole server at once. Default: kernel.pty.max less kernel.pty.reserve, at most the process cap. */
+  maxPtys?: number;
   /** Sessions per server, attached or detached (10000). */
   maxSessions?: number;
   /** Server → client ping interval (30 s); a connection that misses two pongs in a row is dropped. */
@@ -158,6 +175,8 @@ export class TetherServer extends EventEmitter {
   /** Every open TCP socket, upgraded or not: what the connection cap counts. */
   private openSockets = 0;
   readonly maxConnections: number;
+  /** The server-wide memory budget (what every byte holder reports to). */
+  readonly memory: MemoryBudget;
   private closing: Promise<void> | null = null;
   private readonly maxMessageBytes: number;
 
@@ -177,9 +196,20 @@ export class TetherServer extends EventEmitter {
     const descriptorLimitNow = descriptorLimit();
     this.maxConnections = opts.maxConnections ?? defaultMaxConnections(descriptorLimitNow);
     const descriptors = new DescriptorBudget(descriptorLimitNow, () => Math.max(0, this.maxConnections - this.openSockets));
+    const capacity = serverCapacity({
+      descriptorLimit: descriptorLimitNow,
+      maxConnections: this.maxConnections,
+      memoryBudgetBytes: opts.memoryBudgetBytes,
+      maxServerProcesses: opts.maxServerProcesses,
+      maxPtys: opts.maxPtys,
+    });
+    log('info', capacity.summary);
+    this.memory = capacity.memory;
     this.state = {
       sessions: new Map(),
       descriptors,
+      memory: capacity.memory,
+      capacity: capacity.processes,
       maxSessions: opts.maxSessions ?? Defaults.maxSessions,
       livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
       limits: {
@@ -258,6 +288,8 @@ export class TetherServer extends EventEmitter {
         processesPerSession: this.state.limits.maxProcesses,
         outputRetentionBytes: this.state.limits.output.retentionBytes,
       },
+      memory: capacity.memory,
+      capacity: capacity.processes,
     });
 
     http.on('request', (req, res) => {

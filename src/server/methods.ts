@@ -22,6 +22,7 @@ import {
   EXTENSIONS_VERSION,
   acceptExtensions,
   sameExtensions,
+  internalError,
   invalidParams,
   invalidRequest,
   methodNotFound,
@@ -36,7 +37,9 @@ import type {
   SessionListResult,
 } from '../protocol/index.js';
 import type { Connection, ConnectionContext } from './connection.js';
+import type { ProcessCapacity } from './capacity.js';
 import type { DescriptorBudget } from './descriptors.js';
+import type { MemoryBudget } from './memory-budget.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { listSessions } from './listing.js';
@@ -52,6 +55,10 @@ export interface ServerState {
   sessions: Map<string, Session>;
   /** Admits process starts within the descriptor limit. */
   descriptors?: Pick<DescriptorBudget, 'admitStart' | 'startDone'>;
+  /** The server-wide memory budget: new sessions are refused when it is spent. */
+  memory?: MemoryBudget;
+  /** The server-wide process and pty caps (and the memory budget) for process/start. */
+  capacity?: ProcessCapacity;
   limits: SessionLimits;
   /** Limits of the filesystem methods (server/fs/methods.ts). */
   fs: FsServerLimits;
@@ -162,6 +169,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       if (state.sessions.size >= state.maxSessions) {
         throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
       }
+      const full = state.memory?.refusal('session');
+      if (full) throw internalError(full);
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, p.clientName);
@@ -221,9 +230,15 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         `too many processes: this session already runs ${state.limits.maxProcesses}, the limit (--max-processes)`,
       );
     }
+    const admitted = state.capacity?.admit(p.tty) ?? { ticket: () => {} };
+    if ('refusal' in admitted) throw internalError(admitted.refusal);
     const noRoom = state.descriptors?.admitStart();
-    if (noRoom) throw invalidRequest(noRoom);
+    if (noRoom) {
+      admitted.ticket();
+      throw internalError(noRoom);
+    }
     session.starting.add(p.processId);
+    let started: ManagedProcess | null = null;
     try {
       const proc = await ManagedProcess.start(
         {
@@ -246,6 +261,9 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         if (err instanceof RpcError && err.data !== undefined && !session.extensions.has('startErrorDetail')) throw new RpcError(err.code, err.message);
         throw err;
       });
+      started = proc;
+      // Its room on the server is taken until its keeper is gone (descendants included).
+      void proc.whenGone.then(admitted.ticket);
       if (session.isExpired) {
         proc.killTree();
         throw invalidRequest(Messages.unknownSession(session.id));
@@ -259,6 +277,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     } finally {
       session.starting.delete(p.processId);
       state.descriptors?.startDone();
+      if (!started) admitted.ticket();
     }
     return { processId: p.processId, sandboxType: 'none' };
   });

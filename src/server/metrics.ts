@@ -8,6 +8,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { UpgradeVerdict } from './auth.js';
+import type { ProcessCapacity } from './capacity.js';
+import { MEMORY_HOLDERS, type MemoryBudget } from './memory-budget.js';
 import type { ServerMonitor, MonitorCounters } from './monitor.js';
 import type { Session } from './session.js';
 
@@ -18,6 +20,9 @@ export interface MetricsSource {
   connections(): number;
   sockets(): number;
   limits: { sessions: number; connections: number; processesPerSession: number; outputRetentionBytes: number };
+  /** The server-wide memory budget and process caps (issue 13). */
+  memory?: MemoryBudget;
+  capacity?: ProcessCapacity;
 }
 
 /** Process-wide metrics (one Node process, whatever number of servers it runs). */
@@ -134,7 +139,7 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
   });
   new Gauge({
     name: 'tether_budget_limit',
-    help: 'Configured limits: sessions and connections per server, processes per session, retained output per process (bytes)',
+    help: 'Configured limits: sessions and connections per server, processes per session, retained output per process (bytes), the memory budget (bytes), processes and tty processes per server',
     labelNames: ['budget'],
     registers: [registry],
     collect() {
@@ -143,11 +148,16 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
       this.set({ budget: 'connections' }, l.connections);
       this.set({ budget: 'processes_per_session' }, l.processesPerSession);
       this.set({ budget: 'output_retention_bytes' }, l.outputRetentionBytes);
+      if (source.memory) this.set({ budget: 'memory_bytes' }, source.memory.limit);
+      if (source.capacity) {
+        this.set({ budget: 'processes' }, source.capacity.maxProcesses);
+        this.set({ budget: 'ptys' }, source.capacity.maxPtys);
+      }
     },
   });
   new Gauge({
     name: 'tether_budget_used',
-    help: 'Use of each limit: sessions, open sockets, the busiest session\'s live processes, the fullest process\'s retained output (bytes)',
+    help: 'Use of each limit: sessions, open sockets, the busiest session\'s live processes, the fullest process\'s retained output (bytes), memory held (bytes), live processes and tty processes',
     labelNames: ['budget'],
     registers: [registry],
     collect() {
@@ -156,8 +166,33 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
       this.set({ budget: 'connections' }, source.sockets());
       this.set({ budget: 'processes_per_session' }, s.maxLiveProcesses);
       this.set({ budget: 'output_retention_bytes' }, s.maxRetained);
+      if (source.memory) this.set({ budget: 'memory_bytes' }, source.memory.used);
+      if (source.capacity) {
+        this.set({ budget: 'processes' }, source.capacity.live);
+        this.set({ budget: 'ptys' }, source.capacity.liveTty);
+      }
     },
   });
+  const memory = source.memory;
+  if (memory) {
+    new Gauge({
+      name: 'tether_memory_held_bytes',
+      help: 'Bytes held under the memory budget, by holder (output kept for replay, unacknowledged output, queued input and requests, send buffers, file data, HTTP bodies)',
+      labelNames: ['holder'],
+      registers: [registry],
+      collect() {
+        for (const holder of MEMORY_HOLDERS) this.set({ holder }, memory.heldBy(holder));
+      },
+    });
+    new Gauge({
+      name: 'tether_memory_pressured',
+      help: '1 while the memory budget is past its pause mark (producers are not read)',
+      registers: [registry],
+      collect() {
+        this.set(memory.pressured ? 1 : 0);
+      },
+    });
+  }
   return registry;
 }
 
