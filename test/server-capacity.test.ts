@@ -56,15 +56,16 @@ describe('memory limit and the default budget', () => {
 });
 
 describe('the process and pty caps', () => {
-  const here = { descriptorLimit: 20_000, maxConnections: 5000, pidLimit: 32_768, ptys: { max: 4096, reserve: 1024 } };
+  // fs: 2500 open files (an eighth) and 256 operations in flight.
+  const here = { descriptorLimit: 20_000, maxConnections: 5000, filesDescriptors: 2756, pidLimit: 32_768, ptys: { max: 4096, reserve: 1024 } };
 
   it('derives the process cap from the descriptors left after connections, the server and files, at 4 per process', () => {
     expect(DESCRIPTORS_PER_PROCESS).toBe(4);
     const cap = deriveMaxProcesses(here);
-    // 20000 - 5000 connections - 32 for the server - 1250 for files = 13718, / 4
-    expect(cap.value).toBe(3429);
-    expect(cap.origin).toMatch(/descriptor limit of 20000 \(RLIMIT_NOFILE\) less 5000 for connections/);
-    expect(deriveMaxProcesses({ ...here, descriptorLimit: 256, maxConnections: 64 }).value).toBe(36);
+    // 20000 - 5000 connections - 32 for the server - 2756 for files = 12212, / 4
+    expect(cap.value).toBe(3053);
+    expect(cap.origin).toBe('its descriptor limit of 20000 (RLIMIT_NOFILE) less 5000 for connections, 32 for itself and 2756 for files, at 4 per process');
+    expect(deriveMaxProcesses({ ...here, descriptorLimit: 256, maxConnections: 64, filesDescriptors: 40 }).value).toBe(30);
   });
 
   it('lets the process ids bind when they are scarcer (two tasks per process, three quarters of the machine)', () => {
@@ -78,19 +79,20 @@ describe('the process and pty caps', () => {
 
   it('derives the pty cap from kernel.pty.max less the reserve a container cannot use, at most the process cap', () => {
     expect(ptyFacts(machine({ '/proc/sys/kernel/pty/max': '4096\n', '/proc/sys/kernel/pty/reserve': '1024\n' }))).toEqual({ max: 4096, reserve: 1024 });
-    expect(deriveMaxPtys(here, 3429)).toEqual({ value: 3072, origin: 'kernel.pty.max 4096 less kernel.pty.reserve 1024' });
+    expect(deriveMaxPtys(here, 5000)).toEqual({ value: 3072, origin: 'kernel.pty.max 4096 less kernel.pty.reserve 1024' });
+    expect(deriveMaxPtys(here, 3053)).toEqual({ value: 3053, origin: 'the process cap' });
     expect(deriveMaxPtys(here, 100).value).toBe(100);
     expect(deriveMaxPtys({ ...here, ptys: null }, 100).value).toBe(100);
   });
 
   it('summarizes every limit and its origin for the start log', () => {
-    const read = machine({ '/proc/sys/kernel/pty/max': '4096', '/proc/sys/kernel/pty/reserve': '1024', '/proc/sys/kernel/pid_max': '32768' });
-    const { summary, memory, processes } = serverCapacity({ descriptorLimit: 20_000, maxConnections: 5000, read, ram: 24 * GiB });
+    const read = machine({ '/proc/sys/kernel/pty/max': '2048', '/proc/sys/kernel/pty/reserve': '1024', '/proc/sys/kernel/pid_max': '32768' });
+    const { summary, memory, processes } = serverCapacity({ descriptorLimit: 20_000, maxConnections: 5000, filesDescriptors: 2756, read, ram: 24 * GiB });
     expect(memory.limit).toBe(GiB);
-    expect(processes.maxProcesses).toBe(3429);
-    expect(processes.maxPtys).toBe(3072);
-    expect(summary).toMatch(/memory budget 1\.0GiB \(a quarter of the 24GiB of RAM, at most 1GiB\); 3429 processes .*; 3072 tty processes \(kernel.pty.max 4096 less kernel.pty.reserve 1024\)/);
-    const configured = serverCapacity({ descriptorLimit: 20_000, maxConnections: 5000, read, ram: 24 * GiB, memoryBudgetBytes: 4 << 20, maxServerProcesses: 7, maxPtys: 3 });
+    expect(processes.maxProcesses).toBe(3053);
+    expect(processes.maxPtys).toBe(1024);
+    expect(summary).toMatch(/memory budget 1\.0GiB \(a quarter of the 24GiB of RAM, at most 1GiB\); 3053 processes .*; 1024 tty processes \(kernel.pty.max 2048 less kernel.pty.reserve 1024\)/);
+    const configured = serverCapacity({ descriptorLimit: 20_000, maxConnections: 5000, filesDescriptors: 2756, read, ram: 24 * GiB, memoryBudgetBytes: 4 << 20, maxServerProcesses: 7, maxPtys: 3 });
     expect(configured.summary).toMatch(/memory budget 4\.0MiB \(--memory-budget\); 7 processes \(its configuration\); 3 tty processes/);
   });
 });

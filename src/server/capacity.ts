@@ -6,8 +6,9 @@
  *
  * What a process costs, counted in /proc/<server>/fd: its keeper's stdout, stderr and control
  * socket, plus stdin when piped (a tty process: stdin, stdout, control) — 4 at most. So the
- * descriptors left after the connections' share (descriptors.ts), the server's own and a
- * share for files and outbound sockets, divided by 4, is the process cap. Each process is two
+ * descriptors left after the connections' share (descriptors.ts), the server's own and what
+ * the fs methods may hold (their open-file cap and operations in flight), divided by 4, is
+ * the process cap. Each process is two
  * tasks (keeper and command), and the machine's process ids are shared with everyone else:
  * at most three quarters of them, halved. A tty process also needs one of the pseudo-terminals
  * a container can get (`kernel.pty.max` less `kernel.pty.reserve`), shared machine-wide.
@@ -29,18 +30,15 @@ export interface DerivedCap {
 export interface MachineFacts {
   descriptorLimit: number;
   maxConnections: number;
+  /** Descriptors the fs methods may hold at once (file handles across sessions, operations in flight). */
+  filesDescriptors: number;
   pidLimit: number | null;
   ptys: PtyFacts | null;
 }
 
-/** Descriptors left for files (fs handles) and outbound sockets (`http/request`): a sixteenth of the limit. */
-export function descriptorsForFiles(limit: number): number {
-  return Math.floor(limit / 16);
-}
-
 /** The server-wide process cap. */
 export function deriveMaxProcesses(m: MachineFacts): DerivedCap {
-  const files = descriptorsForFiles(m.descriptorLimit);
+  const files = m.filesDescriptors;
   const room = m.descriptorLimit - m.maxConnections - DESCRIPTORS_RESERVED - files;
   const byDescriptors = Math.max(1, Math.floor(room / DESCRIPTORS_PER_PROCESS));
   const origin =
@@ -143,6 +141,8 @@ export class ProcessCapacity {
 export interface ServerCapacityOptions {
   descriptorLimit: number;
   maxConnections: number;
+  /** Descriptors the fs methods may hold at once (their --max-open-files and operations in flight). */
+  filesDescriptors: number;
   /** --memory-budget; default: a quarter of the memory limit (RAM or the cgroup's), at most 1 GiB. */
   memoryBudgetBytes?: number;
   /** --max-server-processes; default derived (`deriveMaxProcesses`). */
@@ -170,7 +170,13 @@ export function serverCapacity(o: ServerCapacityOptions): ServerCapacity {
       ? '--memory-budget'
       : `a quarter of ${limit.source === 'cgroup' ? `the cgroup's memory limit of ${formatBytes(limit.bytes)}` : `the ${formatBytes(limit.bytes)} of RAM`}, at most 1GiB`;
   const ptys = ptyFacts(read);
-  const facts: MachineFacts = { descriptorLimit: o.descriptorLimit, maxConnections: o.maxConnections, pidLimit: pidLimit(read), ptys };
+  const facts: MachineFacts = {
+    descriptorLimit: o.descriptorLimit,
+    maxConnections: o.maxConnections,
+    filesDescriptors: o.filesDescriptors,
+    pidLimit: pidLimit(read),
+    ptys,
+  };
   const maxProcesses = o.maxServerProcesses !== undefined ? { value: o.maxServerProcesses, origin: 'its configuration' } : deriveMaxProcesses(facts);
   const maxPtys = o.maxPtys !== undefined ? { value: o.maxPtys, origin: 'its configuration' } : deriveMaxPtys(facts, maxProcesses.value);
   const memory = new MemoryBudget(memoryBytes);

@@ -196,9 +196,17 @@ export class TetherServer extends EventEmitter {
     const descriptorLimitNow = descriptorLimit();
     this.maxConnections = opts.maxConnections ?? defaultMaxConnections(descriptorLimitNow);
     const descriptors = new DescriptorBudget(descriptorLimitNow, () => Math.max(0, this.maxConnections - this.openSockets));
+    const fs: FsServerLimits = {
+      ...FsDefaults,
+      // Descriptors held by fs scale with the limit, so they leave room for connections and processes.
+      maxOpenFiles: Math.max(16, Math.min(FsDefaults.maxOpenFiles, Math.floor(descriptorLimitNow / 8))),
+      maxOperations: Math.max(8, Math.min(FsDefaults.maxOperations, Math.floor(descriptorLimitNow / 32))),
+      ...opts.fs,
+    };
     const capacity = serverCapacity({
       descriptorLimit: descriptorLimitNow,
       maxConnections: this.maxConnections,
+      filesDescriptors: fs.maxOpenFiles + fs.maxOperations,
       memoryBudgetBytes: opts.memoryBudgetBytes,
       maxServerProcesses: opts.maxServerProcesses,
       maxPtys: opts.maxPtys,
@@ -219,7 +227,7 @@ export class TetherServer extends EventEmitter {
         output: outputLimits(opts),
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
-      fs: { ...FsDefaults, maxOpenFiles: Math.max(16, Math.min(FsDefaults.maxOpenFiles, Math.floor(descriptorLimit() / 8))), ...opts.fs },
+      fs,
       log,
       monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,
