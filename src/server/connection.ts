@@ -12,6 +12,7 @@ import type { JSONRPCServer } from 'json-rpc-2.0';
 import { decodeFrame, Dialect, ErrorCode, Method, withJsonrpc } from '../protocol/index.js';
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
+import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
@@ -30,10 +31,18 @@ const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
   Method.sessionClose,
 ]);
 
+/**
+ * A request frame up to this size passes even with the server's memory budget spent: reads,
+ * acknowledgements and control calls are how memory comes back, and cost next to nothing.
+ */
+const SMALL_REQUEST_BYTES = 64 * 1024;
+
 export interface ConnectionContext {
   conn: Connection;
   /** Runs right after this request's answer was handed to the socket (so it precedes what this sends). */
   afterReply?: () => void;
+  /** Bytes reserved for this request's answer (`reserveAnswer`), given back once it is sent. */
+  answerBytes?: number;
 }
 
 export interface BackpressureMarks {
@@ -61,6 +70,10 @@ export class Connection implements SessionLink {
   private missedPongs = 0;
   /** Callers of `whenDrained` waiting for the send buffer to fall below the low-water mark. */
   private drainWaiters: Array<() => void> = [];
+  /** Bytes reserved for answers being built (admitted by `reserveAnswer`, not yet handed to the socket). */
+  private answerBytes = 0;
+  /** Callers of `reserveAnswer` waiting for a reserved answer to be sent. */
+  private answerWaiters: Array<() => void> = [];
   private backloggedAtPing = false;
   private pingAt = 0;
   /**
@@ -74,6 +87,15 @@ export class Connection implements SessionLink {
   private inflight = 0;
   /** Past this many in flight, new requests are refused at once (the server sets it). */
   maxInflight = Number.POSITIVE_INFINITY;
+  /**
+   * Bytes of the frames of requests dispatched and not yet settled: their data is held
+   * meanwhile (a write's, until the child's stdin takes it).
+   */
+  private requestBytes = 0;
+  /** Past this many bytes in flight, new requests are refused at once (the server sets it: the largest message). */
+  maxRequestBytes = Number.POSITIVE_INFINITY;
+  /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
+  private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount } | null = null;
   private initializeTimer: NodeJS.Timeout | null = null;
   constructor(
     readonly ws: WebSocket,
@@ -160,6 +182,29 @@ export class Connection implements SessionLink {
     }
   }
 
+  /** Counts this connection's requests in flight and its send buffer in the server's memory budget. */
+  useMemoryBudget(budget: MemoryBudget): void {
+    this.memory = { budget, requests: budget.account('input'), send: budget.account('send') };
+  }
+
+  /** Why a request that is not answered at once is refused now (it would hold too much), or null. */
+  private refusalInFlight(frameBytes: number): { code: number; message: string } | null {
+    if (this.inflight >= this.maxInflight) {
+      return {
+        code: ErrorCode.InvalidRequest,
+        message: `too many requests in flight on this connection (at most ${this.maxInflight}); wait for answers before sending more`,
+      };
+    }
+    if (this.requestBytes > 0 && this.requestBytes + frameBytes > this.maxRequestBytes) {
+      return {
+        code: ErrorCode.InvalidRequest,
+        message: `too many bytes of requests in flight on this connection (at most ${this.maxRequestBytes}, the largest message); wait for answers before sending more`,
+      };
+    }
+    const full = frameBytes > SMALL_REQUEST_BYTES ? this.memory?.budget.refusal('large request') : null;
+    return full ? { code: ErrorCode.InternalError, message: full } : null;
+  }
+
   private onMessage(data: Buffer | Buffer[], _isBinary: boolean): void {
     const decoded = decodeFrame(data);
     if (!decoded.ok) {
@@ -174,32 +219,35 @@ export class Connection implements SessionLink {
       this.onAck(message.params);
       return;
     }
-    if (this.inflight >= this.maxInflight && !ANSWERED_AT_ONCE.has(message.method)) {
-      // Each waiting request holds memory (a long-poll for as long as it asks): bounded here.
-      if (message.kind === 'request') {
-        this.send({
-          id: message.id,
-          error: {
-            code: ErrorCode.InvalidRequest,
-            message: `too many requests in flight on this connection (at most ${this.maxInflight}); wait for answers before sending more`,
-          },
-        });
-      }
+    const frameBytes = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.length;
+    // Each waiting request holds memory (a long-poll for as long as it asks, a write until
+    // the child reads): bounded here in count and bytes, and by the server's memory budget.
+    const refusal = ANSWERED_AT_ONCE.has(message.method) ? null : this.refusalInFlight(frameBytes);
+    if (refusal) {
+      if (message.kind === 'request') this.send({ id: message.id, error: refusal });
       return;
     }
     this.inflight++;
+    this.requestBytes += frameBytes;
+    this.memory?.requests.add(frameBytes);
     const ctx: ConnectionContext = { conn: this };
+    const settled = () => {
+      this.inflight--;
+      this.requestBytes -= frameBytes;
+      this.memory?.requests.add(-frameBytes);
+      if (ctx.answerBytes) this.answerSent(ctx.answerBytes);
+    };
     this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
       (response) => {
-        this.inflight--;
         if (response) this.send(response);
         ctx.afterReply?.();
+        settled();
       },
       (err: unknown) => {
-        this.inflight--;
         if (message.kind === 'request') {
           this.send({ id: message.id, error: { code: -32603, message: err instanceof Error ? err.message : String(err) } });
         }
+        settled();
       },
     );
   }
@@ -278,6 +326,37 @@ export class Connection implements SessionLink {
     return frame;
   }
 
+  /**
+   * For a request whose answer may be large (a process/read of the whole retention): waits
+   * until the send buffer, plus the answers already being built, leaves room under the
+   * high-water mark for `bytes` more (one answer always passes), then reserves them until the
+   * answer is sent. So a client that asks and asks without reading its socket has about the
+   * high-water mark queued for it, not one answer per request.
+   */
+  async reserveAnswer(ctx: ConnectionContext, bytes: number): Promise<void> {
+    for (;;) {
+      if (this.closed) return;
+      if (this.backpressured) {
+        await this.whenDrained();
+        // The buffer drained: the first answer waiting goes now, even if the session's events
+        // refilled it meanwhile (else a streaming process could starve reads forever).
+        if (this.answerBytes === 0 || this.closed) break;
+        continue;
+      }
+      if (this.answerBytes === 0 || this.ws.bufferedAmount + this.answerBytes + bytes <= this.marks.highWaterBytes) break;
+      await new Promise<void>((resolve) => this.answerWaiters.push(resolve));
+    }
+    this.answerBytes += bytes;
+    ctx.answerBytes = (ctx.answerBytes ?? 0) + bytes;
+  }
+
+  private answerSent(bytes: number): void {
+    this.answerBytes -= bytes;
+    const waiters = this.answerWaiters;
+    this.answerWaiters = [];
+    for (const wake of waiters) wake();
+  }
+
   /** Resolves once the send buffer is below the low-water mark (at once if it is, or if the socket is gone). */
   whenDrained(): Promise<void> {
     if (!this.backpressured || this.closed) return Promise.resolve();
@@ -292,12 +371,14 @@ export class Connection implements SessionLink {
 
   /** Above the high-water mark until it drains to the low one. */
   private checkBackpressure(): void {
+    this.memory?.send.set(this.ws.bufferedAmount);
     if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) this.backpressured = true;
   }
 
   /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
   private readonly afterSend = (): void => {
     this.progressAt = performance.now();
+    this.memory?.send.set(this.ws.bufferedAmount);
     if (this.ws.bufferedAmount > this.marks.lowWaterBytes) return;
     if (this.backpressured) {
       this.backpressured = false;
@@ -311,10 +392,13 @@ export class Connection implements SessionLink {
   onClosed(): void {
     if (this.closed) return;
     this.closed = true;
+    // What was queued died with the socket; requests in flight still hold their data until they settle.
+    this.memory?.send.close();
     if (this.probeTimer) clearTimeout(this.probeTimer);
     if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();
     this.wakeDrainWaiters();
+    this.answerSent(0);
     const session = this.session;
     this.session = null;
     session?.detach(this);

@@ -340,6 +340,8 @@ export class TetherServer extends EventEmitter {
         const conn = this.onConnection(ws, verdict.credential, req, rpc, marks);
         conn.requireInitializeWithin(initializeTimeoutMs);
         conn.maxInflight = maxInflight;
+        conn.maxRequestBytes = this.maxMessageBytes;
+        conn.useMemoryBudget(this.memory);
       });
     });
 

@@ -83,7 +83,7 @@ export class MemoryBudget {
   }
 
   /** Why a new `what` is refused now, naming the budget; null while the budget has room. */
-  refusal(what: 'session' | 'process'): string | null {
+  refusal(what: 'session' | 'process' | 'large request'): string | null {
     if (!this.full) return null;
     const holders = MEMORY_HOLDERS.filter((h) => this.held[h] > 0)
       .sort((a, b) => this.held[b] - this.held[a])

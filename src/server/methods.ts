@@ -282,12 +282,18 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     return { processId: p.processId, sandboxType: 'none' };
   });
 
-  rpc.addMethod(Method.processRead, async (params, { conn }): Promise<ProcessReadResult> => {
+  rpc.addMethod(Method.processRead, async (params, ctx): Promise<ProcessReadResult> => {
+    const { conn } = ctx;
     const p = parseParams(Method.processRead, ProcessReadParamsSchema, params);
     const session = requireReady(conn, 'exec');
     const afterSeq = p.afterSeq ?? 0;
     const proc = requireProcess(session, p.processId);
     await proc.waitForNews(afterSeq, Math.min(p.waitMs ?? 0, MAX_WAIT_MS), conn.signal);
+    // An answer can carry what the process keeps, up to the read cap (base64: 4/3 of it): a
+    // client that asks without reading its answers waits here, so about the high-water mark is
+    // queued for it, not one answer per request.
+    const answerBytes = Math.min(p.maxBytes ?? Number.POSITIVE_INFINITY, proc.retained, session.limits.output.readCapBytes);
+    await conn.reserveAnswer(ctx, Math.ceil((answerBytes * 4) / 3) + 256);
     return proc.read(afterSeq, p.maxBytes ?? null);
   });
 

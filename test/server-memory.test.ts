@@ -1,0 +1,114 @@
+/**
+ * The memory budget end to end (issue 13): what clients can make the server hold — requests
+ * in flight (a write's data until the child reads it), answers queued on a socket nobody
+ * reads, buffered HTTP bodies — is counted in the budget and bounded; with the budget spent,
+ * new sessions, processes and large requests are refused with -32603 naming it, while the
+ * small calls that give memory back still pass.
+ */
+import type { Server } from 'node:http';
+import type { Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { pathToFileURL } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../src/protocol/index.js';
+import { RawClient, RawClientPool } from './helpers/raw-client.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+
+const CWD = pathToFileURL(tmpdir()).href;
+const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+const KiB = 1024;
+const MiB = 1024 * 1024;
+
+let target: TetherTarget | undefined;
+let web: Server | undefined;
+const pool = new RawClientPool();
+afterEach(async () => {
+  await pool.dropAll();
+  web?.closeAllConnections();
+  await new Promise((resolve) => (web ? web.close(resolve) : resolve(undefined)));
+  web = undefined;
+  await target?.stop();
+  target = undefined;
+});
+
+const start = (c: RawClient, processId: string, argv: string[], extra: object = {}) =>
+  c.call('process/start', { processId, argv, cwd: CWD, env: ENV, tty: false, ...extra });
+const write = (c: RawClient, processId: string, bytes: number, n: number) =>
+  c.call('process/write', { processId, chunk: Buffer.alloc(bytes, 48 + (n % 10)).toString('base64'), writeId: `w${n}` });
+
+describe('memory budget', () => {
+  it('counts input waiting for a child that does not read it, caps it per connection, and gives it back', async () => {
+    target = await startTetherServer({ maxMessageBytes: 2 * MiB });
+    const memory = target.server.memory;
+    const c = await pool.connect(target.url);
+    await c.handshake();
+    expect((await start(c, 'deaf', ['sleep', '60'], { pipeStdin: true })).error).toBeUndefined();
+    // 512 KiB writes are ~700 KB frames: two fit in the 2 MiB a connection may have in flight.
+    const first = write(c, 'deaf', 512 * KiB, 1);
+    const second = write(c, 'deaf', 512 * KiB, 2);
+    const third = await write(c, 'deaf', 512 * KiB, 3);
+    expect(third.error).toEqual({ code: ErrorCode.InvalidRequest, message: expect.stringMatching(/too many bytes of requests in flight on this connection \(at most 2097152/) });
+    expect(memory.heldBy('input')).toBeGreaterThan(2 * 512 * KiB);
+    expect(memory.heldBy('input')).toBeLessThanOrEqual(2 * MiB);
+    // Instant calls always pass: the client can still end it.
+    expect(await c.request('process/terminate', { processId: 'deaf' })).toEqual({ running: true });
+    await Promise.all([first, second]);
+    expect(memory.heldBy('input')).toBe(0);
+  });
+
+  it('refuses new sessions, processes and large requests with -32603 naming the budget while it is spent; small calls pass; room comes back', async () => {
+    target = await startTetherServer({ memoryBudgetBytes: MiB });
+    const memory = target.server.memory;
+    // A session from before, now detached: resuming it is how a client gets its output back.
+    const away = await pool.connect(target.url);
+    const { sessionId } = await away.handshake('away');
+    await away.drop();
+    const c = await pool.connect(target.url);
+    await c.handshake();
+    expect((await start(c, 'deaf', ['sleep', '60'], { pipeStdin: true })).error).toBeUndefined();
+    const writes = [write(c, 'deaf', 512 * KiB, 1), write(c, 'deaf', 512 * KiB, 2)];
+    await c.request('environment/status', {}); // both writes were dispatched before it was answered
+    expect(memory.full).toBe(true);
+    expect(memory.pressured).toBe(true);
+    const budgetText = /^server memory budget exhausted: \d+(\.\d)?[KM]iB held of the 1\.0MiB budget \(--memory-budget\): requests and input queued for children/;
+    expect((await write(c, 'deaf', 512 * KiB, 3)).error).toEqual({ code: ErrorCode.InternalError, message: expect.stringMatching(budgetText) });
+    const refusedStart = await start(c, 'more', ['true']);
+    expect(refusedStart.error).toEqual({ code: ErrorCode.InternalError, message: expect.stringMatching(/no new process until clients read their output or sessions end$/) });
+    const other = await pool.connect(target.url);
+    const refusedSession = await other.call('initialize', { clientName: 'late' });
+    expect(refusedSession.error).toEqual({ code: ErrorCode.InternalError, message: expect.stringMatching(/no new session until/) });
+    // Small requests pass: a small write (it waits for the child like the others), a read, a resume.
+    writes.push(write(c, 'deaf', 100, 4));
+    expect((await c.call('process/read', { processId: 'deaf' })).result).toBeDefined();
+    expect((await other.call('initialize', { clientName: 'away', resumeSessionId: sessionId })).result).toMatchObject({ sessionId });
+    expect(await c.request('process/terminate', { processId: 'deaf' })).toEqual({ running: true });
+    await Promise.all(writes);
+    expect(memory.heldBy('input')).toBe(0);
+    expect(memory.full).toBe(false);
+    expect((await start(c, 'more', ['true'])).error).toBeUndefined();
+  });
+
+  it('keeps at most about the high-water mark queued for a client that asks for big reads and never reads its socket', async () => {
+    target = await startTetherServer({ outputRetentionBytes: MiB, backpressure: { highWaterBytes: MiB, lowWaterBytes: 256 * KiB } });
+    const memory = target.server.memory;
+    const c = await pool.connect(target.url);
+    await c.handshake();
+    await start(c, 'big', ['head', '-c', String(MiB), '/dev/zero']);
+    await start(c, 'sleeper', ['sleep', '60']);
+    await c.waitClosed('big');
+    const sleeperClosed = target.server.sessions.values().next().value!.processes.get('sleeper')!.whenClosed;
+    const socket = (c.ws as unknown as { _socket: Socket })._socket;
+    socket.pause();
+    const reads = Array.from({ length: 60 }, () => c.call('process/read', { processId: 'big', afterSeq: 0 }));
+    // Frames are handled in order: once the signal sent after the reads took effect, every read was dispatched.
+    c.send({ id: 'sig', method: 'process/signal', params: { processId: 'sleeper', signal: 'terminate' } });
+    await sleeperClosed;
+    // Without waiting for the buffer to drain this would be 60 answers of 1.4 MB each.
+    expect(memory.heldBy('send')).toBeLessThan(MiB + 2 * 1.5 * MiB);
+    socket.resume();
+    const answers = await Promise.all(reads);
+    for (const a of answers) expect(a.result.chunks.reduce((n: number, ch: { chunk: string }) => n + Buffer.from(ch.chunk, 'base64').length, 0)).toBe(MiB);
+    await c.drop();
+    expect(memory.heldBy('send')).toBe(0);
+  });
+});
