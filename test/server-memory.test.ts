@@ -5,8 +5,8 @@
  * new sessions, processes and large requests are refused with -32603 naming it, while the
  * small calls that give memory back still pass.
  */
-import type { Server } from 'node:http';
-import type { Socket } from 'node:net';
+import { createServer, type Server } from 'node:http';
+import type { AddressInfo, Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -110,5 +110,20 @@ describe('memory budget', () => {
     for (const a of answers) expect(a.result.chunks.reduce((n: number, ch: { chunk: string }) => n + Buffer.from(ch.chunk, 'base64').length, 0)).toBe(MiB);
     await c.drop();
     expect(memory.heldBy('send')).toBe(0);
+  });
+
+  it('reserves buffered HTTP bodies in the fs data budget: more than fit at once all arrive, in turn', async () => {
+    const body = Buffer.alloc(600 * KiB, 7);
+    web = createServer((_req, res) => res.end(body));
+    await new Promise<void>((resolve) => web!.listen(0, '127.0.0.1', () => resolve()));
+    const url = `http://127.0.0.1:${(web.address() as AddressInfo).port}/`;
+    target = await startTetherServer({ fs: { memoryBytes: MiB } });
+    const c = await pool.connect(target.url);
+    await c.handshake();
+    const answers = await Promise.all(
+      Array.from({ length: 5 }, (_, i) => c.call('http/request', { method: 'GET', url, requestId: `r${i}` })),
+    );
+    for (const a of answers) expect(Buffer.from(a.result.bodyBase64, 'base64').equals(body)).toBe(true);
+    expect(target.server.memory.heldBy('files')).toBe(0);
   });
 });

@@ -15,6 +15,7 @@ import { z } from 'zod';
 import { internalError, invalidParams, parseParams } from '../protocol/index.js';
 import type { Connection } from './connection.js';
 import { decodeBase64 } from './fs/base64.js';
+import type { ByteBudget } from './fs/budget.js';
 
 export const HttpMethod = { request: 'http/request', bodyDelta: 'http/request/bodyDelta' } as const;
 
@@ -42,6 +43,11 @@ const MAX_REDIRECTS = 10;
 export interface HttpLimits {
   /** Largest body answered in one message; larger ones need `streamResponse` (8 MiB). */
   maxBufferedBodyBytes: number;
+  /**
+   * Where a buffered body's bytes are reserved before it is read (shared with fs data, counted
+   * in the memory budget): bodies that do not fit wait their turn, their responses unread.
+   */
+  memory?: ByteBudget;
 }
 
 /** Streams in flight per connection (a requestId is unique on its connection until its last delta). */
@@ -97,10 +103,22 @@ export async function httpRequestMethod(raw: unknown, conn: Connection, limits: 
     void streamBody(response, conn, p.requestId, abort.signal).finally(release);
     return result;
   }
+  let giveBack = () => {};
   try {
+    // The whole body is reserved at once (its announced length, or the cap): reserving piece by
+    // piece, requests that each hold part of the budget could wait for one another forever.
+    const announced = Number(response.headers['content-length']);
+    const want = Number.isSafeInteger(announced) && announced >= 0 ? Math.min(announced, limits.maxBufferedBodyBytes) : limits.maxBufferedBodyBytes;
+    if (limits.memory) {
+      giveBack = await limits.memory.acquire(want, abort.signal).catch(() => {
+        response.destroy();
+        throw internalError(`http/request failed: error reading the response body of ${url.href}`);
+      });
+    }
     result.bodyBase64 = (await readBody(response, limits.maxBufferedBodyBytes, url)).toString('base64');
     return result;
   } finally {
+    giveBack();
     release();
   }
 }

@@ -43,6 +43,7 @@ import type { MemoryBudget } from './memory-budget.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { listSessions } from './listing.js';
+import { ByteBudget } from './fs/budget.js';
 import { registerFsMethods, type FsServerLimits } from './fs/methods.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
 import { ManagedProcess } from './process.js';
@@ -135,9 +136,15 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     }
   };
 
-  const fs = registerFsMethods(rpc, state.fs, requireReady);
+  // File data and buffered HTTP bodies share one sub-budget (--fs-memory, at most a quarter of
+  // the memory budget), counted in the memory budget as it is handed out.
+  const dataBudget = new ByteBudget(
+    Math.max(1, Math.min(state.fs.memoryBytes, state.memory ? Math.floor(state.memory.limit / 4) : Number.POSITIVE_INFINITY)),
+    state.memory?.account('files'),
+  );
+  const fs = registerFsMethods(rpc, state.fs, requireReady, dataBudget);
   rpc.addMethod(HttpMethod.request, (params, { conn }) =>
-    httpRequestMethod(params, conn, { maxBufferedBodyBytes: state.fs.maxReadFileBytes }, () => requireReady(conn, 'http')),
+    httpRequestMethod(params, conn, { maxBufferedBodyBytes: state.fs.maxReadFileBytes, memory: dataBudget }, () => requireReady(conn, 'http')),
   );
 
   rpc.addMethod(Method.initialize, (params, ctx): InitializeResult => {

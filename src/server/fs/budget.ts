@@ -1,13 +1,20 @@
 /**
  * A server-wide budget of bytes that fs requests may hold in memory at once (file data read
- * for an answer, decoded data to write). A request that does not fit waits, first come first
- * served; memory stays bounded by configuration whatever clients ask for.
+ * for an answer, decoded data to write; buffered `http/request` bodies too). A request that
+ * does not fit waits, first come first served; memory stays bounded by configuration whatever
+ * clients ask for. What it has handed out is reported to the server's memory budget.
  */
+import type { MemoryAccount } from '../memory-budget.js';
+
 export class ByteBudget {
   private available: number;
   private readonly waiters: Array<{ bytes: number; grant: () => void }> = [];
 
-  constructor(readonly total: number) {
+  constructor(
+    readonly total: number,
+    /** Where the bytes in use are counted (the server's memory budget), if anywhere. */
+    private readonly account?: MemoryAccount,
+  ) {
     this.available = total;
   }
 
@@ -15,7 +22,7 @@ export class ByteBudget {
   async acquire(bytes: number, signal?: AbortSignal): Promise<() => void> {
     const want = Math.min(Math.max(0, bytes), this.total);
     if (this.waiters.length === 0 && want <= this.available) {
-      this.available -= want;
+      this.take(want);
       return this.releaser(want);
     }
     await new Promise<void>((resolve, reject) => {
@@ -36,6 +43,11 @@ export class ByteBudget {
     return this.releaser(want);
   }
 
+  private take(bytes: number): void {
+    this.available -= bytes;
+    this.account?.set(this.inUse);
+  }
+
   get inUse(): number {
     return this.total - this.available;
   }
@@ -46,6 +58,7 @@ export class ByteBudget {
       if (released) return;
       released = true;
       this.available += bytes;
+      this.account?.set(this.inUse);
       this.grantWaiting();
     };
   }
@@ -53,7 +66,7 @@ export class ByteBudget {
   private grantWaiting(): void {
     while (this.waiters.length > 0 && this.waiters[0]!.bytes <= this.available) {
       const waiter = this.waiters.shift()!;
-      this.available -= waiter.bytes;
+      this.take(waiter.bytes);
       waiter.grant();
     }
   }

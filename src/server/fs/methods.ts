@@ -93,8 +93,9 @@ export function registerFsMethods(
   rpc: JSONRPCServer<ConnectionContext>,
   limits: FsServerLimits,
   requireReady: (conn: Connection, family: FsFamily) => Session,
+  /** The bytes file data may hold (shared with buffered HTTP bodies); default: `limits.memoryBytes` of its own. */
+  budget: ByteBudget = new ByteBudget(limits.memoryBytes),
 ): FsRegistration {
-  const budget = new ByteBudget(limits.memoryBytes);
   const openFiles = new OpenFileCount(limits.maxOpenFiles);
   const operations = new Limiter(limits.maxOperations);
   const scopeLimits = { maxHandles: limits.maxHandles, openFiles };
