@@ -36,7 +36,84 @@ const start = (c: RawClient, processId: string, argv: string[], extra: object = 
 const write = (c: RawClient, processId: string, bytes: number, n: number) =>
   c.call('process/write', { processId, chunk: Buffer.alloc(bytes, 48 + (n % 10)).toString('base64'), writeId: `w${n}` });
 
+/** `seq 1 n`'s output, exactly. */
+const seqOutput = (n: number) => Buffer.from(`${Array.from({ length: n }, (_, i) => i + 1).join('\n')}\n`);
+
+async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
+
 describe('memory budget', () => {
+  it('pauses every producer at 90 % of a 4 MiB budget, refuses a new process and session at 100 % naming it, and loses no byte', async () => {
+    const budget = 4 * MiB;
+    target = await startTetherServer({ memoryBudgetBytes: budget });
+    const memory = target.server.memory;
+    const acks = { version: 1, extensions: ['acks'] };
+    // A client starts four producers of ~6.9 MB each (each more than the budget, each
+    // below its 8 MiB window), acknowledges nothing, and goes away.
+    const lines = 1_000_000;
+    const ids = ['p1', 'p2', 'p3', 'p4'];
+    let pressuredAt = -1;
+    memory.onPressureChange((pressured) => {
+      if (pressured && pressuredAt < 0) pressuredAt = memory.used;
+    });
+    const a = await pool.connect(target.url);
+    const { sessionId } = await a.request('initialize', { clientName: 'producer', tether: acks });
+    a.notify('initialized', {});
+    for (const id of ids) expect((await start(a, id, ['seq', '1', String(lines)])).error).toBeUndefined();
+    await a.drop();
+    const session = target.server.sessions.get(sessionId)!;
+    const procs = ids.map((id) => session.processes.get(id)!);
+    await until(() => memory.pressured && procs.every((p) => p.isPaused), 'every producer paused under the budget');
+    // Paused because of the budget, not their windows: each keeps much less than 8 MiB, and none finished.
+    for (const p of procs) {
+      expect(p.closed).toBe(false);
+      expect(p.unacknowledged).toBeLessThan(budget);
+    }
+    expect(memory.heldBy('unacked')).toBeGreaterThanOrEqual(0.9 * budget - 64 * KiB);
+    expect(memory.used).toBeLessThan(budget);
+    const readWhilePaused = procs.reduce((n, p) => n + p.bytesRead, 0);
+
+    // Another client fills the rest with a write its child does not read: the budget is spent.
+    const c = await pool.connect(target.url);
+    await c.handshake();
+    expect((await start(c, 'deaf', ['sleep', '60'], { pipeStdin: true })).error).toBeUndefined();
+    const pendingWrite = write(c, 'deaf', 512 * KiB, 1);
+    await until(() => memory.full, 'the budget is spent');
+    const budgetText = /^server memory budget exhausted: \d+(\.\d)?MiB held of the 4\.0MiB budget \(--memory-budget\): output clients have not acknowledged /;
+    const refused = await start(c, 'one-more', ['true']);
+    expect(refused.error).toEqual({ code: ErrorCode.InternalError, message: expect.stringMatching(budgetText) });
+    expect(refused.error!.message).toMatch(/no new process until clients read their output or sessions end$/);
+    const late = await pool.connect(target.url);
+    expect((await late.call('initialize', { clientName: 'late' })).error).toEqual({
+      code: ErrorCode.InternalError,
+      message: expect.stringMatching(/^server memory budget exhausted: .*no new session until/),
+    });
+    expect(procs.reduce((n, p) => n + p.bytesRead, 0)).toBe(readWhilePaused); // still paused
+    expect(await c.request('process/terminate', { processId: 'deaf' })).toEqual({ running: true });
+    await pendingWrite;
+
+    // The client comes back (a resume passes with the budget spent), consumes and acknowledges
+    // everything: the producers run again and every byte arrives, in order, once.
+    const b = await pool.connect(target.url);
+    b.on('notification', (f) => {
+      if (f.method === 'process/output' || f.method === 'process/closed') b.notify('process/ack', { processId: f.params.processId, seq: f.params.seq });
+    });
+    expect((await b.call('initialize', { clientName: 'producer', resumeSessionId: sessionId, tether: acks })).error).toBeUndefined();
+    b.notify('initialized', {});
+    for (const id of ids) await b.waitClosed(id, 60_000);
+    const expected = seqOutput(lines);
+    for (const id of ids) expect(b.outputBuffer(id).equals(expected), `${id}: every byte once, in order`).toBe(true);
+    expect(pressuredAt).toBeGreaterThanOrEqual(0.9 * budget);
+    await until(() => memory.heldBy('unacked') === 0 && memory.heldBy('output') === 0, 'the output freed once acknowledged');
+    expect(memory.pressured).toBe(false);
+    expect((await start(c, 'one-more', ['true'])).error).toBeUndefined();
+  }, 90_000);
+
   it('counts input waiting for a child that does not read it, caps it per connection, and gives it back', async () => {
     target = await startTetherServer({ maxMessageBytes: 2 * MiB });
     const memory = target.server.memory;

@@ -245,8 +245,45 @@ describe('OutputLog', () => {
   });
 });
 
+describe('OutputLog under the server memory budget (issue 13)', () => {
+  it('keeps no acknowledged history while squeezed, never drops unacknowledged output, and keeps history again after', () => {
+    const log = acksLog({ retentionBytes: 100, maxChunkBytes: 40 });
+    for (let i = 0; i < 4; i++) {
+      log.append('stdout', bytes(40, String(i)));
+      drain(log);
+    }
+    log.acknowledge(2); // 80 acknowledged (kept: under retention), 80 not
+    expect(log.historyBytes).toBe(80);
+    log.squeezeHistory(true);
+    expect(log.historyBytes).toBe(0);
+    expect(log.unackedBytes).toBe(80);
+    log.acknowledge(3);
+    expect(log.historyBytes).toBe(0); // acknowledged while squeezed: freed at once
+    expect(log.read(0, null, 1000).chunks.map((c) => c.data.toString()[0])).toEqual(['3']); // the unacknowledged chunk is still there
+    log.squeezeHistory(false);
+    log.acknowledge(4);
+    expect(log.historyBytes).toBe(40);
+  });
+
+  it('discard frees every byte, and nothing is sent after it', () => {
+    const log = codexLog();
+    log.append('stdout', bytes(30));
+    log.append('stderr', bytes(30));
+    log.discard();
+    expect(log.retainedBytes).toBe(0);
+    expect(log.unsentBytes).toBe(0);
+    expect(log.hasSendable).toBe(false);
+    expect(log.recordClose()).toBe(3);
+  });
+});
+
 describe('shouldReadChild', () => {
-  const base = { finished: false, attached: true, unackedBytes: 0, unsentBytes: 0, windowBytes: 100, readAheadBytes: 10 };
+  const base = { finished: false, attached: true, unackedBytes: 0, unsentBytes: 0, windowBytes: 100, readAheadBytes: 10, memoryPressured: false };
+  it('pauses every producer while the server memory budget is pressured, except a finished one (it must reach end of file)', () => {
+    expect(shouldReadChild({ ...base, memoryPressured: true })).toBe(false);
+    expect(shouldReadChild({ ...base, attached: false, memoryPressured: true })).toBe(false);
+    expect(shouldReadChild({ ...base, finished: true, memoryPressured: true })).toBe(true);
+  });
   it('reads until the window is full of unacknowledged output', () => {
     expect(shouldReadChild(base)).toBe(true);
     expect(shouldReadChild({ ...base, unackedBytes: 99 })).toBe(true);

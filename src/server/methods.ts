@@ -143,6 +143,11 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     state.memory?.account('files'),
   );
   const fs = registerFsMethods(rpc, state.fs, requireReady, dataBudget);
+  // Producers pause at the budget's pause mark and are read again below its resume mark: a
+  // rare event (the budget must swing by a tenth), so every process is told.
+  state.memory?.onPressureChange(() => {
+    for (const session of state.sessions.values()) for (const proc of session.processes.values()) proc.memoryPressureChanged();
+  });
   rpc.addMethod(HttpMethod.request, (params, { conn }) =>
     httpRequestMethod(params, conn, { maxBufferedBodyBytes: state.fs.maxReadFileBytes, memory: dataBudget }, () => requireReady(conn, 'http')),
   );
@@ -260,6 +265,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           terminalSize: session.extensions.has('processResize') ? p.terminalSize : undefined,
           limits: session.limits.output,
           clientAcks: session.clientAcks,
+          memory: state.memory,
         },
         session,
       ).catch((err: unknown) => {

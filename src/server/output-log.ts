@@ -97,6 +97,8 @@ export class OutputLog {
    */
   private _holding = false;
   private retentionLimit: number;
+  /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
+  private squeezed = false;
 
   constructor(readonly options: OutputLogOptions) {
     this.retentionLimit = options.retentionBytes;
@@ -216,6 +218,28 @@ export class OutputLog {
   dropHistory(): void {
     this.retentionLimit = 0;
     this.evict();
+  }
+
+  /**
+   * The server's memory budget is past its pause mark (issue 13): acknowledged history —
+   * output the client consumed (or, in the Codex dialect, the kernel took) — is the one thing
+   * held that may go, so none is kept until the pressure is over. Unacknowledged output is
+   * never dropped: its child is paused instead (`shouldReadChild`).
+   */
+  squeezeHistory(squeezed: boolean): void {
+    this.squeezed = squeezed;
+    this.evict();
+  }
+
+  /** The process is gone for good (its session ended, or it was removed): free every byte. */
+  discard(): void {
+    this.entries = [];
+    this.head = 0;
+    this._historyBytes = 0;
+    this._unackedBytes = 0;
+    this._unsentBytes = 0;
+    this._holding = false;
+    this._ackedSeq = this._sentSeq = this.exposedSeq = this.nextSeq - 1;
   }
 
   // ---- the Codex-dialect resume hold ---------------------------------------------------------
@@ -374,15 +398,16 @@ export class OutputLog {
   /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
   private evict(): void {
     const entries = this.entries;
+    const limit = this.squeezed ? 0 : this.retentionLimit;
     while (this.head < entries.length) {
       const oldest = entries[this.head]!;
       if (oldest.seq > this._ackedSeq) break;
       if (oldest.kind === 'output') {
-        if (this._historyBytes <= this.retentionLimit) break;
+        if (this._historyBytes <= limit) break;
         this._historyBytes -= oldest.bytes;
         oldest.data = EMPTY; // free the payload now; the slot itself goes at the next compaction
         oldest.parts = null;
-      } else if (this._historyBytes <= this.retentionLimit) {
+      } else if (this._historyBytes <= limit) {
         break;
       }
       this.head++;
@@ -419,14 +444,17 @@ export interface ReadDecisionInputs {
    * client that comes back within the TTL finds it waiting.
    */
   readAheadBytes: number;
+  /**
+   * The server-wide memory budget (issue 13) is past its pause mark (90 %, until it falls
+   * below 80 %): every producer pauses, its child blocks on write, nothing is dropped.
+   */
+  memoryPressured: boolean;
 }
 
-/**
- * Whether to read a child's output now. The only place this decision is made: a server-wide
- * memory budget (issue 13) adds its term here.
- */
+/** Whether to read a child's output now. The only place this decision is made. */
 export function shouldReadChild(f: ReadDecisionInputs): boolean {
   if (f.finished) return true;
+  if (f.memoryPressured) return false;
   if (f.unackedBytes >= f.windowBytes) return false;
   if (f.attached && f.unsentBytes >= f.readAheadBytes) return false;
   return true;

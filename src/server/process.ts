@@ -8,6 +8,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
+import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import { OutputLog, shouldReadChild, type LogEntry } from './output-log.js';
 import { spawnChild, type ChildSpec, type SpawnedChild } from './spawn.js';
 import { settleWithin } from '../util/timeouts.js';
@@ -42,6 +43,8 @@ export interface SpawnSpec extends ChildSpec {
   limits: OutputLimits;
   /** The session negotiated `acks`: the client acknowledges what it consumed. */
   clientAcks: boolean;
+  /** The server's memory budget: the output kept is counted there, and its pressure pauses the child. */
+  memory?: MemoryBudget;
 }
 
 const SIGNALS: Record<SignalName, NodeJS.Signals> = {
@@ -70,6 +73,7 @@ export class ManagedProcess {
 
   private readonly log: OutputLog;
   private readonly limits: OutputLimits;
+  private readonly memory: { budget: MemoryBudget; history: MemoryAccount; unacked: MemoryAccount } | null;
   /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
   private announced = false;
 
@@ -105,6 +109,9 @@ export class ManagedProcess {
       maxChunkBytes: spec.clientAcks ? spec.limits.maxChunkBytes : Math.min(spec.limits.maxChunkBytes, CODEX_MAX_CHUNK_BYTES),
       clientAcks: spec.clientAcks,
     });
+    const budget = spec.memory;
+    this.memory = budget ? { budget, history: budget.account('output'), unacked: budget.account('unacked') } : null;
+    if (budget?.pressured) this.log.squeezeHistory(true);
   }
 
   /** Spawns the child; rejects with -32603 and the OS message if it cannot start (nothing is left behind). */
@@ -225,6 +232,7 @@ export class ManagedProcess {
       // Its output is of no use any more: free it now. The rest (exit code, the writeIds that
       // make a re-sent write idempotent) is small and stays for the closed retention.
       this.log.dropHistory();
+      this.updateFlow();
       this.host.processDone(this);
     }
   }
@@ -256,8 +264,20 @@ export class ManagedProcess {
     this.changed();
   }
 
+  /** The server's memory budget crossed its pause mark (either way): squeeze or keep history, pause or read. */
+  memoryPressureChanged(): void {
+    if (this.released) return;
+    this.log.squeezeHistory(this.memory?.budget.pressured ?? false);
+    this.updateFlow();
+  }
+
   /** Applies the output log's decision to the child: read it, or let it block on write. */
   updateFlow(): void {
+    if (this.memory && !this.released) {
+      // Every change of the log passes here: the budget always knows what this process keeps.
+      this.memory.history.set(this.log.historyBytes);
+      this.memory.unacked.set(this.log.unackedBytes);
+    }
     const read = shouldReadChild({
       finished: this.closed || this.released,
       attached: this.host.attached,
@@ -265,6 +285,7 @@ export class ManagedProcess {
       unsentBytes: this.log.unsentBytes,
       windowBytes: this.limits.windowBytes,
       readAheadBytes: this.limits.readAheadBytes,
+      memoryPressured: this.memory?.budget.pressured ?? false,
     });
     if (read === this.reading) return;
     this.reading = read;
@@ -314,6 +335,11 @@ export class ManagedProcess {
    */
   release(): void {
     this.released = true;
+    // Nobody can read it any more: its output goes now (it may itself live on a while, in its
+    // session's set of processes whose descendants still run).
+    this.log.discard();
+    this.memory?.history.close();
+    this.memory?.unacked.close();
     this.wake();
     this.updateFlow();
   }
