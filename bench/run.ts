@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: runs every bench module in turn (each prints its own table to stdout).
- * BENCH_ONLY_MODULE=server|recovery|chaos|start|mcp runs one of them.
+ * BENCH_ONLY_MODULE=server|recovery|chaos|start|budget|mcp runs one of them.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -15,6 +15,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'recovery', load: () => import('./recovery.js') },
   { name: 'chaos', load: () => import('./chaos.js') },
   { name: 'start', load: () => import('./start.js') },
+  { name: 'budget', load: () => import('./budget.js') },
 ];
 // bench/mcp.ts belongs to the MCP work and may not exist yet in every checkout.
 if (existsSync(fileURLToPath(new URL('./mcp.ts', import.meta.url)))) {
