@@ -5,7 +5,8 @@
  * stays in the message and as `cause`.
  */
 import { constants } from 'node:os';
-import { ErrorCode, RpcError } from '../protocol/index.js';
+import { ErrorCode } from '../protocol/codes.js';
+import { RpcError } from '../protocol/errors.js';
 
 const errnoNames = new Map<number, string>(Object.entries(constants.errno).map(([name, value]) => [value, name]));
 

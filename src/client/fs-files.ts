@@ -9,7 +9,11 @@
  */
 import { randomBytes } from 'node:crypto';
 import { Readable, Writable } from 'node:stream';
-import { Base64Text, FsLimits, FsMethod, RpcError, type FsOpenMode, type FsReadBlockResult } from '../protocol/index.js';
+// The protocol one module at a time: the barrel would load the server's zod schemas.
+import { Base64Text } from '../protocol/dialect.js';
+import { RpcError } from '../protocol/errors.js';
+import { FsLimits, FsMethod } from '../protocol/fs-methods.js';
+import type { FsOpenMode, FsReadBlockResult } from '../protocol/fs.js';
 import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError, toFsError } from './fs-errors.js';
 import type { FsRequests } from './fs-requests.js';

@@ -14,16 +14,17 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import { fileURLToPath, pathToFileURL } from 'node:url';
-import {
-  Base64Text,
-  FsMethod,
-  type EnvironmentConfigReadResult,
-  type FsMetadata,
-  type FsReadDirectoryResult,
-  type FsReadFileResult,
-  type FsWalkResult,
-  type FsWatchMissingResult,
-} from '../protocol/index.js';
+// The protocol one module at a time: the barrel would load the server's zod schemas.
+import { Base64Text } from '../protocol/dialect.js';
+import { FsMethod } from '../protocol/fs-methods.js';
+import type {
+  EnvironmentConfigReadResult,
+  FsMetadata,
+  FsReadDirectoryResult,
+  FsReadFileResult,
+  FsWalkResult,
+  FsWatchMissingResult,
+} from '../protocol/fs.js';
 import { RemoteFileHandle, readBlocks, readStream, writeStream } from './fs-files.js';
 import { RemoteFsError } from './fs-errors.js';
 import { FsRequests, type FsHost } from './fs-requests.js';
