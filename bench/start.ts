@@ -118,7 +118,7 @@ export async function run(): Promise<void> {
         ...Object.keys(rows).map((name) => {
           const s = summarize(samples[name]!);
           const floor = name === 'tether exec -- true' ? beside(name, 'minimal ws client (floor)') : name === 'MCP server via tether mcp' ? beside(name, 'MCP server, local') : '';
-          return [name, ms(s.p50), ms(s.min), `+${ms(s.p50 - base)}`, floor];
+          return [name, ms(s.p50), ms(s.min), name === 'node -e 0' ? '' : signed(s.p50 - base), floor];
         }),
       ]) + '\n',
     );
@@ -132,7 +132,7 @@ export async function run(): Promise<void> {
       table([
         ['server', 'RSS', 'vs bare'],
         ['node + ws (bare)', mib(bareRss), ''],
-        ['tether serve', mib(tetherRss), `+${mib(tetherRss - bareRss)} (${(tetherRss / bareRss).toFixed(2)}x)`],
+        ['tether serve', mib(tetherRss), `${tetherRss >= bareRss ? '+' : '-'}${mib(Math.abs(tetherRss - bareRss))} (${(tetherRss / bareRss).toFixed(2)}x)`],
       ]) + '\n',
     );
   } finally {
@@ -143,4 +143,9 @@ export async function run(): Promise<void> {
 // `node --import tsx bench/start.ts` runs just this one.
 if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
   await run();
+}
+
+/** A difference with its sign (noise can put a command below `node -e 0`). */
+function signed(delta: number): string {
+  return `${delta < 0 ? '-' : '+'}${ms(Math.abs(delta))}`;
 }
