@@ -46,6 +46,7 @@ describe('tether', () => {
     expect(help.stdout).toMatch(/^usage: tether <command> \[options\]\n/);
     for (const command of COMMANDS) expect(help.stdout).toContain(`\n  ${command} `);
     expect((await runTether(['help'])).stdout).toBe(help.stdout);
+    expect((await runTether(['help', 'help'])).stdout).toBe(help.stdout);
     expect(await runTether([])).toMatchObject({ code: 2, stdout: '', stderr: help.stdout });
   });
 
@@ -80,6 +81,17 @@ describe('one duration syntax: a number and its unit, everywhere', () => {
   ])('%s refuses a bare number', async (command, args, flag) => {
     const bare = args.find((a) => /^\d+$/.test(a) && a !== '1')!;
     expect(await runTether([command, ...args])).toMatchObject(usageError(command, `${flag}: '${bare}' needs a unit (${bare}s, ${bare}ms, ${bare}m…)`));
+  });
+});
+
+describe('durations out of range', () => {
+  it('refuses one a timer cannot hold (Node fires a timer over 24.8 days after 1 ms), and explains a negative one', async () => {
+    expect(await runTether(['serve', '--session-ttl', '1000h'])).toMatchObject(usageError('serve', "--session-ttl: '1000h' is too long (at most 24 days, e.g. 576h)"));
+    expect(await runTether(['exec', '--url', 'ws://127.0.0.1:1', '--recovery-deadline', '900h', 'true'])).toMatchObject(
+      usageError('exec', "--recovery-deadline: '900h' is too long"),
+    );
+    expect(await runTether(['serve', '--session-ttl', '-5s'])).toMatchObject(usageError('serve', "--session-ttl: a value starting with '-' must be written --session-ttl=VALUE"));
+    expect(await runTether(['serve', '--session-ttl=-5s'])).toMatchObject(usageError('serve', "--session-ttl: invalid duration '-5s'"));
   });
 });
 

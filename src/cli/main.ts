@@ -57,7 +57,7 @@ export async function main(argv: string[]): Promise<void> {
       return;
     case 'help': {
       const [topic, ...extra] = rest;
-      if (topic === undefined) return printHelp(usage());
+      if (topic === undefined || topic === 'help') return printHelp(usage());
       if (extra.length > 0) return reportUsageError(undefined, `help takes one command, got '${rest.join(' ')}'`);
       const command = commands[topic];
       if (!command) return reportUsageError(undefined, `no command '${topic}' (commands: ${Object.keys(commands).join(', ')})`);

@@ -25,7 +25,10 @@ const SIZE_UNITS: Record<string, number> = {
 export const DURATION_SYNTAX = 'DURATION: a number and its unit: 500ms, 30s, 5m, 1h';
 export const SIZE_SYNTAX = 'SIZE: 512B, 64KiB, 1MiB, 1GiB (KB/MB/GB are powers of 1024 too; a bare number is bytes)';
 
-/** Milliseconds of a positive DURATION. */
+/** Node's timers hold at most 2^31-1 ms (24.8 days); a longer one fires after 1 ms. */
+const MAX_DURATION_MS = 2 ** 31 - 1;
+
+/** Milliseconds of a positive DURATION (at most 24 days: every duration here becomes a timer). */
 export function parseDuration(flag: string, text: string): number {
   const m = /^\s*(\d+(?:\.\d+)?)\s*([a-z]*)\s*$/i.exec(text);
   if (m && m[2] === '') throw new UsageError(`${flag}: '${text}' needs a unit (${m[1]}s, ${m[1]}ms, ${m[1]}m…)`);
@@ -33,6 +36,7 @@ export function parseDuration(flag: string, text: string): number {
   if (!m || unit === undefined) throw new UsageError(`${flag}: invalid duration '${text}' (expected e.g. 500ms, 30s, 5m)`);
   const ms = Math.round(Number(m[1]) * unit);
   if (ms <= 0) throw new UsageError(`${flag}: the duration must be greater than zero (got '${text}')`);
+  if (ms > MAX_DURATION_MS) throw new UsageError(`${flag}: '${text}' is too long (at most 24 days, e.g. 576h)`);
   return ms;
 }
 

@@ -59,6 +59,8 @@ export function parseFlags<T extends ParseArgsConfig>(config: T): ReturnType<typ
         const flag = /(--[\w-]+)/.exec(message)?.[1] ?? quoted;
         if (/argument missing/.test(message)) throw new UsageError(`${flag} needs a value`);
         if (/does not take an argument/.test(message)) throw new UsageError(`${flag} takes no value`);
+        // `--session-ttl -5s`: parseArgs will not take a value starting with '-' (3 lines of advice).
+        if (/ambiguous/.test(message)) throw new UsageError(`${flag}: a value starting with '-' must be written ${flag}=VALUE`);
         throw new UsageError(message);
       }
       default:
