@@ -134,11 +134,23 @@ describe('the remote command of exec and mcp', () => {
   });
 
   it('cp shares the same connection options and the same rule (options end at the first operand)', async () => {
-    const help = await runTether(['cp', '--help']);
-    for (const flag of ['--url URL', '--token-file FILE', '--ca FILE', '--recovery-deadline DURATION', '--keepalive-timeout DURATION']) expect(help.stdout).toContain(`\n  ${flag} `);
+    for (const command of ['exec', 'mcp', 'cp', 'ps']) {
+      const help = await runTether([command, '--help']);
+      for (const flag of ['--url URL', '--token-file FILE', '--ca FILE', '--recovery-deadline DURATION', '--keepalive-timeout DURATION']) expect(help.stdout).toContain(`\n  ${flag} `);
+    }
     // '-q' after the first operand is a file name: three operands.
     expect(await runTether(['cp', '--url', target.url, 'a', '-q', ':/b'])).toMatchObject(usageError('cp', 'expected SOURCE and DESTINATION, got 3 operands'));
     expect(await runTether(['cp', '--url', target.url, '--ca', '/nonexistent/ca.pem', 'a', ':/b'])).toMatchObject(usageError('cp', 'cannot read --ca /nonexistent/ca.pem'));
+  });
+
+  it('a server that cannot be reached is exit 255 for every client command, as ssh', async () => {
+    const unreachable = ['--url', 'ws://127.0.0.1:9', '--recovery-deadline', '300ms'];
+    for (const args of [['exec', ...unreachable, 'true'], ['cp', ...unreachable, '-', ':/tmp/x'], ['ps', ...unreachable]]) {
+      const result = await runTether(args);
+      expect(result).toMatchObject({ code: 255, stdout: '' });
+      expect(result.stderr).toMatch(new RegExp(`^tether ${args[0]}: .*cannot connect to ws://127\\.0\\.0\\.1:9`, 'm'));
+    }
+    expect(await runTether(['ps', '--url', 'ws://127.0.0.1:9', 'extra'])).toMatchObject(usageError('ps', "unexpected argument 'extra'"));
   });
 
   it('a switch given a value is refused, not read as yes', async () => {

@@ -10,7 +10,7 @@
 import { pipeline } from 'node:stream/promises';
 import { ExecClient, OutcomeUnknownError, reconnectDelayMs, SessionLostError, type RecoveredEvent } from '../client/index.js';
 import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
-import { CONNECTION_OPTIONS_HELP, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
+import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 
 /** Like ssh and `tether exec`: 255 is tether's own failure (cannot connect, session lost). */
@@ -31,7 +31,7 @@ Into an existing directory the source keeps its name; otherwise DESTINATION is t
 Symbolic links are not followed or copied, and file modes are not kept.
 
 options (they end at the first operand, or at '--'):
-${CONNECTION_OPTIONS_HELP}
+${connectionOptionsHelp()}
   -q, --quiet               print nothing but errors
   -h, --help                this text
 

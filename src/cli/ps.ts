@@ -5,8 +5,13 @@
 import { ExecClient } from '../client/index.js';
 import type { SessionListResult, SessionListing } from '../protocol/index.js';
 import { formatAge, formatBytes } from '../util/format.js';
-import { readToken } from './remote-options.js';
-import { parseFlags, printHelp, reportUsageError, UsageError } from './usage.js';
+import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
+import { printHelp, reportUsageError, UsageError } from './usage.js';
+
+/** Like ssh and `tether exec`: 255 is tether's own failure (cannot connect, session lost). */
+const EXIT_TETHER_ERROR = 255;
+/** ps asks once: a server that is down is said so sooner than a command's 25 s. */
+const DEFAULT_DEADLINE_MS = 5000;
 
 const USAGE = `usage: tether ps --url ws://HOST:PORT [options]
 
@@ -15,39 +20,32 @@ every session when the server was started with --admin-token-file and you presen
 token. Needs a tether server (a Codex exec-server cannot list).
 
 options:
-  --url URL            the server's WebSocket URL (or $TETHER_URL)
-  --token-file FILE    file holding the bearer token (or $TETHER_TOKEN)
-  --json               the server's answer as JSON (scope, sessions, processes)
-  -h, --help           this text
+${connectionOptionsHelp('5s')}
+  --json                    the server's answer as JSON (scope, sessions, processes)
+  -h, --help                this text
+
+exit status: 0 listed; 1 the server refused to list; 2 usage error; ${EXIT_TETHER_ERROR} the server
+cannot be reached.
 
 columns: SESSION (first 8 characters of its id), CLIENT (its client name), LINK (attached,
 or detached and when it expires), PID, STATE (running, or exited and its code), AGE, OUT and
 IN (bytes read from the process and written to its stdin), COMMAND. With the admin token,
 OWNER tells sessions of different tokens apart (a digest prefix, never the token).`;
 
-interface PsOptions {
-  url: string;
-  tokenFile?: string;
+interface PsOptions extends ConnectionOptions {
   json: boolean;
 }
 
 export function parsePsArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env): PsOptions | 'help' {
-  const parsed = parseFlags({
-    args: argv,
-    allowPositionals: false,
-    options: {
-      url: { type: 'string' },
-      'token-file': { type: 'string' },
-      json: { type: 'boolean' },
-      help: { type: 'boolean', short: 'h' },
-    },
+  let json = false;
+  const parsed = parseLeadingOptions(argv, environment, (name) => {
+    if (name !== '--json') return false;
+    json = true;
+    return true;
   });
-  const v = parsed.values;
-  if (v.help) return 'help';
-  const url = v.url ?? environment.TETHER_URL;
-  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
-  if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
-  return { url, tokenFile: v['token-file'], json: v.json ?? false };
+  if (parsed === 'help') return 'help';
+  if (parsed.operands.length > 0) throw new UsageError(`unexpected argument '${parsed.operands[0]}'`);
+  return { ...parsed.connection, json };
 }
 
 /**
@@ -95,9 +93,13 @@ export function formatListing(result: SessionListResult, now = Date.now()): stri
 export async function run(argv: string[]): Promise<void> {
   let options: PsOptions | 'help';
   let token: string | undefined;
+  let ca: string | undefined;
   try {
     options = parsePsArgs(argv);
-    if (options !== 'help') token = await readToken(options.tokenFile);
+    if (options !== 'help') {
+      token = await readToken(options.tokenFile);
+      ca = await readCa(options.caFile);
+    }
   } catch (err) {
     if (!(err instanceof UsageError)) throw err;
     reportUsageError('ps', err.message);
@@ -109,10 +111,16 @@ export async function run(argv: string[]): Promise<void> {
   }
   let client: ExecClient;
   try {
-    client = await ExecClient.connect(options.url, { token, clientName: 'tether-ps', recoveryDeadlineMs: 5000 });
+    client = await ExecClient.connect(options.url, {
+      token,
+      ca,
+      clientName: 'tether-ps',
+      recoveryDeadlineMs: options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS,
+      keepaliveTimeoutMs: options.keepaliveTimeoutMs,
+    });
   } catch (err) {
     process.stderr.write(`tether ps: cannot connect to ${options.url}: ${(err as Error).message}\n`);
-    process.exitCode = 1;
+    process.exitCode = EXIT_TETHER_ERROR;
     return;
   }
   try {

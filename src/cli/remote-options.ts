@@ -44,14 +44,17 @@ export interface RemoteOptions extends ConnectionOptions {
   command: string[];
 }
 
-export const CONNECTION_OPTIONS_HELP = `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
+/** The connection options' help lines; `deadline`: the command's default --recovery-deadline. */
+export function connectionOptionsHelp(deadline = '25s'): string {
+  return `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
   --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
   --ca FILE                 for wss://: trust the CA certificate(s) in FILE (PEM), e.g.
                             the server's own self-signed certificate
-  --recovery-deadline DURATION  keep reconnecting this long before giving up (default 25s)
+  --recovery-deadline DURATION  keep reconnecting this long before giving up (default ${deadline})
   --keepalive-timeout DURATION  a ping unanswered this long means a dead link (default 10s)`;
+}
 
-export const REMOTE_OPTIONS_HELP = `${CONNECTION_OPTIONS_HELP}
+export const REMOTE_OPTIONS_HELP = `${connectionOptionsHelp()}
   -t, --tty                 run the command on a pseudo-terminal (interactive programs)
   -e, --env NAME=VALUE      set a variable for the remote command (repeatable;
                             a bare NAME forwards its value from this side)
