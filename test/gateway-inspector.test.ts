@@ -5,15 +5,13 @@
  * Inspector's own `--config FILE --server NAME` (a host config that launches the gateway with
  * --config), and through the gateway's Streamable HTTP endpoint.
  */
-import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
-import { everything, node, repoRoot, tetherBin } from './helpers/mcp-peers.js';
+import { everything, inspect, node, tetherBin } from './helpers/mcp-peers.js';
 
-const inspector = path.join(repoRoot, 'node_modules/.bin/mcp-inspector');
 const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-inspector-'));
 const backends = path.join(dir, 'tether.json');
 const hostConfig = path.join(dir, 'mcp.json');
@@ -25,20 +23,6 @@ beforeAll(() => {
   writeFileSync(hostConfig, JSON.stringify({ mcpServers: { tether: { command: node, args: [tetherBin, 'gateway', '--config', backends, '--stdio'] } } }));
 });
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
-
-/** Runs the Inspector CLI; its stdout is the JSON result. */
-function inspect(args: string[]): Promise<any> {
-  return new Promise((resolve, reject) => {
-    execFile(inspector, args, { timeout: 60_000, maxBuffer: 10 * 1024 * 1024 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`mcp-inspector ${args.join(' ')} failed: ${err.message}\n${stderr}\n${stdout}`));
-      try {
-        resolve(JSON.parse(stdout));
-      } catch {
-        reject(new Error(`mcp-inspector printed no JSON: ${stdout}\n${stderr}`));
-      }
-    });
-  });
-}
 
 /** The four calls, each as the Inspector's README writes it, after `target`. */
 async function fourCalls(target: string[]): Promise<void> {

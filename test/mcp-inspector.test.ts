@@ -4,34 +4,17 @@
  * …` — with no `--` (the Inspector would drop it anyway), against server-everything running
  * on a tether server: tools/list and tools/call.
  */
-import { execFile } from 'node:child_process';
-import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { tetherArgs } from './helpers/cli.js';
-import { everything, node, repoRoot } from './helpers/mcp-peers.js';
+import { everything, inspect, node } from './helpers/mcp-peers.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
-const inspector = path.join(repoRoot, 'node_modules/.bin/mcp-inspector');
 let target: TetherTarget;
 
 beforeAll(async () => {
   target = await startTetherServer({});
 });
 afterAll(() => target?.stop());
-
-/** Runs the Inspector CLI; its stdout is the JSON result. */
-function inspect(args: string[]): Promise<any> {
-  return new Promise((resolve, reject) => {
-    execFile(inspector, args, { timeout: 60_000, maxBuffer: 10 * 1024 * 1024 }, (err, stdout, stderr) => {
-      if (err) return reject(new Error(`mcp-inspector ${args.join(' ')} failed: ${err.message}\n${stderr}\n${stdout}`));
-      try {
-        resolve(JSON.parse(stdout));
-      } catch {
-        reject(new Error(`mcp-inspector printed no JSON: ${stdout}\n${stderr}`));
-      }
-    });
-  });
-}
 
 describe('the MCP Inspector (CLI) launching tether mcp', () => {
   it('lists and calls the tools of server-everything on a tether server, with no -- anywhere', async () => {

@@ -2,6 +2,7 @@
  * The real MCP servers used as test peers (devDependencies), run by absolute path with
  * the current node binary: no npx, no network at test time.
  */
+import { execFile } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -68,4 +69,20 @@ export async function everythingHttp(): Promise<{ url: string; pid: number; clos
       await exited;
     },
   };
+}
+
+const inspectorBin = path.join(repoRoot, 'node_modules/.bin/mcp-inspector');
+
+/** Runs the MCP Inspector's CLI (0.15, a devDependency: a real host); its stdout is the JSON result. */
+export function inspect(args: string[]): Promise<any> {
+  return new Promise((resolve, reject) => {
+    execFile(inspectorBin, args, { timeout: 60_000, maxBuffer: 10 * 1024 * 1024 }, (err, stdout, stderr) => {
+      if (err) return reject(new Error(`mcp-inspector ${args.join(' ')} failed: ${err.message}\n${stderr}\n${stdout}`));
+      try {
+        resolve(JSON.parse(stdout));
+      } catch {
+        reject(new Error(`mcp-inspector printed no JSON: ${stdout}\n${stderr}`));
+      }
+    });
+  });
 }
