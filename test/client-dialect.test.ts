@@ -117,6 +117,35 @@ describe('ExecClient wire dialects and edge cases', () => {
     await client.close();
   });
 
+  it("Codex: a catch-up read answered 'process id … is starting' (output flowed, the start still in progress) is asked again, not a failure", async () => {
+    let reads = 0;
+    const { url, sockets } = await fakeServer((msg, ws, n) => {
+      if (msg.method === 'initialize') return send(ws, { id: msg.id, result: { sessionId: 'st', environmentInfo: info } });
+      if (msg.method === 'process/start' && n === 1) {
+        // Output before the start answer, which never comes on this socket: it is cut first.
+        return send(ws, { method: 'process/output', params: { processId: 'p', seq: 1, stream: 'stdout', chunk: b64('one\n') } });
+      }
+      if (msg.method === 'process/read') {
+        expect(msg.params.afterSeq).toBe(1);
+        // Codex, while the start it has not answered is still in progress.
+        if (++reads <= 2) return send(ws, { id: msg.id, error: { code: -32600, message: 'process id p is starting' } });
+        return send(ws, {
+          id: msg.id,
+          result: { chunks: [{ seq: 2, stream: 'stdout', chunk: b64('two\n') }], nextSeq: 5, exited: true, exitCode: 0, closed: true, failure: null, sandboxDenied: false },
+        });
+      }
+    });
+    const client = await ExecClient.connect(url, { jsonrpc: false });
+    const proc = client.spawn(['x'], { processId: 'p' });
+    const out = collect(proc.stdout);
+    await waitFor(proc.stdout, 'data');
+    sockets[0]!.terminate();
+    expect(await proc.exited).toBe(0);
+    expect(await out).toBe('one\ntwo\n');
+    expect(reads).toBe(3);
+    await client.close();
+  });
+
   it('fills a hole in the notifications with process/read, without a reconnect', async () => {
     const { url } = await fakeServer((msg, ws) => {
       if (msg.method === 'initialize') return send(ws, { id: msg.id, result: { sessionId: 's', environmentInfo: info } });
