@@ -43,7 +43,7 @@ import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostErro
 import { RemoteFs, type FsHost } from './fs.js';
 import { ExecProcess, type ProcessHost } from './process.js';
 import type { Logger, LogLevel } from '../util/logger.js';
-import { settleWithin, sleep } from '../util/timeouts.js';
+import { invalidDuration, settleWithin, sleep } from '../util/timeouts.js';
 
 export type ClientState = EngineState;
 export type { RecoveredEvent, StateChange } from './engine.js';
@@ -158,9 +158,8 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     super();
     for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs'] as const) {
       const value = options[key];
-      if (value !== undefined && !(typeof value === 'number' && Number.isFinite(value) && value >= 0)) {
-        throw new TypeError(`ExecClient.connect: ${key} must be a non-negative number of milliseconds (got ${String(value)})`);
-      }
+      const invalid = value === undefined ? null : invalidDuration(value);
+      if (invalid) throw new TypeError(`ExecClient.connect: ${key} ${invalid} (got ${String(value)})`);
     }
     if (!/^wss?:\/\//i.test(url)) throw new TypeError(`ExecClient.connect: url must be a ws:// or wss:// URL (got '${url}')`);
     this.recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;

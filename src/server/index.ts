@@ -24,6 +24,7 @@ import { ServerMonitor } from './monitor.js';
 import type { OutputLimits } from './process.js';
 import type { Session } from './session.js';
 import type { Logger } from '../util/logger.js';
+import { invalidDuration } from '../util/timeouts.js';
 
 export type { LogLevel } from '../util/logger.js';
 
@@ -506,6 +507,10 @@ export async function startServer(opts: TetherServerOptions = {}): Promise<Tethe
   // Before anything of a session exists: children must not reach the server's memory or descriptors.
   protectServerProcess();
   prepareKeepers();
+  for (const [key, value] of Object.entries(opts)) {
+    const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
+    if (invalid) throw new RangeError(`startServer: ${key} ${invalid} (got ${String(value)})`);
+  }
   const host = opts.host ?? Defaults.host;
   if (opts.token === undefined && !isLoopbackName(host) && !opts.insecureNoToken) {
     throw new InsecureConfigError(

@@ -60,3 +60,16 @@ export function sleep(ms: number, signal?: AbortSignal): Promise<void> {
     signal?.addEventListener('abort', done, { once: true });
   });
 }
+
+/** The longest delay a Node timer holds: a longer one fires after 1 ms (with a warning). */
+export const MAX_TIMER_MS = 2 ** 31 - 1;
+
+/**
+ * Why `value` cannot be a duration option in milliseconds (not a number, negative, or past
+ * what a timer holds — a 1000 h session TTL would otherwise expire sessions at once), or null.
+ */
+export function invalidDuration(value: unknown): string | null {
+  if (typeof value !== 'number' || !Number.isFinite(value) || value < 0) return 'must be a non-negative number of milliseconds';
+  if (value > MAX_TIMER_MS) return `must be at most ${MAX_TIMER_MS} ms (about 24.8 days), what a timer can hold`;
+  return null;
+}
