@@ -114,6 +114,23 @@ describe('memory budget', () => {
     expect((await start(c, 'one-more', ['true'])).error).toBeUndefined();
   }, 90_000);
 
+  it('does not read a process started while the budget is pressured, however fast it writes (none read during its start)', async () => {
+    target = await startTetherServer({ memoryBudgetBytes: 4 * MiB });
+    const memory = target.server.memory;
+    const c = await pool.connect(target.url);
+    const { sessionId } = await c.request('initialize', { clientName: 'no-acks', tether: { version: 1, extensions: ['acks'] } });
+    c.notify('initialized', {});
+    expect((await start(c, 'first', ['yes'])).error).toBeUndefined();
+    await until(() => memory.pressured, 'the budget is pressured');
+    const session = target.server.sessions.get(sessionId)!;
+    const held = memory.used;
+    for (let i = 0; i < 20; i++) expect((await start(c, `late${i}`, ['yes'])).error).toBeUndefined();
+    await c.request('environment/status', {});
+    for (let i = 0; i < 20; i++) expect(session.processes.get(`late${i}`)!.bytesRead, `late${i}`).toBe(0);
+    expect(memory.used).toBeLessThan(held + 256 * KiB);
+    expect(memory.full).toBe(false);
+  });
+
   it('counts input waiting for a child that does not read it, caps it per connection, and gives it back', async () => {
     target = await startTetherServer({ maxMessageBytes: 2 * MiB });
     const memory = target.server.memory;

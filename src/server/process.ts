@@ -84,8 +84,9 @@ export class ManagedProcess {
   closed = false;
   private exitTimer: NodeJS.Timeout | null = null;
 
-  private reading = true;
-  private pausedSince = 0;
+  /** The child's output streams start paused (spawn.ts); `updateFlow` decides from the start. */
+  private reading = false;
+  private pausedSince = performance.now();
   private pausedTotalMs = 0;
   private inputBytes = 0;
   private released = false;

@@ -90,6 +90,10 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
   const stdoutName: OutputStream = spec.tty ? 'pty' : 'stdout';
   child.stdout.on('data', (buf: Buffer) => whenBegun(() => events.output(stdoutName, buf)));
   child.stderr?.on('data', (buf: Buffer) => whenBegun(() => events.output('stderr', buf)));
+  // Not read until the caller says so (`setReading`): else everything a fast producer writes
+  // while its start is confirmed would pile up here, past any window or memory budget.
+  child.stdout.pause();
+  child.stderr?.pause();
   // A failed output stream (read ECONNRESET on a reused descriptor) fails this process only.
   child.stdout.on('error', (err) => whenBegun(() => events.streamError(stdoutName, err)));
   child.stderr?.on('error', (err) => whenBegun(() => events.streamError('stderr', err)));
@@ -100,6 +104,9 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
   try {
     await child.started;
   } catch (err) {
+    // Nothing will read them: let them drain to end of file and close, as before the pause.
+    child.stdout.resume();
+    child.stderr?.resume();
     throw spawnError(err);
   }
   setImmediate(() => {
