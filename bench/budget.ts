@@ -231,7 +231,7 @@ export async function run(): Promise<void> {
     console.log('\nFixed cost of a paused detached process (tether): (after − before − bytes held under the budget) / processes');
     console.log(
       table([
-        ['sessions', 'live processes', 'paused', 'heap per process', 'RSS per process (beyond output held)'],
+        ['sessions', 'live processes', 'paused', 'heap per process (its session included)', 'RSS per process (beyond output held)'],
         ...perProcess.map((r) => {
           const t = r.tether!;
           const n = t.processes;
