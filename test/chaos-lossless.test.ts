@@ -6,7 +6,8 @@
  * have dropped — and at least 15 cuts must have had 1 MiB or more of them. Every byte arrives
  * exactly once and in order, with the right exit code: through pipes, through a pty in raw
  * mode, under a fast-check property choosing the cut points, and for `tether exec` end to end
- * (compared with cmp). Bounded: seeded, loopback, a few runs.
+ * (compared with cmp); with output as binary frames (extension binaryOutput, what the tether
+ * client asks for) and, for pipes, as JSON + base64 too. Bounded: seeded, loopback, a few runs.
  */
 import { createHash } from 'node:crypto';
 import { execFileSync, spawn } from 'node:child_process';
@@ -18,6 +19,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChaosProxy, type ConnectionReport } from '../src/chaos/proxy.js';
 import { seededRandom } from '../src/chaos/random.js';
 import { ExecClient, type ExecProcess } from '../src/client/index.js';
+import { KnownExtensions } from '../src/protocol/index.js';
 import type { ManagedProcess } from '../src/server/index.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { tetherShell } from './helpers/cli.js';
@@ -120,21 +122,33 @@ const summary = (cuts: CutRecord[]) =>
     .join(' ')}`;
 
 describe('lose nothing under cuts while a producer runs flat out', () => {
-  for (const tty of [false, true]) {
-    it(`${tty ? 'a pty in raw mode' : 'pipes'}: every byte once and in order through cuts after every 1-8 MiB and black holes`, async () => {
+  // Output as binary frames (extension binaryOutput, the default), and as JSON + base64.
+  for (const { tty, binary } of [
+    { tty: false, binary: true },
+    { tty: false, binary: false },
+    { tty: true, binary: true },
+  ]) {
+    const what = `${tty ? 'a pty in raw mode' : 'pipes'}, ${binary ? 'binary frames' : 'JSON output'}`;
+    it(`${what}: every byte once and in order through cuts after every 1-8 MiB and black holes`, async () => {
       const expected = expectedSeq(LINES);
       let client: ExecClient | undefined;
       const { cuts, stop } = recordCuts();
       try {
-        client = await ExecClient.connect(proxy.url, { clientName: 'lossless', keepaliveIntervalMs: 100, keepaliveTimeoutMs: 400 });
+        client = await ExecClient.connect(proxy.url, {
+          clientName: 'lossless',
+          keepaliveIntervalMs: 100,
+          keepaliveTimeoutMs: 400,
+          extensions: binary ? KnownExtensions : KnownExtensions.filter((name) => name !== 'binaryOutput'),
+        });
         expect(client.extensions.has('acks')).toBe(true);
-        everyOneToEightMiB(tty ? 2 : 1);
+        expect(client.extensions.has('binaryOutput')).toBe(binary);
+        everyOneToEightMiB(tty ? 2 : binary ? 1 : 4);
         const argv = tty ? ['sh', '-c', `stty raw -echo; exec seq 1 ${LINES}`] : ['seq', '1', String(LINES)];
         const proc = client.spawn(argv, { tty });
         const got = digest(proc);
         expect(await proc.exited).toBe(0);
         expect(await got).toEqual(expected);
-        console.log(`${tty ? 'pty' : 'pipes'}: ${summary(cuts)}`);
+        console.log(`${what}: ${summary(cuts)}`);
         expect(cuts.filter((c) => c.inFlight >= MiB).length).toBeGreaterThanOrEqual(15);
         expect(cuts.some((c) => c.action === 'blackhole')).toBe(true);
       } finally {

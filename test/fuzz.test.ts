@@ -16,6 +16,7 @@
 import { readFileSync } from 'node:fs';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import { decodeBinaryFrame } from '../src/protocol/index.js';
 import { FrameGenerator, PROGRAMS, prng, Rand, type Expectation, type FuzzFrame, type SessionView } from './helpers/fuzz-frames.js';
 import { spawnServe, type ServeProcess } from './helpers/serve-process.js';
 
@@ -74,6 +75,9 @@ interface Stats {
   resumes: number;
   processesStarted: number;
   outputBytes: number;
+  /** Output frames received in binary (extension binaryOutput), and binary frames sent. */
+  binaryIn: number;
+  binaryOut: number;
 }
 
 /** One connection's bookkeeping: what must be answered, what was. */
@@ -101,7 +105,7 @@ class FuzzConnection {
       }),
     );
     ws.on('error', () => {});
-    ws.on('message', (data) => this.onMessage(data as Buffer));
+    ws.on('message', (data, isBinary) => (isBinary ? this.onBinary(data as Buffer) : this.onMessage(data as Buffer)));
   }
 
   static open(url: string, actor: Actor): Promise<FuzzConnection> {
@@ -165,6 +169,22 @@ class FuzzConnection {
     for (const w of ws) w();
   }
 
+  /** Extension binaryOutput: only output frames of this actor's own processes, by their handles. */
+  private onBinary(data: Buffer): void {
+    const decoded = decodeBinaryFrame(data);
+    if (!this.actor.binary || !decoded.ok || decoded.frame.kind !== 'output') {
+      this.violations.push(`unexpected binary frame: ${data.subarray(0, 40).toString('hex')}`);
+      return;
+    }
+    // A start whose answer a cut lost leaves a handle the actor never learned; the server picks
+    // handles 1, 2, … per session, so no more than the starts asked for. (What proves that
+    // nothing of another session arrives is the marker check on the bytes.)
+    const handle = decoded.frame.handle;
+    if (!this.actor.handles.has(handle) && handle > this.actor.startsAsked) this.violations.push(`output frame for handle ${handle}, not one of actor ${this.actor.index}'s`);
+    this.actor.checkBytes(decoded.frame.data, `binary output of handle ${decoded.frame.handle}`);
+    this.actor.stats.binaryIn++;
+  }
+
   private onMessage(data: Buffer): void {
     let frame: Record<string, any>;
     try {
@@ -185,6 +205,10 @@ class FuzzConnection {
       this.violations.push(`reply #${got} for ${key}, expected ${this.expected.get(key) ?? 0}: ${data.toString('utf8').slice(0, 200)}`);
     }
     if (frame.result?.chunks) for (const c of frame.result.chunks) this.actor.checkBytes(Buffer.from(String(c.chunk), 'base64'), 'process/read');
+    if (typeof frame.result?.handle === 'number') {
+      if (this.actor.binary) this.actor.handles.add(frame.result.handle);
+      else this.violations.push(`a handle in an answer to a session without binaryOutput: ${data.toString('utf8').slice(0, 200)}`);
+    }
     const call = this.pendingCalls.get(key);
     if (call) {
       this.pendingCalls.delete(key);
@@ -201,7 +225,15 @@ class Actor {
   private readonly foreignMarkers: string[];
   /** Every process id this actor's sessions were asked to start: the only ids its notifications may name. */
   private readonly startedIds = new Set<string>();
+  /** Odd actors negotiate binaryOutput: their output comes in binary frames, and they send binary junk too. */
+  readonly binary: boolean;
+  /** Handles their process/start answers gave (the only ones their binary frames may carry). */
+  readonly handles = new Set<number>();
   private callId = 0;
+
+  get startsAsked(): number {
+    return this.startedIds.size;
+  }
 
   constructor(
     readonly index: number,
@@ -211,6 +243,7 @@ class Actor {
     private readonly sharedSessionIds: string[],
   ) {
     this.view = { processes: [], prefix: `a${index}`, marker: `@@A${index}@@`, sessionIds: sharedSessionIds };
+    this.binary = index % 2 === 1;
     this.foreignMarkers = Array.from({ length: ACTORS }, (_, i) => `@@A${i}@@`).filter((_, i) => i !== index);
   }
 
@@ -232,7 +265,15 @@ class Actor {
 
   private async handshake(conn: FuzzConnection): Promise<boolean> {
     for (let attempt = 0; attempt < 50; attempt++) {
-      const reply = await conn.call('initialize', { clientName: `fuzz-${this.index}`, ...(this.sessionId ? { resumeSessionId: this.sessionId } : {}) }, `init${this.callId++}`);
+      const reply = await conn.call(
+        'initialize',
+        {
+          clientName: `fuzz-${this.index}`,
+          ...(this.sessionId ? { resumeSessionId: this.sessionId } : {}),
+          ...(this.binary ? { tether: { version: 1, extensions: ['binaryOutput'] } } : {}),
+        },
+        `init${this.callId++}`,
+      );
       if (reply.result?.sessionId) {
         if (this.sessionId) this.stats.resumes++;
         this.sessionId = reply.result.sessionId as string;
@@ -274,7 +315,8 @@ class Actor {
       const burst = 1 + this.r.int(400);
       let ended = false;
       for (let i = 0; i < burst && !shouldStop() && !conn.isClosed; i++) {
-        const frame = this.gen.frame(this.view);
+        const frame = this.binary && this.r.chance(0.08) ? this.gen.binaryFrame() : this.gen.frame(this.view);
+        if (frame.binary && typeof frame.data !== 'string' && frame.data[0]! < 0x09) this.stats.binaryOut++;
         if (frame.startsProcess !== undefined) {
           this.startedIds.add(frame.startsProcess);
           this.stats.processesStarted++;
@@ -330,7 +372,7 @@ describe('server fuzz', () => {
   it(
     `stays up, answers every request exactly once, leaks nothing across sessions, bounded RSS (seed ${SEED})`,
     async () => {
-      const stats: Stats = { frames: 0, replies: 0, connections: 0, cuts: 0, resumes: 0, processesStarted: 0, outputBytes: 0 };
+      const stats: Stats = { frames: 0, replies: 0, connections: 0, cuts: 0, resumes: 0, processesStarted: 0, outputBytes: 0, binaryIn: 0, binaryOut: 0 };
       const started = performance.now();
       const stop = () => serverExited !== null || stats.frames >= FRAME_LIMIT || performance.now() - started > TIME_BUDGET_MS;
       const sessionIds: string[] = [];
@@ -350,7 +392,7 @@ describe('server fuzz', () => {
       process.stderr.write(
         `fuzz seed ${SEED}${WITH_TTY ? '' : ' (no tty)'}: ${stats.frames} frames, ${stats.replies} replies, ${stats.connections} connections ` +
           `(${stats.cuts} cut, ${stats.resumes} resumed), ${stats.processesStarted} process starts, ` +
-          `${stats.outputBytes} output bytes checked, peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB, ${elapsed} ms\n`,
+          `${stats.outputBytes} output bytes checked (${stats.binaryIn} binary output frames), ${stats.binaryOut} binary frames sent, peak RSS ${(peakRss / 2 ** 20).toFixed(0)} MiB, ${elapsed} ms\n`,
       );
       const violations = actors.flatMap((a) => a.violations);
       expect(violations.slice(0, 20)).toEqual([]);

@@ -20,6 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { ErrorCode } from '../protocol/codes.js';
 import { RpcError } from '../protocol/errors.js';
 import { EXTENSIONS_VERSION, KnownExtensions, type ExtensionName } from '../protocol/extensions.js';
+import { decodeBinaryFrame, encodeAckFrame } from '../protocol/binary-frames.js';
 import {
   Method,
   type EnvironmentInfo,
@@ -133,6 +134,9 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   private nextGeneration = 1;
   private readonly engine: ReconnectEngine<Connection>;
   private readonly processes = new Map<string, ExecProcess>();
+  /** Extension `binaryOutput`: the processes by the handle their frames carry (chosen here, sent with process/start). */
+  private readonly byHandle = new Map<number, ExecProcess>();
+  private nextHandle = 1;
   private readonly acknowledger = new Acknowledger((processId, seq) => this.sendAck(processId, seq), DEFAULT_OUTPUT_WINDOW);
   private readonly filling = new Set<string>();
   private envInfo: EnvironmentInfo | undefined;
@@ -226,7 +230,10 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   private sendAck(processId: string, seq: number): boolean {
     const connection = this.engine.current;
     if (this.engine.state !== 'connected' || !connection?.isOpen) return false;
-    connection.notify(Method.processAck, { processId, seq });
+    const handle = this.processes.get(processId)?.handle ?? 0;
+    // A forgotten process (its close re-acknowledged) has no handle any more: JSON then.
+    if (handle !== 0) connection.sendBinary(encodeAckFrame(handle, seq));
+    else connection.notify(Method.processAck, { processId, seq });
     return true;
   }
 
@@ -309,6 +316,11 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     );
     // Register before sending: output may arrive before the start answer.
     this.processes.set(processId, proc);
+    if (this._extensions.has('binaryOutput')) {
+      // Chosen here, so frames that overtake (or outlive) the start answer still find their process.
+      proc.handle = this.nextHandle++;
+      this.byHandle.set(proc.handle, proc);
+    }
     proc.once('close', () => this.forget(proc));
     proc.closed.catch(() => this.forget(proc));
     if (this.engine.failure) {
@@ -540,6 +552,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       else if (options.envPolicy) params.envPolicy = fullEnvPolicy(options.envPolicy);
       if (options.arg0 !== undefined) params.arg0 = options.arg0;
       if (options.tty && options.terminalSize && this._extensions.has('processResize')) params.terminalSize = options.terminalSize;
+      if (proc.handle !== 0) params.handle = proc.handle;
       await this.startOnServer(
         params,
         (read) => {
@@ -624,6 +637,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       keepaliveTimeoutMs: this.keepaliveTimeoutMs,
       jsonrpc: this.options.jsonrpc ?? true,
       onNotification: (method, params) => this.onNotification(method, params),
+      onBinaryFrame: (frame) => this.onBinaryFrame(frame),
       onClose: (reason, connection) => this.onConnectionClosed(reason, connection),
       onStrayError: (error) => this.log('warn', `server reported an error for an unidentifiable message: ${error.code} ${error.message}`),
     });
@@ -766,6 +780,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       const error = this.engine.failure!;
       for (const proc of [...this.processes.values()]) proc.fail(error);
       this.processes.clear();
+      this.byHandle.clear();
     }
     this.emit('state', change);
   }
@@ -803,8 +818,17 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     }
   }
 
+  /** Extension `binaryOutput`: one output frame (anything else from a server is ignored, like garbage JSON). */
+  private onBinaryFrame(buf: Buffer): void {
+    const decoded = decodeBinaryFrame(buf);
+    if (!decoded.ok || decoded.frame.kind !== 'output') return;
+    const { handle, seq, stream, data } = decoded.frame;
+    this.byHandle.get(handle)?.accept({ type: 'output', seq, stream, data });
+  }
+
   private forget(proc: ExecProcess): void {
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+    if (proc.handle !== 0 && this.byHandle.get(proc.handle) === proc) this.byHandle.delete(proc.handle);
   }
 
   private log(level: LogLevel, message: string): void {

@@ -8,6 +8,7 @@ import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/dialect.js';
 import { RpcError } from '../protocol/errors.js';
+import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
 import { AuthRefusedError, ConnectionLostError } from './errors.js';
 
 export interface ConnectionOptions {
@@ -26,6 +27,8 @@ export interface ConnectionOptions {
   jsonrpc: boolean;
   /** Called for every notification, from the first frame on (before any handshake completes). */
   onNotification: (method: string, params: unknown, connection: Connection) => void;
+  /** Called for every binary frame of the `binaryOutput` extension (protocol/binary-frames.ts), undecoded. */
+  onBinaryFrame?: (frame: Buffer, connection: Connection) => void;
   onClose: (reason: Error, connection: Connection) => void;
   /** Error replies the server could not tie to a request (id null / -1). */
   onStrayError?: (error: { code: number; message: string }) => void;
@@ -144,6 +147,14 @@ export class Connection {
     this.send({ method, params: params ?? {} });
   }
 
+  /** Sends one binary frame (extension `binaryOutput`: acks). */
+  sendBinary(frame: Buffer): void {
+    if (this.closedReason) return;
+    this.ws.send(frame, { binary: true }, (err) => {
+      if (err) this.destroy(new Error(`send failed: ${err.message}`));
+    });
+  }
+
   /**
    * Stop reading from the socket (flow control: the consumer is behind). The server sees TCP
    * backpressure and stops reading its children. The keepalive is suspended meanwhile: a
@@ -241,9 +252,17 @@ export class Connection {
     this.pongTimer = undefined;
   }
 
-  private onMessage(data: WebSocket.RawData, _isBinary: boolean): void {
+  private onMessage(data: WebSocket.RawData, isBinary: boolean): void {
     if (this.closedReason) return;
     this.lastInboundAt = performance.now();
+    if (isBinary) {
+      const buf = binaryPayload(data);
+      if (isTetherBinaryFrame(buf)) {
+        this.options.onBinaryFrame?.(buf, this);
+        return;
+      }
+      data = buf;
+    }
     const decoded = decodeFrame(data as Buffer | ArrayBuffer | Buffer[]);
     if (!decoded.ok) return; // garbage from the server: nothing sensible to do but ignore it
     const message = decoded.message;

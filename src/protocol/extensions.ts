@@ -51,6 +51,12 @@ export const KnownExtensions = [
    * directory" rather than the OS's ambiguous "No such file or directory".
    */
   'startErrorDetail',
+  /**
+   * `binaryOutput`: process output travels as binary WebSocket frames (a 16-byte header, then
+   * the raw bytes: protocol/binary-frames.ts) addressed by a numeric `handle` that
+   * `process/start` returns; the client may acknowledge in binary too. Everything else stays JSON.
+   */
+  'binaryOutput',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];

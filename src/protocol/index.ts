@@ -5,3 +5,4 @@ export * from './types.js';
 export * from './dialect.js';
 export * from './extensions.js';
 export * from './fs.js';
+export * from './binary-frames.js';

@@ -66,6 +66,12 @@ export const ProcessStartParamsSchema = z.object({
    * the session negotiated the extension, 80x24 otherwise). Codex ignores the member.
    */
   terminalSize: TerminalSizeSchema.nullish(),
+  /**
+   * tether extension `binaryOutput`: the handle the client wants for this process's binary
+   * frames (1..2^32-1, unused in the session); the server picks one when absent. Ignored
+   * without the extension (Codex ignores the member too).
+   */
+  handle: z.number().int().min(1).max(0xffff_ffff).nullish(),
 });
 
 const nonNegativeInt = z.number().int().nonnegative();

@@ -46,6 +46,8 @@ export interface EnvironmentInfo {
 export interface ProcessStartResult {
   processId: string;
   sandboxType: 'none';
+  /** Extension `binaryOutput` only: the handle that addresses this process in binary frames. */
+  handle?: number;
 }
 
 export interface OutputChunk {

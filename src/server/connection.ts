@@ -9,7 +9,17 @@ import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
-import { decodeFrame, Dialect, ErrorCode, Method, withJsonrpc } from '../protocol/index.js';
+import {
+  binaryPayload,
+  decodeBinaryFrame,
+  decodeFrame,
+  Dialect,
+  encodeOutputFrame,
+  ErrorCode,
+  isTetherBinaryFrame,
+  Method,
+  withJsonrpc,
+} from '../protocol/index.js';
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
@@ -205,7 +215,13 @@ export class Connection implements SessionLink {
     return full ? { code: ErrorCode.InternalError, message: full } : null;
   }
 
-  private onMessage(data: Buffer | Buffer[], _isBinary: boolean): void {
+  private onMessage(data: Buffer | Buffer[], isBinary: boolean): void {
+    if (isBinary && this.session?.extensions.has('binaryOutput')) {
+      const buf = binaryPayload(data);
+      // JSON may still come in binary frames; a tether binary frame starts below any JSON byte.
+      if (isTetherBinaryFrame(buf)) return this.onBinaryFrame(buf);
+      data = buf;
+    }
     const decoded = decodeFrame(data);
     if (!decoded.ok) {
       this.send({ id: decoded.id, error: decoded.error });
@@ -252,6 +268,21 @@ export class Connection implements SessionLink {
     );
   }
 
+  /**
+   * A binary frame of the `binaryOutput` extension from the client: only acks go this way.
+   * Anything malformed gets one error answer (id null, like unparsable JSON) saying what,
+   * and the connection carries on; an ack for an unknown handle is ignored (already forgotten).
+   */
+  private onBinaryFrame(buf: Buffer): void {
+    const decoded = decodeBinaryFrame(buf);
+    if (!decoded.ok || decoded.frame.kind !== 'ack') {
+      const problem = decoded.ok ? 'binary output frames go from the server to the client only' : decoded.error;
+      this.send({ id: null, error: { code: ErrorCode.InvalidRequest, message: `invalid binary frame: ${problem}` } });
+      return;
+    }
+    if (this.session?.clientAcks) this.session.acknowledgeHandle(decoded.frame.handle, decoded.frame.seq);
+  }
+
   /** `process/ack {processId, seq}`: malformed ones are ignored (a notification has nobody to answer). */
   private onAck(params: unknown): void {
     const p = params as { processId?: unknown; seq?: unknown } | null;
@@ -279,9 +310,16 @@ export class Connection implements SessionLink {
   sendEntry(proc: ManagedProcess, entry: LogEntry): void {
     if (this.closed) return;
     let frame: Buffer | string;
+    let binary = false;
     switch (entry.kind) {
       case 'output':
-        frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, entry.data);
+        if (proc.handle !== 0) {
+          // Extension binaryOutput: a 16-byte header and the raw bytes, no base64, no JSON.
+          frame = encodeOutputFrame(proc.handle, entry.seq, entry.stream, entry.data);
+          binary = true;
+        } else {
+          frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, entry.data);
+        }
         break;
       case 'exit':
         frame = this.dialect.encode({
@@ -297,7 +335,7 @@ export class Connection implements SessionLink {
     // Codex dialect: the kernel taking the frame is the acknowledgement (it is then only
     // lost if the link dies with it in flight, and it stays in the retained history).
     const written = this.session?.clientAcks ? undefined : proc;
-    this.ws.send(frame, { binary: false }, (err) => {
+    this.ws.send(frame, { binary }, (err) => {
       if (!err) written?.written(seq);
       this.afterSend();
     });

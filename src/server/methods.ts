@@ -242,15 +242,27 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         `too many processes: this session already runs ${state.limits.maxProcesses}, the limit (--max-processes)`,
       );
     }
+    let handle = 0;
+    if (session.extensions.has('binaryOutput')) {
+      const claimed = session.claimHandle(p.handle);
+      if (typeof claimed === 'string') throw invalidRequest(claimed);
+      handle = claimed;
+    }
     const admitted = state.capacity?.admit(p.tty) ?? { ticket: () => {} };
-    if ('refusal' in admitted) throw internalError(admitted.refusal);
+    if ('refusal' in admitted) {
+      if (handle) session.bindHandle(handle, null);
+      throw internalError(admitted.refusal);
+    }
     const noRoom = state.descriptors?.admitStart();
     if (noRoom) {
       admitted.ticket();
+      if (handle) session.bindHandle(handle, null);
       throw internalError(noRoom);
     }
     session.starting.add(p.processId);
     let started: ManagedProcess | null = null;
+    /** Started and known to the session by its id (what its handle then stands for). */
+    let registered: ManagedProcess | null = null;
     try {
       const proc = await ManagedProcess.start(
         {
@@ -266,6 +278,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           limits: session.limits.output,
           clientAcks: session.clientAcks,
           memory: state.memory,
+          handle,
         },
         session,
       ).catch((err: unknown) => {
@@ -282,6 +295,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         throw invalidRequest(Messages.unknownSession(session.id));
       }
       session.processes.set(p.processId, proc);
+      registered = proc;
       session.track(proc);
       state.monitor.processStarted(session, proc, p.argv);
       // Its events follow the answer that tells the client the process exists.
@@ -291,8 +305,10 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       session.starting.delete(p.processId);
       state.descriptors?.startDone();
       if (!started) admitted.ticket();
+      if (handle) session.bindHandle(handle, registered);
     }
-    return { processId: p.processId, sandboxType: 'none' };
+    // Only a session with binaryOutput learns of handles: a Codex client sees Codex's result.
+    return handle ? { processId: p.processId, sandboxType: 'none', handle } : { processId: p.processId, sandboxType: 'none' };
   });
 
   rpc.addMethod(Method.processRead, async (params, ctx): Promise<ProcessReadResult> => {

@@ -45,6 +45,8 @@ export interface SpawnSpec extends ChildSpec {
   clientAcks: boolean;
   /** The server's memory budget: the output kept is counted there, and its pressure pauses the child. */
   memory?: MemoryBudget;
+  /** Extension `binaryOutput`: the handle addressing its binary output frames (0: none). */
+  handle?: number;
 }
 
 const SIGNALS: Record<SignalName, NodeJS.Signals> = {
@@ -67,6 +69,8 @@ const WRITE_ID_MEMORY = 4096;
 export class ManagedProcess {
   readonly id: string;
   readonly tty: boolean;
+  /** Extension `binaryOutput`: what its binary output frames carry instead of the id (0: none). */
+  readonly handle: number;
   pid = 0;
   private child: SpawnedChild | null = null;
   private stdinOpen = false;
@@ -102,6 +106,7 @@ export class ManagedProcess {
   ) {
     this.id = spec.processId;
     this.tty = spec.tty;
+    this.handle = spec.handle ?? 0;
     this.limits = spec.limits;
     this.log = new OutputLog({
       windowBytes: spec.limits.windowBytes,

@@ -43,6 +43,9 @@ export class Session implements ProcessHost {
   readonly processes = new Map<string, ManagedProcess>();
   /** Process ids whose start is in flight (reserved so a duplicate is refused at once). */
   readonly starting = new Set<string>();
+  /** Extension `binaryOutput`: process by handle (null while its start is in flight). */
+  private readonly handles = new Map<number, ManagedProcess | null>();
+  private nextHandle = 1;
   private link: SessionLink | null = null;
   /** The attached connection has answered initialize: events may flow. */
   private sending = false;
@@ -185,6 +188,34 @@ export class Session implements ProcessHost {
     this.processes.get(processId)?.acknowledge(seq);
   }
 
+  /** A binary ack frame (extensions `acks` + `binaryOutput`). Unknown handles are ignored, like unknown ids. */
+  acknowledgeHandle(handle: number, seq: number): void {
+    this.handles.get(handle)?.acknowledge(seq);
+  }
+
+  /**
+   * Reserves a handle for a process being started (extension `binaryOutput`): the one the
+   * client asked for, or the next free one. Returns a refusal sentence when `requested` is in use.
+   */
+  claimHandle(requested: number | null | undefined): number | string {
+    if (requested !== undefined && requested !== null) {
+      if (this.handles.has(requested)) return `handle ${requested} is already in use in this session`;
+      this.handles.set(requested, null);
+      return requested;
+    }
+    while (this.handles.has(this.nextHandle)) this.nextHandle = this.nextHandle >= 0xffff_ffff ? 1 : this.nextHandle + 1;
+    const handle = this.nextHandle;
+    this.nextHandle = handle >= 0xffff_ffff ? 1 : handle + 1;
+    this.handles.set(handle, null);
+    return handle;
+  }
+
+  /** The start of the process holding `handle` is settled: bind it, or (`proc` null: the start failed) free it. */
+  bindHandle(handle: number, proc: ManagedProcess | null): void {
+    if (proc) this.handles.set(handle, proc);
+    else this.handles.delete(handle);
+  }
+
   /** The client is done (`session/close`): the same as expiry, now. */
   close(): void {
     this.expire();
@@ -268,6 +299,7 @@ export class Session implements ProcessHost {
     this.removalTimers.delete(proc);
     this.sendQueue.delete(proc);
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+    if (proc.handle !== 0 && this.handles.get(proc.handle) === proc) this.handles.delete(proc.handle);
     proc.release();
   }
 

@@ -8,6 +8,8 @@
  * replace values with junk, they never write commands.
  */
 
+import { decodeBinaryFrame, encodeAckFrame, encodeOutputFrame } from '../../src/protocol/index.js';
+
 /** The chaos proxy's seeded PRNG (mulberry32): the same sequence for the same seed on every machine. */
 export { seededRandom as prng } from '../../src/chaos/random.js';
 
@@ -214,6 +216,48 @@ export class FrameGenerator {
     }
     const id = this.id();
     return { data: JSON.stringify({ id, method: 'session/close', params: {} }), binary: false, expect: { reply: 'id', id }, method: 'session/close', ends: true };
+  }
+
+  /**
+   * A binary frame for a session with the extension `binaryOutput`: mostly malformed (short,
+   * another version, kind, stream or flag, forged output, an ack with a payload), sometimes a
+   * well-formed ack for a guessed handle (ignored when not the session's own), now and then
+   * bigger than the server takes (1009: ends the connection). The oracle decodes it as the
+   * server must: a well-formed ack gets no answer, anything else one error with id null.
+   */
+  binaryFrame(): FuzzFrame {
+    const r = this.r;
+    const handle = r.chance(0.2) ? 0 : 1 + r.int(r.chance(0.5) ? 8 : 0xffff_ffff);
+    const seq = r.int(1000);
+    let data: Buffer;
+    switch (r.int(6)) {
+      case 0:
+        data = Buffer.concat([Buffer.from([1]), r.bytes(r.int(15))]);
+        break;
+      case 1:
+        data = encodeAckFrame(Math.max(1, handle), seq);
+        break;
+      case 2:
+        data = encodeOutputFrame(Math.max(1, handle), seq + 1, 'stdout', Buffer.from(`forged ${r.int(100)}`));
+        break;
+      case 3: {
+        data = encodeAckFrame(Math.max(1, handle), seq);
+        data[r.int(4)] = r.int(256) & 0x07; // version, kind, stream or flags: mostly wrong
+        if (r.chance(0.3)) data = Buffer.concat([data, r.bytes(1 + r.int(64))]);
+        break;
+      }
+      case 4:
+        if (r.chance(0.1)) {
+          return { data: Buffer.concat([encodeAckFrame(1, 1), Buffer.alloc(this.maxMessageBytes)]), binary: true, expect: { reply: 'none' }, ends: true };
+        }
+        data = Buffer.concat([Buffer.from([r.int(9)]), r.bytes(r.int(40))]);
+        break;
+      default:
+        data = Buffer.concat([Buffer.from([1, 2, 0, 0]), r.bytes(12)]);
+    }
+    if (data[0]! >= 0x09) data[0] = 1; // stay a tether binary frame (JSON in binary frames is covered elsewhere)
+    const decoded = decodeBinaryFrame(data);
+    return { data, binary: true, expect: decoded.ok && decoded.frame.kind === 'ack' ? { reply: 'none' } : { reply: 'null' } };
   }
 
   private mutated(view: SessionView): FuzzFrame {

@@ -1,0 +1,114 @@
+/**
+ * Binary WebSocket frames of the tether extension `binaryOutput` (docs/protocol.md, "Extension
+ * binaryOutput"): process output as raw bytes behind a fixed 16-byte header, so the hot path
+ * has no base64 and no JSON on either side. Everything else stays JSON in text frames.
+ *
+ *     offset  size  field
+ *     0       1     version   1
+ *     1       1     kind      1 = output (server → client), 2 = ack (client → server)
+ *     2       1     stream    output: 0 stdout, 1 stderr, 2 pty; ack: 0
+ *     3       1     flags     0 (reserved: anything else is refused)
+ *     4       4     handle    the process's handle (from process/start), unsigned, big-endian
+ *     8       8     seq       the event's seq (output) or the cumulative ack (ack), big-endian,
+ *                             at most 2^53 - 1
+ *     16      …     payload   output: the bytes (at least one); ack: none
+ *
+ * A JSON message never starts with a byte below 0x09 (it starts with `{`, `[` or JSON
+ * whitespace), so a receiver tells the two kinds of binary frame apart by the first byte:
+ * `isTetherBinaryFrame`. Pure functions, tested in test/binary-frames.test.ts.
+ */
+import type { OutputStream } from './types.js';
+
+export const BINARY_FRAME_VERSION = 1;
+export const BINARY_HEADER_BYTES = 16;
+/** Handles are unsigned 32-bit; 0 means "none". */
+export const MAX_HANDLE = 0xffff_ffff;
+
+export const BinaryKind = { output: 1, ack: 2 } as const;
+
+const STREAM_CODES: Record<OutputStream, number> = { stdout: 0, stderr: 1, pty: 2 };
+const STREAMS: readonly OutputStream[] = ['stdout', 'stderr', 'pty'];
+
+export type BinaryFrame =
+  | { kind: 'output'; handle: number; seq: number; stream: OutputStream; data: Buffer }
+  | { kind: 'ack'; handle: number; seq: number };
+
+export type BinaryDecodeResult = { ok: true; frame: BinaryFrame } | { ok: false; error: string };
+
+/** True for a binary frame in this format (first byte below any byte a JSON text can start with). */
+export function isTetherBinaryFrame(data: Buffer): boolean {
+  return data.length > 0 && data[0]! < 0x09;
+}
+
+function writeHeader(target: Buffer, kind: number, stream: number, handle: number, seq: number): void {
+  target[0] = BINARY_FRAME_VERSION;
+  target[1] = kind;
+  target[2] = stream;
+  target[3] = 0;
+  target.writeUInt32BE(handle, 4);
+  // seq < 2^53: the high word is exact as a float division.
+  target.writeUInt32BE(Math.floor(seq / 0x1_0000_0000), 8);
+  target.writeUInt32BE(seq >>> 0, 12);
+}
+
+/** One output frame: header and bytes in one buffer (ws then sends it without another copy). */
+export function encodeOutputFrame(handle: number, seq: number, stream: OutputStream, data: Buffer): Buffer {
+  const frame = Buffer.allocUnsafe(BINARY_HEADER_BYTES + data.length);
+  writeHeader(frame, BinaryKind.output, STREAM_CODES[stream], handle, seq);
+  data.copy(frame, BINARY_HEADER_BYTES);
+  return frame;
+}
+
+/** One ack frame: the client consumed every event of `handle` up to `seq`. */
+export function encodeAckFrame(handle: number, seq: number): Buffer {
+  const frame = Buffer.allocUnsafe(BINARY_HEADER_BYTES);
+  writeHeader(frame, BinaryKind.ack, 0, handle, seq);
+  return frame;
+}
+
+/**
+ * Decodes one binary frame of this format. Never throws: anything malformed (short, another
+ * version, an unknown kind, stream or flag, a seq beyond 2^53 - 1, a payload where none
+ * belongs or none where one does) is `{ok: false, error}` with a sentence saying what.
+ * `data` of an output frame is a view into `buf` (no copy).
+ */
+export function decodeBinaryFrame(buf: Buffer): BinaryDecodeResult {
+  if (buf.length < BINARY_HEADER_BYTES) {
+    return { ok: false, error: `binary frame too short: ${buf.length} bytes, the header alone is ${BINARY_HEADER_BYTES}` };
+  }
+  const version = buf[0]!;
+  if (version !== BINARY_FRAME_VERSION) return { ok: false, error: `unsupported binary frame version ${version} (this build speaks ${BINARY_FRAME_VERSION})` };
+  const kind = buf[1]!;
+  const streamCode = buf[2]!;
+  const flags = buf[3]!;
+  if (flags !== 0) return { ok: false, error: `binary frame flags must be 0 (got ${flags})` };
+  const handle = buf.readUInt32BE(4);
+  const high = buf.readUInt32BE(8);
+  if (high > 0x1f_ffff) return { ok: false, error: 'binary frame seq is beyond 2^53 - 1' };
+  const seq = high * 0x1_0000_0000 + buf.readUInt32BE(12);
+  if (handle === 0 && (kind === BinaryKind.output || kind === BinaryKind.ack)) return { ok: false, error: 'binary frame handle must not be 0' };
+  switch (kind) {
+    case BinaryKind.output: {
+      const stream = STREAMS[streamCode];
+      if (stream === undefined) return { ok: false, error: `binary output frame has an unknown stream ${streamCode}` };
+      if (seq === 0) return { ok: false, error: 'binary output frame seq must be at least 1' };
+      if (buf.length === BINARY_HEADER_BYTES) return { ok: false, error: 'binary output frame carries no bytes' };
+      return { ok: true, frame: { kind: 'output', handle, seq, stream, data: buf.subarray(BINARY_HEADER_BYTES) } };
+    }
+    case BinaryKind.ack:
+      if (streamCode !== 0) return { ok: false, error: `binary ack frame stream must be 0 (got ${streamCode})` };
+      if (buf.length !== BINARY_HEADER_BYTES) {
+        return { ok: false, error: `binary ack frame must be exactly ${BINARY_HEADER_BYTES} bytes (got ${buf.length})` };
+      }
+      return { ok: true, frame: { kind: 'ack', handle, seq } };
+    default:
+      return { ok: false, error: `unknown binary frame kind ${kind}` };
+  }
+}
+
+/** Joins the fragments ws may hand over (`Buffer[]` for a fragmented message) into one Buffer. */
+export function binaryPayload(data: Buffer | ArrayBuffer | Buffer[]): Buffer {
+  if (Buffer.isBuffer(data)) return data;
+  if (Array.isArray(data)) return Buffer.concat(data);
+  return Buffer.from(data);
+}
