@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: runs every bench module in turn (each prints its own table to stdout).
- * BENCH_ONLY_MODULE=server|recovery|chaos|start|budget|mcp runs one of them.
+ * BENCH_ONLY_MODULE=server|recovery|chaos|start|budget|stream|mcp runs one of them.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -16,6 +16,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'chaos', load: () => import('./chaos.js') },
   { name: 'start', load: () => import('./start.js') },
   { name: 'budget', load: () => import('./budget.js') },
+  { name: 'stream', load: () => import('./stream.js') },
 ];
 // bench/mcp.ts belongs to the MCP work and may not exist yet in every checkout.
 if (existsSync(fileURLToPath(new URL('./mcp.ts', import.meta.url)))) {

@@ -1,0 +1,305 @@
+/**
+ * Streaming benchmark (issue 10, "Must show"): how fast output gets from a remote child to a
+ * local pipe, and what it costs the server. One run, everything interleaved so that load
+ * from anything else on the machine hits every contender alike:
+ *   - `head -c N /dev/zero` for N = 64 and 256 MiB, the ExecClient (as `tether exec` drives
+ *     it: output written to a pipe into `wc -c`, a write acknowledged once its callback ran)
+ *     against tether with binary frames, against tether in the Codex dialect (`extensions:
+ *     []`), against the Codex exec-server; and the Node floor (bench/lib/floor-server.ts:
+ *     child pipe → ws binary frames → a client writing to the same kind of pipe);
+ *   - 50 sessions × 4 MiB at once (aggregate);
+ *   - server RSS peak (VmHWM) minus idle, over the runs above, tether against Codex;
+ *   - 64 MiB through the chaos proxy adding 50 ms each way, for output windows of 2, 8 and
+ *     32 MiB (`serve --output-window`): per-process throughput is at most window / RTT.
+ * Medians of BENCH_STREAM_RUNS (5) runs. Targets (issue 10): binary ≥ 2.5x the same client
+ * against Codex and ≥ 90 % of the Node floor; 50 sessions ≥ 1.5x Codex with binary frames and
+ * on par (≥ 0.9x) in the Codex dialect; RSS peak − idle ≤ Codex's + 32 MiB.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { createInterface } from 'node:readline';
+import { fileURLToPath } from 'node:url';
+import { performance } from 'node:perf_hooks';
+import { Writable } from 'node:stream';
+import WebSocket from 'ws';
+import { ChaosProxy } from '../src/chaos/proxy.js';
+import { ExecClient, type ExecClientOptions } from '../src/client/index.js';
+import { mib, table, verdict } from './lib/stats.js';
+import { readMemory } from './lib/rss.js';
+import { startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+
+const MiB = 1024 * 1024;
+const RUNS = Number(process.env.BENCH_STREAM_RUNS ?? 5);
+const SIZES = [64 * MiB, 256 * MiB];
+const SESSIONS = Number(process.env.BENCH_STREAM_SESSIONS ?? 50);
+const SESSION_BYTES = 4 * MiB;
+const WINDOWS = [2 * MiB, 8 * MiB, 32 * MiB];
+const WINDOW_BYTES = 64 * MiB;
+const LATENCY_MS = 50;
+const STEP_TIMEOUT_MS = 120_000;
+const repoRoot = fileURLToPath(new URL('../', import.meta.url));
+
+/** What `tether exec` asks of its client (src/cli/exec.ts), less what a bench has no use for. */
+const EXEC_LIKE: ExecClientOptions = { clientName: 'tether-bench-stream', outputHighWaterMark: 8 * MiB };
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length === 0 ? Number.NaN : s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+const rate = (bytes: number, ms: number): number => bytes / MiB / (ms / 1000);
+const fmtRate = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(0)} MiB/s` : 'n/a');
+const fmtRatio = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)}x` : 'n/a');
+
+function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
+  let timer: NodeJS.Timeout;
+  return Promise.race([
+    promise,
+    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${STEP_TIMEOUT_MS} ms`)), STEP_TIMEOUT_MS))),
+  ]).finally(() => clearTimeout(timer));
+}
+
+/** A local consumer at the end of a pipe (`wc -c`), as a shell pipeline after `tether exec` would be. */
+function pipeConsumer(): { stdin: Writable; count: Promise<number> } {
+  const wc = spawn('wc', ['-c'], { stdio: ['pipe', 'pipe', 'ignore'] });
+  let out = '';
+  wc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  const count = new Promise<number>((resolve, reject) => {
+    wc.once('error', reject);
+    wc.once('close', () => resolve(Number(out.trim())));
+  });
+  return { stdin: wc.stdin!, count };
+}
+
+/** One `head -c bytes /dev/zero` through an ExecClient into a pipe; ms from spawn to the consumer's last byte. */
+async function execOnce(client: ExecClient, bytes: number): Promise<number> {
+  const consumer = pipeConsumer();
+  const started = performance.now();
+  const proc = client.spawn(['head', '-c', String(bytes), '/dev/zero'], { stdout: consumer.stdin, env: { PATH: '/usr/bin:/bin' } });
+  const code = await withTimeout(proc.exited, 'exec');
+  await withTimeout(proc.closed, 'exec close');
+  await new Promise<void>((resolve) => consumer.stdin.end(resolve));
+  const got = await consumer.count;
+  const elapsed = performance.now() - started;
+  if (code !== 0 || got !== bytes) throw new Error(`exec: exit ${code}, ${got} of ${bytes} bytes`);
+  return elapsed;
+}
+
+/** The Node floor: the same work with nothing but ws and a pipe. */
+class FloorClient {
+  private constructor(private readonly ws: WebSocket) {}
+
+  static async connect(url: string): Promise<FloorClient> {
+    const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * MiB });
+    await new Promise((resolve, reject) => {
+      ws.once('open', resolve);
+      ws.once('error', reject);
+    });
+    return new FloorClient(ws);
+  }
+
+  async once(bytes: number): Promise<number> {
+    const consumer = pipeConsumer();
+    const ws = this.ws;
+    const started = performance.now();
+    const done = new Promise<void>((resolve) => {
+      const onMessage = (data: Buffer, isBinary: boolean): void => {
+        if (!isBinary) {
+          ws.off('message', onMessage);
+          resolve();
+          return;
+        }
+        if (!consumer.stdin.write(data)) {
+          ws.pause();
+          consumer.stdin.once('drain', () => ws.resume());
+        }
+      };
+      ws.on('message', onMessage);
+    });
+    ws.send(String(bytes));
+    await withTimeout(done, 'floor');
+    await new Promise<void>((resolve) => consumer.stdin.end(resolve));
+    const got = await consumer.count;
+    const elapsed = performance.now() - started;
+    if (got !== bytes) throw new Error(`floor: ${got} of ${bytes} bytes`);
+    return elapsed;
+  }
+
+  close(): void {
+    this.ws.close();
+  }
+}
+
+async function startFloorServer(): Promise<{ url: string; child: ChildProcess; stop(): void }> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/floor-server.ts'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', (line) => resolve(line.trim()));
+    child.once('exit', (code) => reject(new Error(`floor server exited with ${code}`)));
+  });
+  return { url, child, stop: () => child.kill('SIGTERM') };
+}
+
+/** 50 clients, one session each, each streaming 4 MiB at once; ms from the first spawn to the last close. */
+async function sessionsOnce(clients: ExecClient[]): Promise<number> {
+  const started = performance.now();
+  await withTimeout(
+    Promise.all(
+      clients.map(async (client) => {
+        let got = 0;
+        const sink = new Writable({
+          write(chunk: Buffer, _encoding, callback) {
+            got += chunk.length;
+            callback();
+          },
+        });
+        const proc = client.spawn(['head', '-c', String(SESSION_BYTES), '/dev/zero'], { stdout: sink, env: { PATH: '/usr/bin:/bin' } });
+        await proc.closed;
+        if (got !== SESSION_BYTES) throw new Error(`session: ${got} of ${SESSION_BYTES} bytes`);
+      }),
+    ),
+    'sessions',
+  );
+  return performance.now() - started;
+}
+
+interface Contender {
+  name: string;
+  server: BenchServer | null;
+  /** One exec of `bytes`: ms. */
+  exec(bytes: number): Promise<number>;
+  sessions: ExecClient[] | null;
+  close(): Promise<void>;
+}
+
+async function clientContender(name: string, server: BenchServer, options: ExecClientOptions): Promise<Contender> {
+  const client = await ExecClient.connect(server.url, { ...EXEC_LIKE, ...options });
+  const sessions = await Promise.all(Array.from({ length: SESSIONS }, () => ExecClient.connect(server.url, { ...EXEC_LIKE, ...options })));
+  return {
+    name,
+    server,
+    exec: (bytes) => execOnce(client, bytes),
+    sessions,
+    close: async () => {
+      await Promise.all([client, ...sessions].map((c) => c.close()));
+    },
+  };
+}
+
+function idleRss(server: BenchServer): number {
+  return readMemory(server.pid).rss;
+}
+
+export async function run(): Promise<void> {
+  const started = performance.now();
+  const tether = await startTetherProcess();
+  const codex = await startCodexProcess();
+  const floor = await startFloorServer();
+  const contenders: Contender[] = [];
+  const windowServers: BenchServer[] = [];
+  const proxies: ChaosProxy[] = [];
+  try {
+    const binary = await clientContender('tether, binary frames', tether, {});
+    if (!binary.sessions![0]!.extensions.has('binaryOutput')) throw new Error('tether did not accept binaryOutput');
+    const dialect = await clientContender('tether, Codex dialect', tether, { extensions: [] });
+    const onCodex = await clientContender('Codex exec-server', codex, {});
+    const floorClient = await FloorClient.connect(floor.url);
+    const floorContender: Contender = { name: 'Node floor', server: null, exec: (b) => floorClient.once(b), sessions: null, close: async () => floorClient.close() };
+    contenders.push(binary, dialect, onCodex, floorContender);
+    // Warm up every path once (JIT, first spawns), then take the idle baselines.
+    for (const c of contenders) await c.exec(4 * MiB);
+    const idle = { tether: idleRss(tether), codex: idleRss(codex) };
+
+    const execTimes = new Map<string, number[]>();
+    const sessionTimes = new Map<string, number[]>();
+    for (let i = 0; i < RUNS; i++) {
+      for (const bytes of SIZES) {
+        // Rotate the order each run so no contender always goes first.
+        for (let k = 0; k < contenders.length; k++) {
+          const c = contenders[(k + i) % contenders.length]!;
+          const key = `${c.name}|${bytes}`;
+          execTimes.set(key, [...(execTimes.get(key) ?? []), await c.exec(bytes)]);
+        }
+      }
+      for (let k = 0; k < 3; k++) {
+        const c = contenders[(k + i) % 3]!;
+        sessionTimes.set(c.name, [...(sessionTimes.get(c.name) ?? []), await sessionsOnce(c.sessions!)]);
+      }
+    }
+    const peak = { tether: readMemory(tether.pid).hwm, codex: readMemory(codex.pid).hwm };
+
+    // Through 50 ms each way, per window (one tether server per window).
+    const windowTimes = new Map<number, number[]>();
+    const windowClients: ExecClient[] = [];
+    for (const window of WINDOWS) {
+      const server = await startTetherProcess(['--output-window', String(window)]);
+      windowServers.push(server);
+      // The proxy must not cap the bandwidth-delay product itself: let it queue a whole run.
+      const proxy = await ChaosProxy.inFrontOf(server.url, { highWaterMark: 2 * WINDOW_BYTES });
+      proxy.setLatency(LATENCY_MS);
+      proxies.push(proxy);
+      windowClients.push(await ExecClient.connect(proxy.url, { ...EXEC_LIKE, keepaliveTimeoutMs: 30_000 }));
+    }
+    for (let i = 0; i < RUNS; i++) {
+      for (let k = 0; k < WINDOWS.length; k++) {
+        const w = (k + i) % WINDOWS.length;
+        windowTimes.set(WINDOWS[w]!, [...(windowTimes.get(WINDOWS[w]!) ?? []), await execOnce(windowClients[w]!, WINDOW_BYTES)]);
+      }
+    }
+    await Promise.all(windowClients.map((c) => c.close()));
+
+    // ---- report ----
+    const execRate = (name: string, bytes: number) => median((execTimes.get(`${name}|${bytes}`) ?? []).map((t) => rate(bytes, t)));
+    console.log(`\nbench/stream.ts: head -c N /dev/zero → ExecClient → a pipe into wc -c (median of ${RUNS} interleaved runs)\n`);
+    const rows = [['contender', ...SIZES.map((b) => `${b / MiB} MiB`)]];
+    for (const c of contenders) rows.push([c.name, ...SIZES.map((b) => fmtRate(execRate(c.name, b)))]);
+    console.log(table(rows));
+
+    const checks: string[][] = [['target', ...SIZES.map((b) => `${b / MiB} MiB`), 'verdict']];
+    const ratioRow = (label: string, num: string, den: string, target: number): void => {
+      const ratios = SIZES.map((b) => execRate(num, b) / execRate(den, b));
+      checks.push([label, ...ratios.map(fmtRatio), verdict(ratios.every((r) => r >= target))]);
+    };
+    ratioRow('binary ≥ 2.5x the same client against Codex', binary.name, onCodex.name, 2.5);
+    ratioRow('binary ≥ 0.90x the Node floor', binary.name, floorContender.name, 0.9);
+    ratioRow('Codex dialect vs Codex (no target)', dialect.name, onCodex.name, 0);
+    console.log(`\n${table(checks)}`);
+
+    const aggregate = (name: string) => median((sessionTimes.get(name) ?? []).map((t) => rate(SESSIONS * SESSION_BYTES, t)));
+    const binAgg = aggregate(binary.name);
+    const dialectAgg = aggregate(dialect.name);
+    const codexAgg = aggregate(onCodex.name);
+    console.log(`\n${SESSIONS} sessions × ${SESSION_BYTES / MiB} MiB at once, aggregate (median of ${RUNS})\n`);
+    console.log(
+      table([
+        ['contender', 'aggregate', 'vs Codex', 'target', 'verdict'],
+        [binary.name, fmtRate(binAgg), fmtRatio(binAgg / codexAgg), '≥ 1.5x', verdict(binAgg / codexAgg >= 1.5)],
+        [dialect.name, fmtRate(dialectAgg), fmtRatio(dialectAgg / codexAgg), '≥ 0.9x (on par)', verdict(dialectAgg / codexAgg >= 0.9)],
+        [onCodex.name, fmtRate(codexAgg), '1.00x', '', ''],
+      ]),
+    );
+
+    const tetherGrowth = peak.tether - idle.tether;
+    const codexGrowth = peak.codex - idle.codex;
+    console.log('\nserver RSS over the runs above (VmHWM − RSS after warm-up)\n');
+    console.log(
+      table([
+        ['server', 'idle', 'peak', 'peak − idle', 'target', 'verdict'],
+        ['tether', mib(idle.tether), mib(peak.tether), mib(tetherGrowth), `≤ Codex's + 32 MiB (${mib(codexGrowth + 32 * MiB)})`, verdict(tetherGrowth <= codexGrowth + 32 * MiB)],
+        ['Codex', mib(idle.codex), mib(peak.codex), mib(codexGrowth), '', ''],
+      ]),
+    );
+
+    console.log(`\n${WINDOW_BYTES / MiB} MiB through a proxy adding ${LATENCY_MS} ms each way (tether, binary frames; median of ${RUNS})\n`);
+    const windowRows = [['--output-window', 'throughput', 'window / RTT', 'of the bound']];
+    for (const window of WINDOWS) {
+      const r = median((windowTimes.get(window) ?? []).map((t) => rate(WINDOW_BYTES, t)));
+      const bound = window / MiB / ((2 * LATENCY_MS) / 1000);
+      windowRows.push([mib(window), fmtRate(r), fmtRate(bound), `${((r / bound) * 100).toFixed(0)} %`]);
+    }
+    console.log(table(windowRows));
+    console.log(`\nbench/stream.ts took ${((performance.now() - started) / 1000).toFixed(0)} s`);
+  } finally {
+    await Promise.allSettled(contenders.map((c) => c.close()));
+    await Promise.allSettled(proxies.map((p) => p.close()));
+    await Promise.allSettled([tether.stop(), codex.stop(), ...windowServers.map((s) => s.stop())]);
+    floor.stop();
+  }
+}
