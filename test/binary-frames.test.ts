@@ -13,11 +13,13 @@ import WebSocket from 'ws';
 import {
   BINARY_HEADER_BYTES,
   BinaryKind,
+  decodeBinaryFragments,
   decodeBinaryFrame,
   encodeAckFrame,
   encodeOutputFrame,
   isTetherBinaryFrame,
   KnownExtensions,
+  outputFrameHeader,
 } from '../src/protocol/index.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
@@ -39,6 +41,20 @@ describe('binary frame codec', () => {
     const frame = encodeOutputFrame(0x01020304, 2 ** 32 + 5, 'stderr', Buffer.from('hi'));
     expect([...frame]).toEqual([1, BinaryKind.output, 1, 0, 1, 2, 3, 4, 0, 0, 0, 1, 0, 0, 0, 5, 0x68, 0x69]);
     expect(encodeAckFrame(9, 3).length).toBe(BINARY_HEADER_BYTES);
+  });
+
+  it('decodes a message received as fragments (header apart, bytes in one or more pieces) without joining one piece', () => {
+    const header = outputFrameHeader(3, 12, 'pty');
+    const bytes = Buffer.from('the bytes');
+    const one = decodeBinaryFragments([header, bytes]);
+    expect(one).toEqual({ ok: true, frame: { kind: 'output', handle: 3, seq: 12, stream: 'pty', data: bytes } });
+    if (one.ok && one.frame.kind === 'output') expect(one.frame.data).toBe(bytes); // the same Buffer, not a copy
+    expect(decodeBinaryFragments([header, Buffer.from('the '), Buffer.from('bytes')])).toEqual(one);
+    const whole = encodeOutputFrame(3, 12, 'pty', bytes);
+    expect(decodeBinaryFragments([whole.subarray(0, 5), whole.subarray(5)])).toEqual(one);
+    expect(decodeBinaryFragments([header])).toMatchObject({ ok: false, error: 'binary output frame carries no bytes' });
+    expect(isTetherBinaryFrame([header, bytes])).toBe(true);
+    expect(isTetherBinaryFrame([Buffer.from('{}')])).toBe(false);
   });
 
   it('tells tether frames from JSON sent in binary frames by the first byte', () => {

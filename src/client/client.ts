@@ -20,7 +20,7 @@ import { pathToFileURL } from 'node:url';
 import { ErrorCode } from '../protocol/codes.js';
 import { RpcError } from '../protocol/errors.js';
 import { EXTENSIONS_VERSION, KnownExtensions, type ExtensionName } from '../protocol/extensions.js';
-import { decodeBinaryFrame, encodeAckFrame } from '../protocol/binary-frames.js';
+import { decodeBinaryFragments, encodeAckFrame } from '../protocol/binary-frames.js';
 import {
   Method,
   type EnvironmentInfo,
@@ -819,8 +819,8 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   }
 
   /** Extension `binaryOutput`: one output frame (anything else from a server is ignored, like garbage JSON). */
-  private onBinaryFrame(buf: Buffer): void {
-    const decoded = decodeBinaryFrame(buf);
+  private onBinaryFrame(fragments: Buffer[]): void {
+    const decoded = decodeBinaryFragments(fragments);
     if (!decoded.ok || decoded.frame.kind !== 'output') return;
     const { handle, seq, stream, data } = decoded.frame;
     this.byHandle.get(handle)?.accept({ type: 'output', seq, stream, data });

@@ -27,8 +27,11 @@ export interface ConnectionOptions {
   jsonrpc: boolean;
   /** Called for every notification, from the first frame on (before any handshake completes). */
   onNotification: (method: string, params: unknown, connection: Connection) => void;
-  /** Called for every binary frame of the `binaryOutput` extension (protocol/binary-frames.ts), undecoded. */
-  onBinaryFrame?: (frame: Buffer, connection: Connection) => void;
+  /**
+   * Called for every binary message of the `binaryOutput` extension (protocol/binary-frames.ts),
+   * undecoded, as the fragments it arrived in (tether sends the header and the bytes apart).
+   */
+  onBinaryFrame?: (fragments: Buffer[], connection: Connection) => void;
   onClose: (reason: Error, connection: Connection) => void;
   /** Error replies the server could not tie to a request (id null / -1). */
   onStrayError?: (error: { code: number; message: string }) => void;
@@ -113,6 +116,8 @@ export class Connection {
       });
       ws.once('error', (err) => fail(err));
       ws.once('close', () => fail(new Error('connection closed during the WebSocket handshake')));
+      // Binary output arrives as header + bytes fragments: take them as they are (no joining copy).
+      ws.binaryType = 'fragments';
       // Frames can arrive in the same tick as 'open'; listen before it so none is missed.
       ws.on('message', (data, isBinary) => connection.onMessage(data, isBinary));
       ws.once('open', () => {
@@ -256,12 +261,12 @@ export class Connection {
     if (this.closedReason) return;
     this.lastInboundAt = performance.now();
     if (isBinary) {
-      const buf = binaryPayload(data);
-      if (isTetherBinaryFrame(buf)) {
-        this.options.onBinaryFrame?.(buf, this);
+      const fragments = Array.isArray(data) ? data : [binaryPayload(data)];
+      if (isTetherBinaryFrame(fragments)) {
+        this.options.onBinaryFrame?.(fragments, this);
         return;
       }
-      data = buf;
+      data = binaryPayload(data);
     }
     const decoded = decodeFrame(data as Buffer | ArrayBuffer | Buffer[]);
     if (!decoded.ok) return; // garbage from the server: nothing sensible to do but ignore it

@@ -36,8 +36,9 @@ export type BinaryFrame =
 export type BinaryDecodeResult = { ok: true; frame: BinaryFrame } | { ok: false; error: string };
 
 /** True for a binary frame in this format (first byte below any byte a JSON text can start with). */
-export function isTetherBinaryFrame(data: Buffer): boolean {
-  return data.length > 0 && data[0]! < 0x09;
+export function isTetherBinaryFrame(data: Buffer | readonly Buffer[]): boolean {
+  const first = Buffer.isBuffer(data) ? data : data.find((fragment) => fragment.length > 0);
+  return first !== undefined && first.length > 0 && first[0]! < 0x09;
 }
 
 function writeHeader(target: Buffer, kind: number, stream: number, handle: number, seq: number): void {
@@ -51,7 +52,18 @@ function writeHeader(target: Buffer, kind: number, stream: number, handle: numbe
   target.writeUInt32BE(seq >>> 0, 12);
 }
 
-/** One output frame: header and bytes in one buffer (ws then sends it without another copy). */
+/**
+ * The header of an output frame alone. A sender that has the bytes in pieces sends it as the
+ * first fragment of a WebSocket message and the pieces as the continuation frames, so the
+ * bytes are never copied into one buffer (the receiver sees one message all the same).
+ */
+export function outputFrameHeader(handle: number, seq: number, stream: OutputStream): Buffer {
+  const header = Buffer.allocUnsafe(BINARY_HEADER_BYTES);
+  writeHeader(header, BinaryKind.output, STREAM_CODES[stream], handle, seq);
+  return header;
+}
+
+/** One output frame: header and bytes in one buffer. */
 export function encodeOutputFrame(handle: number, seq: number, stream: OutputStream, data: Buffer): Buffer {
   const frame = Buffer.allocUnsafe(BINARY_HEADER_BYTES + data.length);
   writeHeader(frame, BinaryKind.output, STREAM_CODES[stream], handle, seq);
@@ -76,6 +88,23 @@ export function decodeBinaryFrame(buf: Buffer): BinaryDecodeResult {
   if (buf.length < BINARY_HEADER_BYTES) {
     return { ok: false, error: `binary frame too short: ${buf.length} bytes, the header alone is ${BINARY_HEADER_BYTES}` };
   }
+  return decodeParts(buf, buf.subarray(BINARY_HEADER_BYTES));
+}
+
+/**
+ * The same for a message received as fragments (ws's binaryType 'fragments'): when the
+ * header came as a fragment of its own (as tether sends it) and the bytes as one more, they
+ * are used as they are; only bytes in several fragments are joined.
+ */
+export function decodeBinaryFragments(fragments: readonly Buffer[]): BinaryDecodeResult {
+  const first = fragments[0];
+  if (fragments.length === 1 && first) return decodeBinaryFrame(first);
+  if (!first || first.length !== BINARY_HEADER_BYTES) return decodeBinaryFrame(Buffer.concat(fragments));
+  return decodeParts(first, fragments.length === 2 ? fragments[1]! : Buffer.concat(fragments.slice(1)));
+}
+
+/** `header`: at least the 16 header bytes (checked by the caller); `payload`: what follows them. */
+function decodeParts(buf: Buffer, payload: Buffer): BinaryDecodeResult {
   const version = buf[0]!;
   if (version !== BINARY_FRAME_VERSION) return { ok: false, error: `unsupported binary frame version ${version} (this build speaks ${BINARY_FRAME_VERSION})` };
   const kind = buf[1]!;
@@ -92,13 +121,13 @@ export function decodeBinaryFrame(buf: Buffer): BinaryDecodeResult {
       const stream = STREAMS[streamCode];
       if (stream === undefined) return { ok: false, error: `binary output frame has an unknown stream ${streamCode}` };
       if (seq === 0) return { ok: false, error: 'binary output frame seq must be at least 1' };
-      if (buf.length === BINARY_HEADER_BYTES) return { ok: false, error: 'binary output frame carries no bytes' };
-      return { ok: true, frame: { kind: 'output', handle, seq, stream, data: buf.subarray(BINARY_HEADER_BYTES) } };
+      if (payload.length === 0) return { ok: false, error: 'binary output frame carries no bytes' };
+      return { ok: true, frame: { kind: 'output', handle, seq, stream, data: payload } };
     }
     case BinaryKind.ack:
       if (streamCode !== 0) return { ok: false, error: `binary ack frame stream must be 0 (got ${streamCode})` };
-      if (buf.length !== BINARY_HEADER_BYTES) {
-        return { ok: false, error: `binary ack frame must be exactly ${BINARY_HEADER_BYTES} bytes (got ${buf.length})` };
+      if (payload.length !== 0) {
+        return { ok: false, error: `binary ack frame must be exactly ${BINARY_HEADER_BYTES} bytes (got ${BINARY_HEADER_BYTES + payload.length})` };
       }
       return { ok: true, frame: { kind: 'ack', handle, seq } };
     default:

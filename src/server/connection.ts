@@ -14,18 +14,21 @@ import {
   decodeBinaryFrame,
   decodeFrame,
   Dialect,
-  encodeOutputFrame,
   ErrorCode,
+  outputFrameHeader,
   isTetherBinaryFrame,
   Method,
   withJsonrpc,
 } from '../protocol/index.js';
-import type { LogEntry } from './output-log.js';
+import { joinOutput, outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
+
+/** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
+const MAX_FRAGMENTS = 64;
 
 /**
  * Methods answered without waiting for anything: they cannot pile up, so they stay allowed
@@ -310,16 +313,10 @@ export class Connection implements SessionLink {
   sendEntry(proc: ManagedProcess, entry: LogEntry): void {
     if (this.closed) return;
     let frame: Buffer | string;
-    let binary = false;
     switch (entry.kind) {
       case 'output':
-        if (proc.handle !== 0) {
-          // Extension binaryOutput: a 16-byte header and the raw bytes, no base64, no JSON.
-          frame = encodeOutputFrame(proc.handle, entry.seq, entry.stream, entry.data);
-          binary = true;
-        } else {
-          frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, entry.data);
-        }
+        if (proc.handle !== 0) return this.sendBinaryOutput(proc, entry);
+        frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, joinOutput(entry));
         break;
       case 'exit':
         frame = this.dialect.encode({
@@ -335,7 +332,27 @@ export class Connection implements SessionLink {
     // Codex dialect: the kernel taking the frame is the acknowledgement (it is then only
     // lost if the link dies with it in flight, and it stays in the retained history).
     const written = this.session?.clientAcks ? undefined : proc;
-    this.ws.send(frame, { binary }, (err) => {
+    this.ws.send(frame, { binary: false }, (err) => {
+      if (!err) written?.written(seq);
+      this.afterSend();
+    });
+    this.checkBackpressure();
+  }
+
+  /**
+   * Extension binaryOutput: the 16-byte header, then the bytes — one WebSocket message whose
+   * first fragment is the header and whose continuation frames are the pieces the chunk was
+   * read in, so nothing is base64-encoded, serialized or even copied. (A chunk joined from
+   * very many small reads, a chatty pty, goes as one piece: frame headers would outweigh it.)
+   */
+  private sendBinaryOutput(proc: ManagedProcess, entry: OutputEntry): void {
+    const parts = outputParts(entry).length > MAX_FRAGMENTS ? [joinOutput(entry)] : outputParts(entry);
+    const seq = entry.seq;
+    const written = this.session?.clientAcks ? undefined : proc;
+    this.ws.send(outputFrameHeader(proc.handle, seq, entry.stream), { binary: true, fin: false });
+    const last = parts.length - 1;
+    for (let i = 0; i < last; i++) this.ws.send(parts[i]!, { binary: true, fin: false });
+    this.ws.send(parts[last]!, { binary: true, fin: true }, (err) => {
       if (!err) written?.written(seq);
       this.afterSend();
     });

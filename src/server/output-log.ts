@@ -149,8 +149,12 @@ export class OutputLog {
     return !this._holding && this._sentSeq < this.nextSeq - 1;
   }
 
-  /** The next entry to send, now counted as sent (and sealed against appends); undefined if none. */
-  takeNext(): LogEntry | undefined {
+  /**
+   * The next entry to send, now counted as sent (and sealed against appends); undefined if
+   * none. `join`: an output chunk read in pieces is joined into one Buffer (`data`); without
+   * it the pieces may stay apart (`outputParts`), for a sender that sends them as they are.
+   */
+  takeNext(join = true): LogEntry | undefined {
     if (!this.hasSendable) return undefined;
     const i = this.indexAfter(this._sentSeq);
     const entry = this.entries[i];
@@ -158,7 +162,7 @@ export class OutputLog {
     this._sentSeq = entry.seq;
     if (entry.seq > this.exposedSeq) this.exposedSeq = entry.seq;
     if (entry.kind === 'output') {
-      seal(entry);
+      if (join) seal(entry);
       this._unsentBytes -= entry.bytes;
     }
     return entry;
@@ -420,6 +424,17 @@ export class OutputLog {
 }
 
 const EMPTY = Buffer.alloc(0);
+
+/** An output chunk's bytes, in the pieces it was read in (one piece once joined). */
+export function outputParts(entry: OutputEntry): readonly Buffer[] {
+  return entry.parts ?? [entry.data];
+}
+
+/** Joins a chunk's pieces into `data` (once: later calls find it joined). */
+export function joinOutput(entry: OutputEntry): Buffer {
+  seal(entry);
+  return entry.data;
+}
 
 function seal(entry: OutputEntry): void {
   if (entry.parts) {

@@ -218,7 +218,8 @@ export class ManagedProcess {
   /** The next event to send (now counted as sent), or undefined. */
   takeNext(): LogEntry | undefined {
     if (!this.announced) return undefined;
-    const entry = this.log.takeNext();
+    // Binary frames send a chunk's pieces as they are (no copy); JSON needs one Buffer.
+    const entry = this.log.takeNext(this.handle === 0);
     if (entry?.kind === 'output') this.updateFlow();
     return entry;
   }
