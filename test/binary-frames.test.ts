@@ -49,7 +49,10 @@ describe('binary frame codec', () => {
     const one = decodeBinaryFragments([header, bytes]);
     expect(one).toEqual({ ok: true, frame: { kind: 'output', handle: 3, seq: 12, stream: 'pty', data: bytes } });
     if (one.ok && one.frame.kind === 'output') expect(one.frame.data).toBe(bytes); // the same Buffer, not a copy
-    expect(decodeBinaryFragments([header, Buffer.from('the '), Buffer.from('bytes')])).toEqual(one);
+    const pieces = [Buffer.from('the '), Buffer.from('bytes')];
+    const several = decodeBinaryFragments([header, ...pieces]);
+    expect(several).toMatchObject({ ok: true, frame: { kind: 'output', handle: 3, seq: 12, stream: 'pty', parts: pieces } });
+    if (several.ok && several.frame.kind === 'output') expect(several.frame.data).toEqual(bytes); // joined on use
     const whole = encodeOutputFrame(3, 12, 'pty', bytes);
     expect(decodeBinaryFragments([whole.subarray(0, 5), whole.subarray(5)])).toEqual(one);
     expect(decodeBinaryFragments([header])).toMatchObject({ ok: false, error: 'binary output frame carries no bytes' });

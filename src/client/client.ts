@@ -43,6 +43,7 @@ import { ReconnectEngine, type EngineState, type RecoveredEvent, type StateChang
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, type SessionLostReason } from './errors.js';
 import { RemoteFs, type FsHost } from './fs.js';
 import { ExecProcess, type ProcessHost } from './process.js';
+import { outputEvent } from './sequencer.js';
 import type { Logger, LogLevel } from '../util/logger.js';
 import { invalidDuration, settleWithin, sleep } from '../util/timeouts.js';
 
@@ -822,8 +823,8 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
   private onBinaryFrame(fragments: Buffer[]): void {
     const decoded = decodeBinaryFragments(fragments);
     if (!decoded.ok || decoded.frame.kind !== 'output') return;
-    const { handle, seq, stream, data } = decoded.frame;
-    this.byHandle.get(handle)?.accept({ type: 'output', seq, stream, data });
+    const frame = decoded.frame;
+    this.byHandle.get(frame.handle)?.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]));
   }
 
   private forget(proc: ExecProcess): void {

@@ -278,18 +278,26 @@ export class ExecProcess extends EventEmitter {
       for (const sink of this.iterators) sink.push(event);
       switch (event.type) {
         case 'output': {
-          this.unreportedBytes += event.data.length;
+          // Pieces (binary frames) are passed on as they are: joining them would copy every byte.
+          const parts = event.parts ?? [event.data];
+          const last = parts.length - 1;
+          for (const part of parts) this.unreportedBytes += part.length;
           const sink = event.stream === 'stderr' ? this.stderrSink : this.stdoutSink;
           if (sink) {
             const seq = event.seq;
             this.writing.push(seq);
+            // Corked, the pieces leave in one writev rather than one write each.
+            if (last > 0) sink.cork();
+            for (let i = 0; i < last; i++) sink.write(parts[i]);
             // A failed write (EPIPE) counts as taken: the bytes have nowhere else to go.
-            sink.write(event.data, () => this.sinkWritten(seq));
+            sink.write(parts[last], () => this.sinkWritten(seq));
+            if (last > 0) sink.uncork();
             this.host.outputBuffered(sink);
             break;
           }
           const stream = event.stream === 'stderr' ? this.stderr : this.stdout;
-          if (!stream.push(event.data)) {
+          for (let i = 0; i < last; i++) stream.push(parts[i]);
+          if (!stream.push(parts[last])) {
             this.fullStreams.add(stream);
             this.blockedFrom ??= event.seq;
           }

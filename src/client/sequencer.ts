@@ -9,7 +9,17 @@
 import type { OutputStream, ProcessReadResult } from '../protocol/index.js';
 
 export type ProcessEvent =
-  | { type: 'output'; seq: number; stream: OutputStream; data: Buffer }
+  | {
+      type: 'output';
+      seq: number;
+      stream: OutputStream;
+      data: Buffer;
+      /**
+       * @internal The bytes in the pieces they arrived in (binary frames): the client writes
+       * them on as they are, and `data` joins them only when someone reads it.
+       */
+      parts?: readonly Buffer[];
+    }
   | { type: 'exit'; seq: number; exitCode: number }
   | { type: 'close'; seq: number };
 
@@ -117,4 +127,19 @@ function pickExitSeq(missing: number[], retained: number[]): number | undefined 
   const above = missing.filter((s) => s > firstRetained);
   if (above.length > 0) return above[0];
   return missing[missing.length - 1];
+}
+
+/** An output event whose bytes came in pieces: `data` is joined on first use only. */
+export function outputEvent(seq: number, stream: OutputStream, parts: readonly Buffer[]): ProcessEvent {
+  if (parts.length === 1) return { type: 'output', seq, stream, data: parts[0]! };
+  let joined: Buffer | undefined;
+  return {
+    type: 'output',
+    seq,
+    stream,
+    parts,
+    get data(): Buffer {
+      return (joined ??= Buffer.concat(parts));
+    },
+  };
 }

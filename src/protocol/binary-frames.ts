@@ -30,7 +30,8 @@ const STREAM_CODES: Record<OutputStream, number> = { stdout: 0, stderr: 1, pty: 
 const STREAMS: readonly OutputStream[] = ['stdout', 'stderr', 'pty'];
 
 export type BinaryFrame =
-  | { kind: 'output'; handle: number; seq: number; stream: OutputStream; data: Buffer }
+  /** `parts`: the bytes as the fragments they came in, when more than one (`data` joins them on use). */
+  | { kind: 'output'; handle: number; seq: number; stream: OutputStream; data: Buffer; parts?: readonly Buffer[] }
   | { kind: 'ack'; handle: number; seq: number };
 
 export type BinaryDecodeResult = { ok: true; frame: BinaryFrame } | { ok: false; error: string };
@@ -100,11 +101,36 @@ export function decodeBinaryFragments(fragments: readonly Buffer[]): BinaryDecod
   const first = fragments[0];
   if (fragments.length === 1 && first) return decodeBinaryFrame(first);
   if (!first || first.length !== BINARY_HEADER_BYTES) return decodeBinaryFrame(Buffer.concat(fragments));
-  return decodeParts(first, fragments.length === 2 ? fragments[1]! : Buffer.concat(fragments.slice(1)));
+  const decoded = decodeParts(first, fragments.length === 2 ? fragments[1]! : EMPTY_PAYLOAD, fragments.length - 1);
+  if (decoded.ok && decoded.frame.kind === 'output' && fragments.length > 2) {
+    // The bytes stay in their pieces (`parts`); `data` joins them only if someone reads it.
+    const parts = fragments.slice(1);
+    let joined: Buffer | undefined;
+    const frame = decoded.frame;
+    return {
+      ok: true,
+      frame: {
+        kind: 'output',
+        handle: frame.handle,
+        seq: frame.seq,
+        stream: frame.stream,
+        parts,
+        get data(): Buffer {
+          return (joined ??= Buffer.concat(parts));
+        },
+      },
+    };
+  }
+  return decoded;
 }
 
-/** `header`: at least the 16 header bytes (checked by the caller); `payload`: what follows them. */
-function decodeParts(buf: Buffer, payload: Buffer): BinaryDecodeResult {
+const EMPTY_PAYLOAD = Buffer.alloc(0);
+
+/**
+ * `buf`: at least the 16 header bytes (checked by the caller); `payload`: what follows them,
+ * or — when it came in several pieces — nothing, with `pieces` saying how many.
+ */
+function decodeParts(buf: Buffer, payload: Buffer, pieces = payload.length > 0 ? 1 : 0): BinaryDecodeResult {
   const version = buf[0]!;
   if (version !== BINARY_FRAME_VERSION) return { ok: false, error: `unsupported binary frame version ${version} (this build speaks ${BINARY_FRAME_VERSION})` };
   const kind = buf[1]!;
@@ -121,12 +147,12 @@ function decodeParts(buf: Buffer, payload: Buffer): BinaryDecodeResult {
       const stream = STREAMS[streamCode];
       if (stream === undefined) return { ok: false, error: `binary output frame has an unknown stream ${streamCode}` };
       if (seq === 0) return { ok: false, error: 'binary output frame seq must be at least 1' };
-      if (payload.length === 0) return { ok: false, error: 'binary output frame carries no bytes' };
+      if (payload.length === 0 && pieces <= 1) return { ok: false, error: 'binary output frame carries no bytes' };
       return { ok: true, frame: { kind: 'output', handle, seq, stream, data: payload } };
     }
     case BinaryKind.ack:
       if (streamCode !== 0) return { ok: false, error: `binary ack frame stream must be 0 (got ${streamCode})` };
-      if (payload.length !== 0) {
+      if (payload.length !== 0 || pieces > 1) {
         return { ok: false, error: `binary ack frame must be exactly ${BINARY_HEADER_BYTES} bytes (got ${BINARY_HEADER_BYTES + payload.length})` };
       }
       return { ok: true, frame: { kind: 'ack', handle, seq } };

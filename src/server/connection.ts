@@ -29,6 +29,8 @@ export type HandshakeState = 'new' | 'initializing' | 'ready';
 
 /** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
 const MAX_FRAGMENTS = 64;
+/** Largest continuation frame of binary output (see `sendBinaryOutput`). */
+const FRAME_PIECE_BYTES = 16 * 1024;
 
 /**
  * Methods answered without waiting for anything: they cannot pile up, so they stay allowed
@@ -349,13 +351,24 @@ export class Connection implements SessionLink {
     const parts = outputParts(entry).length > MAX_FRAGMENTS ? [joinOutput(entry)] : outputParts(entry);
     const seq = entry.seq;
     const written = this.session?.clientAcks ? undefined : proc;
+    // One write system call for the whole message, not one per fragment (ws sends each frame
+    // as soon as it is given; corking its socket gathers them).
+    const socket = (this.ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
+    socket?.cork();
     this.ws.send(outputFrameHeader(proc.handle, seq, entry.stream), { binary: true, fin: false });
-    const last = parts.length - 1;
-    for (let i = 0; i < last; i++) this.ws.send(parts[i]!, { binary: true, fin: false });
-    this.ws.send(parts[last]!, { binary: true, fin: true }, (err) => {
+    // Continuation frames of at most FRAME_PIECE_BYTES: most then arrive inside one socket read
+    // of the client (64 KiB), which its WebSocket parser hands over as a view, not a copy.
+    const pieces: Buffer[] = [];
+    for (const part of parts) {
+      for (let at = 0; at < part.length; at += FRAME_PIECE_BYTES) pieces.push(part.length <= FRAME_PIECE_BYTES ? part : part.subarray(at, at + FRAME_PIECE_BYTES));
+    }
+    const last = pieces.length - 1;
+    for (let i = 0; i < last; i++) this.ws.send(pieces[i]!, { binary: true, fin: false });
+    this.ws.send(pieces[last]!, { binary: true, fin: true }, (err) => {
       if (!err) written?.written(seq);
       this.afterSend();
     });
+    socket?.uncork();
     this.checkBackpressure();
   }
 
