@@ -10,6 +10,8 @@ import { createHash } from 'node:crypto';
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
+import * as wsModule from 'ws';
+import { writeBinaryOutput } from '../src/server/binary-output.js';
 import {
   BINARY_HEADER_BYTES,
   BinaryKind,
@@ -115,6 +117,48 @@ describe('binary frame codec', () => {
       ),
       { numRuns: 500, seed: 4 },
     );
+  });
+});
+
+/** ws's frame parser (exported at run time, not in its types). */
+const Receiver = (wsModule as unknown as { Receiver: new (options: object) => NodeJS.EventEmitter & { write(chunk: Buffer): boolean } }).Receiver;
+
+describe('binary output written as WebSocket frames (server/binary-output.ts)', () => {
+  it('is one message ws parses back to the same header and bytes, whatever the pieces, in one corked write', () => {
+    for (const sizes of [[1], [125], [126], [16 * 1024], [16 * 1024 + 1], [70_000], [3, 0x1_0000, 5, 40_000], Array(64).fill(1000)]) {
+      const parts = sizes.map((n, i) => Buffer.alloc(n, i + 1));
+      const writes: Buffer[] = [];
+      let corked = 0;
+      let written = 0;
+      const socket = {
+        cork: () => corked++,
+        uncork: () => corked--,
+        write: (data: Buffer, cb?: () => void) => {
+          expect(corked).toBe(1);
+          writes.push(Buffer.from(data));
+          cb?.();
+          return true;
+        },
+      };
+      const total = writeBinaryOutput(socket, 9, 2 ** 40 + 3, 'stderr', parts, () => written++);
+      expect(written).toBe(1);
+      expect(corked).toBe(0);
+      const wire = Buffer.concat(writes);
+      expect(total).toBe(wire.length);
+      const receiver = new Receiver({ binaryType: 'fragments', isServer: false });
+      const messages: Array<{ data: Buffer[]; isBinary: boolean }> = [];
+      receiver.on('message', (data: Buffer[], isBinary: boolean) => messages.push({ data, isBinary }));
+      receiver.on('error', (err: Error) => {
+        throw err;
+      });
+      // Arbitrary socket reads: 64 KiB, as a client's.
+      for (let at = 0; at < wire.length; at += 65_536) receiver.write(wire.subarray(at, at + 65_536));
+      expect(messages).toHaveLength(1);
+      expect(messages[0]!.isBinary).toBe(true);
+      const decoded = decodeBinaryFragments(messages[0]!.data);
+      expect(decoded.ok && decoded.frame).toMatchObject({ kind: 'output', handle: 9, seq: 2 ** 40 + 3, stream: 'stderr' });
+      if (decoded.ok && decoded.frame.kind === 'output') expect(decoded.frame.data.equals(Buffer.concat(parts))).toBe(true);
+    }
   });
 });
 

@@ -100,11 +100,12 @@ export function decodeBinaryFrame(buf: Buffer): BinaryDecodeResult {
 export function decodeBinaryFragments(fragments: readonly Buffer[]): BinaryDecodeResult {
   const first = fragments[0];
   if (fragments.length === 1 && first) return decodeBinaryFrame(first);
-  if (!first || first.length !== BINARY_HEADER_BYTES) return decodeBinaryFrame(Buffer.concat(fragments));
-  const decoded = decodeParts(first, fragments.length === 2 ? fragments[1]! : EMPTY_PAYLOAD, fragments.length - 1);
-  if (decoded.ok && decoded.frame.kind === 'output' && fragments.length > 2) {
+  if (!first || first.length < BINARY_HEADER_BYTES) return decodeBinaryFrame(Buffer.concat(fragments));
+  // The first fragment is the header, or the header and the first piece of the bytes.
+  const parts = first.length === BINARY_HEADER_BYTES ? fragments.slice(1) : [first.subarray(BINARY_HEADER_BYTES), ...fragments.slice(1)];
+  const decoded = decodeParts(first, parts.length === 1 ? parts[0]! : EMPTY_PAYLOAD, parts.length);
+  if (decoded.ok && decoded.frame.kind === 'output' && parts.length > 1) {
     // The bytes stay in their pieces (`parts`); `data` joins them only if someone reads it.
-    const parts = fragments.slice(1);
     let joined: Buffer | undefined;
     const frame = decoded.frame;
     return {

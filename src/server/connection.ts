@@ -15,11 +15,11 @@ import {
   decodeFrame,
   Dialect,
   ErrorCode,
-  outputFrameHeader,
   isTetherBinaryFrame,
   Method,
   withJsonrpc,
 } from '../protocol/index.js';
+import { writeBinaryOutput, type FrameSocket } from './binary-output.js';
 import { joinOutput, outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
@@ -29,8 +29,6 @@ export type HandshakeState = 'new' | 'initializing' | 'ready';
 
 /** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
 const MAX_FRAGMENTS = 64;
-/** Largest continuation frame of binary output (see `sendBinaryOutput`). */
-const FRAME_PIECE_BYTES = 16 * 1024;
 
 /**
  * Methods answered without waiting for anything: they cannot pile up, so they stay allowed
@@ -342,33 +340,22 @@ export class Connection implements SessionLink {
   }
 
   /**
-   * Extension binaryOutput: the 16-byte header, then the bytes — one WebSocket message whose
-   * first fragment is the header and whose continuation frames are the pieces the chunk was
-   * read in, so nothing is base64-encoded, serialized or even copied. (A chunk joined from
-   * very many small reads, a chatty pty, goes as one piece: frame headers would outweigh it.)
+   * Extension binaryOutput: the 16-byte header, then the bytes, written as WebSocket frames
+   * straight onto the socket (binary-output.ts): nothing is base64-encoded, serialized or
+   * copied, and the message leaves in one writev. (A chunk joined from very many small reads,
+   * a chatty pty, is joined first: frame headers would outweigh it.)
    */
   private sendBinaryOutput(proc: ManagedProcess, entry: OutputEntry): void {
+    // A socket whose close handshake began takes no more data frames.
+    if (this.ws.readyState !== this.ws.OPEN) return;
+    const socket = (this.ws as unknown as { _socket: FrameSocket })._socket;
     const parts = outputParts(entry).length > MAX_FRAGMENTS ? [joinOutput(entry)] : outputParts(entry);
     const seq = entry.seq;
     const written = this.session?.clientAcks ? undefined : proc;
-    // One write system call for the whole message, not one per fragment (ws sends each frame
-    // as soon as it is given; corking its socket gathers them).
-    const socket = (this.ws as unknown as { _socket?: { cork(): void; uncork(): void } })._socket;
-    socket?.cork();
-    this.ws.send(outputFrameHeader(proc.handle, seq, entry.stream), { binary: true, fin: false });
-    // Continuation frames of at most FRAME_PIECE_BYTES: most then arrive inside one socket read
-    // of the client (64 KiB), which its WebSocket parser hands over as a view, not a copy.
-    const pieces: Buffer[] = [];
-    for (const part of parts) {
-      for (let at = 0; at < part.length; at += FRAME_PIECE_BYTES) pieces.push(part.length <= FRAME_PIECE_BYTES ? part : part.subarray(at, at + FRAME_PIECE_BYTES));
-    }
-    const last = pieces.length - 1;
-    for (let i = 0; i < last; i++) this.ws.send(pieces[i]!, { binary: true, fin: false });
-    this.ws.send(pieces[last]!, { binary: true, fin: true }, (err) => {
+    writeBinaryOutput(socket, proc.handle, seq, entry.stream, parts, (err) => {
       if (!err) written?.written(seq);
       this.afterSend();
     });
-    socket?.uncork();
     this.checkBackpressure();
   }
 
