@@ -130,6 +130,10 @@ class FloorClient {
 
 async function startFloorServer(): Promise<{ url: string; child: ChildProcess; stop(): void }> {
   const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/floor-server.ts'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  // However the bench ends (a crash goes through process.exit), the floor server goes with it.
+  const stopOnExit = (): void => void child.kill('SIGTERM');
+  process.once('exit', stopOnExit);
+  child.once('exit', () => process.off('exit', stopOnExit));
   const url = await new Promise<string>((resolve, reject) => {
     createInterface({ input: child.stdout! }).once('line', (line) => resolve(line.trim()));
     child.once('exit', (code) => reject(new Error(`floor server exited with ${code}`)));
