@@ -16,6 +16,7 @@
  * on par (≥ 0.9x) in the Codex dialect; RSS peak − idle ≤ Codex's + 32 MiB.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -169,6 +170,8 @@ interface Contender {
   server: BenchServer | null;
   /** One exec of `bytes`: ms. */
   exec(bytes: number): Promise<number>;
+  /** The serving process, for its CPU time. */
+  serverPid: number;
   sessions: ExecClient[] | null;
   close(): Promise<void>;
 }
@@ -179,12 +182,23 @@ async function clientContender(name: string, server: BenchServer, options: ExecC
   return {
     name,
     server,
+    serverPid: server.pid,
     exec: (bytes) => execOnce(client, bytes),
     sessions,
     close: async () => {
       await Promise.all([client, ...sessions].map((c) => c.close()));
     },
   };
+}
+
+/** User + system CPU of a process so far, in ms (Linux /proc; clock ticks of 10 ms). */
+function cpuMs(pid: number): number {
+  try {
+    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
+    return (Number(fields[11]) + Number(fields[12])) * 10;
+  } catch {
+    return Number.NaN;
+  }
 }
 
 function idleRss(server: BenchServer): number {
@@ -205,13 +219,22 @@ export async function run(): Promise<void> {
     const dialect = await clientContender('tether, Codex dialect', tether, { extensions: [] });
     const onCodex = await clientContender('Codex exec-server', codex, {});
     const floorClient = await FloorClient.connect(floor.url);
-    const floorContender: Contender = { name: 'Node floor', server: null, exec: (b) => floorClient.once(b), sessions: null, close: async () => floorClient.close() };
+    const floorContender: Contender = {
+      name: 'Node floor',
+      server: null,
+      serverPid: floor.child.pid!,
+      exec: (b) => floorClient.once(b),
+      sessions: null,
+      close: async () => floorClient.close(),
+    };
     contenders.push(binary, dialect, onCodex, floorContender);
     // Warm up every path once (JIT, first spawns), then take the idle baselines.
     for (const c of contenders) await c.exec(4 * MiB);
     const idle = { tether: idleRss(tether), codex: idleRss(codex) };
 
     const execTimes = new Map<string, number[]>();
+    /** CPU per run (ms): the server process's (user + system, from /proc) and this process's (the client). */
+    const execCpu = new Map<string, Array<{ server: number; client: number }>>();
     const sessionTimes = new Map<string, number[]>();
     for (let i = 0; i < RUNS; i++) {
       for (const bytes of SIZES) {
@@ -219,7 +242,14 @@ export async function run(): Promise<void> {
         for (let k = 0; k < contenders.length; k++) {
           const c = contenders[(k + i) % contenders.length]!;
           const key = `${c.name}|${bytes}`;
+          const serverCpu = c.serverPid ? cpuMs(c.serverPid) : 0;
+          const clientCpu = process.cpuUsage();
           execTimes.set(key, [...(execTimes.get(key) ?? []), await c.exec(bytes)]);
+          const used = process.cpuUsage(clientCpu);
+          execCpu.set(key, [
+            ...(execCpu.get(key) ?? []),
+            { server: c.serverPid ? cpuMs(c.serverPid) - serverCpu : Number.NaN, client: (used.user + used.system) / 1000 },
+          ]);
         }
       }
       for (let k = 0; k < 3; k++) {
@@ -252,8 +282,15 @@ export async function run(): Promise<void> {
     // ---- report ----
     const execRate = (name: string, bytes: number) => median((execTimes.get(`${name}|${bytes}`) ?? []).map((t) => rate(bytes, t)));
     console.log(`\nbench/stream.ts: head -c N /dev/zero → ExecClient → a pipe into wc -c (median of ${RUNS} interleaved runs)\n`);
-    const rows = [['contender', ...SIZES.map((b) => `${b / MiB} MiB`)]];
-    for (const c of contenders) rows.push([c.name, ...SIZES.map((b) => fmtRate(execRate(c.name, b)))]);
+    // CPU per 256 MiB (medians): on a machine shared with other work, what each side costs
+    // per byte says more than wall-clock ratios alone.
+    const cpuOf = (name: string, side: 'server' | 'client') =>
+      median((execCpu.get(`${name}|${SIZES[SIZES.length - 1]}`) ?? []).map((x) => x[side]));
+    const last = `${SIZES[SIZES.length - 1]! / MiB} MiB`;
+    const rows = [['contender', ...SIZES.map((b) => `${b / MiB} MiB`), `server CPU / ${last}`, `client CPU / ${last}`]];
+    for (const c of contenders) {
+      rows.push([c.name, ...SIZES.map((b) => fmtRate(execRate(c.name, b))), `${cpuOf(c.name, 'server').toFixed(0)} ms`, `${cpuOf(c.name, 'client').toFixed(0)} ms`]);
+    }
     console.log(table(rows));
 
     const checks: string[][] = [['target', ...SIZES.map((b) => `${b / MiB} MiB`), 'verdict']];
