@@ -81,11 +81,14 @@ describe('ExecClient flow control', () => {
       // The server stops reading it once a window of output is unacknowledged…
       await until(() => remote.isPaused, 'the server held the process back');
       expect(remote.unacknowledged).toBeGreaterThanOrEqual(8 * 1024 * 1024);
+      // What the stalled consumer makes the server hold: the window (and one read past it), not the 20 MB.
+      expect(remote.unacknowledged).toBeLessThanOrEqual(9 * 1024 * 1024);
       // …while the session answers at once, and another process streams through.
       expect(await client.request('environment/status', {})).toEqual({ status: 'ready' });
       const other = client.spawn(['head', '-c', String(4 * 1024 * 1024), '/dev/zero']);
       expect((await collectBytes(other.stdout)).length).toBe(4 * 1024 * 1024);
       expect(remote.isPaused).toBe(true);
+      expect(remote.unacknowledged).toBeLessThanOrEqual(9 * 1024 * 1024);
       let text = '';
       proc.stdout.setEncoding('utf8');
       proc.stdout.on('data', (chunk: string) => (text += chunk));
