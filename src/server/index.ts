@@ -175,6 +175,8 @@ export class TetherServer extends EventEmitter {
   private readonly stallTimer: NodeJS.Timeout;
   /** Every open TCP socket, upgraded or not: what the connection cap counts. */
   private openSockets = 0;
+  /** Every accepted TCP socket still open: a stop destroys what its peers keep open. */
+  private readonly sockets = new Set<Socket>();
   readonly maxConnections: number;
   /** The server-wide memory budget (what every byte holder reports to). */
   readonly memory: MemoryBudget;
@@ -276,7 +278,11 @@ export class TetherServer extends EventEmitter {
     // Every accepted TCP socket costs a descriptor, TLS handshake done or not: count them all.
     http.on('connection', (socket: Socket) => {
       this.openSockets++;
-      socket.once('close', () => this.openSockets--);
+      this.sockets.add(socket);
+      socket.once('close', () => {
+        this.openSockets--;
+        this.sockets.delete(socket);
+      });
       if (!secure && this.openSockets > this.maxConnections) refuseSocket(socket, this.atCapacityReason(), log);
     });
     // Over TLS the refusal must be said inside the TLS session, or the client reads garbage.
@@ -444,6 +450,9 @@ export class TetherServer extends EventEmitter {
       for (const s of sessions) s.expire();
       await Promise.all(sessions.map((s) => s.waitAllClosed(2_000)));
       this.http.closeAllConnections?.();
+      // What the HTTP server does not track: a rejected upgrade (or a refused socket) whose
+      // peer keeps its side open would hold the stop forever.
+      for (const socket of this.sockets) socket.destroy();
       await closedHttp;
       this.emit('close');
     })();
@@ -496,6 +505,9 @@ function rejectUpgrade(socket: Duplex, status: number, body: string): void {
     'connection: close',
   ];
   socket.end(`${headers.join('\r\n')}\r\n\r\n${body}`);
+  // A peer that keeps its side open after the answer would hold the descriptor (and a place
+  // under the connection cap) for as long as it likes: 2 s to read the answer, then closed.
+  setTimeout(() => socket.destroy(), 2000).unref();
 }
 
 /** `startServer` refused an unsafe configuration (before listening). */
