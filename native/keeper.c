@@ -134,6 +134,16 @@ static void on_signal(int sig) {
   errno = saved;
 }
 
+/** Routes `sig` to on_signal (the self-pipe), every other signal blocked while it runs. */
+static void catch_signal(int sig) {
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
+  sigfillset(&sa.sa_mask);
+  sigaction(sig, &sa, NULL);
+}
+
 static void write_all(int fd, const char *buf, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, buf, len);
@@ -803,12 +813,7 @@ static int zygote_main(int argc, char **argv) {
     set_cloexec(taken[i]);
   }
   set_nonblock(taken[0]);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  sigfillset(&sa.sa_mask);
-  sigaction(SIGCHLD, &sa, NULL);
+  catch_signal(SIGCHLD);
   pid_t idle = -1;
   for (;;) {
     int status;
@@ -870,15 +875,10 @@ static int keeper_main(void) {
   set_cloexec(self_pipe[1]);
   set_nonblock(self_pipe[0]);
   set_nonblock(self_pipe[1]);
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sa.sa_flags = SA_RESTART | SA_NOCLDSTOP;
-  sigfillset(&sa.sa_mask);
-  sigaction(SIGCHLD, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGHUP, &sa, NULL);
+  catch_signal(SIGCHLD);
+  catch_signal(SIGTERM);
+  catch_signal(SIGINT);
+  catch_signal(SIGHUP);
 
   if (tty_mode) {
     int err = open_terminal(spec.cols, spec.rows);
