@@ -1,7 +1,7 @@
 /**
  * `tether cp` end to end: the real CLI (node bin/tether.js) against an in-process tether
  * server through the chaos proxy. The big test copies a file up and back down while the link
- * is cut every 0.3-0.9 s (seeded) and checks it byte for byte. Its size is
+ * is cut after every 3-9 MiB (seeded) and checks it byte for byte. Its size is
  * TETHER_CP_TEST_MIB (default 32; the issue's 200 MiB run: TETHER_CP_TEST_MIB=200).
  */
 import { spawn } from 'node:child_process';
@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChaosProxy } from '../src/chaos/proxy.js';
+import { seededRandom } from '../src/chaos/random.js';
 import { parseCpArgs } from '../src/cli/cp.js';
 import { UsageError } from '../src/cli/usage.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
@@ -51,20 +52,9 @@ function tether(args: string[], input?: Buffer): Promise<Run> {
   });
 }
 
-/** Seeded xorshift: the same run replays. */
-function seeded(seed: number): () => number {
-  let x = seed >>> 0 || 1;
-  return () => {
-    x ^= x << 13;
-    x ^= x >>> 17;
-    x ^= x << 5;
-    return (x >>> 0) / 2 ** 32;
-  };
-}
-
 /** A file of `mib` MiB in which every MiB differs (a block written twice or misplaced shows). */
 async function bigFile(path: string, mib: number, seed: number): Promise<string> {
-  const random = seeded(seed);
+  const random = seededRandom(seed);
   const base = Buffer.alloc(MiB);
   for (let i = 0; i < MiB; i += 4) base.writeUInt32LE(Math.floor(random() * 2 ** 32), i);
   const hash = createHash('sha256');
@@ -86,7 +76,7 @@ describe('tether cp', () => {
     const local = join(root, 'big.bin');
     const digest = await bigFile(local, SIZE_MIB, 200);
     // Cut by bytes, not by time: a fast copy cannot slip between two cuts (seeded quotas).
-    const random = seeded(9);
+    const random = seededRandom(9);
     proxy.cutEachAfter(() => (3 + random() * 6) * MiB, { direction: 'both' });
     const cutsBefore = proxy.stats().quotaCuts;
     try {
