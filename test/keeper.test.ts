@@ -16,8 +16,9 @@ function start(file: string, args: string[], extra: Partial<KeeperSpawnOptions> 
 
 function outputOf(proc: KeptProcess): () => string {
   let text = '';
-  proc.stdout.on('data', (d: Buffer) => (text += d.toString('latin1')));
-  proc.stderr?.on('data', (d: Buffer) => (text += d.toString('latin1')));
+  proc.onOutput((_stream, d) => (text += d.toString('latin1')));
+  proc.stdout.resume();
+  proc.stderr?.resume();
   return () => text;
 }
 

@@ -290,7 +290,13 @@ export class ExecProcess extends EventEmitter {
             if (last > 0) sink.cork();
             for (let i = 0; i < last; i++) sink.write(parts[i]);
             // A failed write (EPIPE) counts as taken: the bytes have nowhere else to go.
-            sink.write(parts[last], () => this.sinkWritten(seq));
+            let settled = false;
+            sink.write(parts[last], () => {
+              // Once: Node may run a corked batch's callbacks twice when the sink fails (EPIPE).
+              if (settled) return;
+              settled = true;
+              this.sinkWritten(seq);
+            });
             if (last > 0) sink.uncork();
             this.host.outputBuffered(sink);
             break;

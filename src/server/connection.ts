@@ -20,7 +20,7 @@ import {
   withJsonrpc,
 } from '../protocol/index.js';
 import { writeBinaryOutput, type FrameSocket } from './binary-output.js';
-import { joinOutput, outputParts, type LogEntry, type OutputEntry } from './output-log.js';
+import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import type { Session, SessionLink } from './session.js';
@@ -316,7 +316,7 @@ export class Connection implements SessionLink {
     switch (entry.kind) {
       case 'output':
         if (proc.handle !== 0) return this.sendBinaryOutput(proc, entry);
-        frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, joinOutput(entry));
+        frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, proc.outputData(entry));
         break;
       case 'exit':
         frame = this.dialect.encode({
@@ -349,10 +349,19 @@ export class Connection implements SessionLink {
     // A socket whose close handshake began takes no more data frames.
     if (this.ws.readyState !== this.ws.OPEN) return;
     const socket = (this.ws as unknown as { _socket: FrameSocket })._socket;
-    const parts = outputParts(entry).length > MAX_FRAGMENTS ? [joinOutput(entry)] : outputParts(entry);
+    const parts = outputParts(entry).length > MAX_FRAGMENTS ? [proc.outputData(entry)] : outputParts(entry);
     const seq = entry.seq;
     const written = this.session?.clientAcks ? undefined : proc;
+    // The socket refers to the bytes until the write completes (or fails): their memory is
+    // not reused before, whatever the log does with them meanwhile.
+    proc.retainOutput(parts);
+    let settled = false;
     writeBinaryOutput(socket, proc.handle, seq, entry.stream, parts, (err) => {
+      // Node runs a corked batch's callbacks twice when the socket fails under it (EPIPE):
+      // a second release would let the bytes' memory be reused while the log still has them.
+      if (settled) return;
+      settled = true;
+      proc.releaseOutput(parts);
       if (!err) written?.written(seq);
       this.afterSend();
     });

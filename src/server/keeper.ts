@@ -72,6 +72,11 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   readonly stdin: Writable | null;
   readonly stdout: Readable;
   readonly stderr: Readable | null;
+  /**
+   * Where the bytes read from stdout and stderr go (set once; `stdout`/`stderr` emit no
+   * 'data'): reading follows their pause()/resume(), end of file their 'end' and 'close'.
+   */
+  readonly onOutput: (listener: OutputListener) => void;
   exitCode: number | null = null;
   signalCode: NodeJS.Signals | null = null;
 
@@ -103,6 +108,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     // Keepers get every channel; the ones this command does not use are dropped.
     this.stdin = opts.tty || opts.stdin ? channels.stdin : null;
     this.stdout = channels.stdout;
+    this.onOutput = channels.onOutput;
     this.stderr = opts.tty ? null : channels.stderr;
     if (!this.stdin) channels.stdin.destroy();
     if (!this.stderr) channels.stderr.destroy();
@@ -340,7 +346,18 @@ interface KeeperChannels {
   control: Socket;
   start: Socket;
   child?: ChildProcess;
+  /** Where the bytes read from stdout and stderr go (set once). */
+  onOutput(listener: OutputListener): void;
 }
+
+/** Bytes read from the command's stdout or stderr: `data` is valid only during the call. */
+export type OutputListener = (stream: 'stdout' | 'stderr', data: Buffer) => void;
+
+/**
+ * One read buffer for every command's output: each read is handed to its listener (which
+ * copies what it keeps) before the next read starts, so no read allocates a Buffer.
+ */
+const OUTPUT_READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
 
 /** The zygote (native/keeper.c, --zygote) and the server's end of its SOCK_SEQPACKET channel. */
 interface Zygote {
@@ -408,9 +425,26 @@ function launchKeeper(spec: Buffer): KeeperChannels {
   const addon = nativeAddon();
   const pairs: [number, number][] = [];
   let sockets: Socket[] = [];
+  let listener: OutputListener = () => {};
   try {
     for (let i = 0; i < 5; i++) pairs.push(addon.socketPair(false));
-    sockets = pairs.map(([fd], i) => new Socket({ fd, readable: i !== 0, writable: i === 0 || i === 3 }));
+    const outputSocket = (fd: number, stream: 'stdout' | 'stderr'): Socket =>
+      // `onread` is Node's (since 12.2) but missing from @types/node's constructor options.
+      new Socket({
+        fd,
+        readable: true,
+        writable: false,
+        onread: {
+          buffer: OUTPUT_READ_BUFFER,
+          callback: (bytes: number, buffer: Uint8Array) => {
+            listener(stream, Buffer.from(buffer.buffer, buffer.byteOffset, bytes));
+            return true;
+          },
+        },
+      } as ConstructorParameters<typeof Socket>[0]);
+    sockets = pairs.map(([fd], i) =>
+      i === 1 ? outputSocket(fd, 'stdout') : i === 2 ? outputSocket(fd, 'stderr') : new Socket({ fd, readable: i !== 0, writable: i === 0 || i === 3 }),
+    );
     sockets[3]!.write(spec);
     const keeperEnds = pairs.map(([, keeperEnd]) => keeperEnd);
     try {
@@ -431,7 +465,7 @@ function launchKeeper(spec: Buffer): KeeperChannels {
   }
   for (const [, keeperEnd] of pairs) addon.closeFd(keeperEnd);
   const [stdin, stdout, stderr, control, start] = sockets as [Socket, Socket, Socket, Socket, Socket];
-  return { stdin, stdout, stderr, control, start };
+  return { stdin, stdout, stderr, control, start, onOutput: (l) => (listener = l) };
 }
 
 function spawnKeeper(): KeeperChannels {
@@ -449,5 +483,9 @@ function spawnKeeper(): KeeperChannels {
     control: child.stdio[3] as Socket,
     start: child.stdio[4] as Socket,
     child,
+    onOutput: (listener) => {
+      child.stdout!.on('data', (data: Buffer) => listener('stdout', data));
+      child.stderr!.on('data', (data: Buffer) => listener('stderr', data));
+    },
   };
 }

@@ -59,6 +59,18 @@ export interface OutputLogOptions {
    * kernel taking a frame (`written`) and from `process/read` answers.
    */
   clientAcks: boolean;
+  /**
+   * Where appended Buffers live (output-arena.ts): told when the log lets go of one (evicted,
+   * discarded, or joined into a copy), and asked to merge a chunk with the next read when
+   * both are adjacent in memory. Without it the log only drops its references.
+   */
+  memory?: OutputMemory;
+}
+
+/** What the log needs of the memory its Buffers live in (see OutputArena). */
+export interface OutputMemory {
+  extend(first: Buffer, second: Buffer): Buffer | null;
+  release(view: Buffer): void;
 }
 
 /** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
@@ -106,7 +118,7 @@ export class OutputLog {
 
   // ---- recording ---------------------------------------------------------------------------
 
-  /** Records output read from the child. */
+  /** Records output read from the child (the log now holds `data`'s reference, see `memory`). */
   append(stream: OutputStream, data: Buffer): void {
     if (data.length === 0) return;
     this._totalBytes += data.length;
@@ -119,7 +131,9 @@ export class OutputLog {
       last.stream === stream &&
       last.bytes + data.length <= this.options.maxChunkBytes
     ) {
-      (last.parts ??= [last.data]).push(data);
+      const merged = last.parts === null ? this.options.memory?.extend(last.data, data) : null;
+      if (merged) last.data = merged;
+      else (last.parts ??= [last.data]).push(data);
       last.bytes += data.length;
       return;
     }
@@ -162,7 +176,7 @@ export class OutputLog {
     this._sentSeq = entry.seq;
     if (entry.seq > this.exposedSeq) this.exposedSeq = entry.seq;
     if (entry.kind === 'output') {
-      if (join) seal(entry);
+      if (join) this.seal(entry);
       this._unsentBytes -= entry.bytes;
     }
     return entry;
@@ -237,6 +251,10 @@ export class OutputLog {
 
   /** The process is gone for good (its session ended, or it was removed): free every byte. */
   discard(): void {
+    for (let i = this.head; i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.kind === 'output') this.drop(e);
+    }
     this.entries = [];
     this.head = 0;
     this._historyBytes = 0;
@@ -283,7 +301,7 @@ export class OutputLog {
         truncated = true;
         break;
       }
-      seal(e);
+      this.seal(e);
       out.push({ seq: e.seq, stream: e.stream, bytes: e.bytes, data: e.data });
       bytes += e.bytes;
       if (bytes >= limitBytes) {
@@ -409,8 +427,7 @@ export class OutputLog {
       if (oldest.kind === 'output') {
         if (this._historyBytes <= limit) break;
         this._historyBytes -= oldest.bytes;
-        oldest.data = EMPTY; // free the payload now; the slot itself goes at the next compaction
-        oldest.parts = null;
+        this.drop(oldest); // free the payload now; the slot itself goes at the next compaction
       } else if (this._historyBytes <= limit) {
         break;
       }
@@ -421,6 +438,30 @@ export class OutputLog {
       this.head = 0;
     }
   }
+
+  /** Lets go of an entry's bytes (exactly once: it is empty afterwards). */
+  private drop(entry: OutputEntry): void {
+    const memory = this.options.memory;
+    if (memory) for (const part of entry.parts ?? [entry.data]) memory.release(part);
+    entry.data = EMPTY;
+    entry.parts = null;
+  }
+
+  /** Joins a chunk's pieces into one Buffer (a copy: the pieces are let go of). */
+  private seal(entry: OutputEntry): void {
+    const parts = entry.parts;
+    if (!parts) return;
+    entry.data = Buffer.concat(parts, entry.bytes);
+    entry.parts = null;
+    const memory = this.options.memory;
+    if (memory) for (const part of parts) memory.release(part);
+  }
+
+  /** Joins a chunk's pieces into `data` (once: later calls find it joined). */
+  joinOutput(entry: OutputEntry): Buffer {
+    this.seal(entry);
+    return entry.data;
+  }
 }
 
 const EMPTY = Buffer.alloc(0);
@@ -430,18 +471,6 @@ export function outputParts(entry: OutputEntry): readonly Buffer[] {
   return entry.parts ?? [entry.data];
 }
 
-/** Joins a chunk's pieces into `data` (once: later calls find it joined). */
-export function joinOutput(entry: OutputEntry): Buffer {
-  seal(entry);
-  return entry.data;
-}
-
-function seal(entry: OutputEntry): void {
-  if (entry.parts) {
-    entry.data = Buffer.concat(entry.parts, entry.bytes);
-    entry.parts = null;
-  }
-}
 
 /** What the decision to read a child looks at (see `shouldReadChild`). */
 export interface ReadDecisionInputs {

@@ -9,9 +9,10 @@
 import { performance } from 'node:perf_hooks';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
-import { OutputLog, shouldReadChild, type LogEntry } from './output-log.js';
+import { OutputLog, shouldReadChild, type LogEntry, type OutputEntry } from './output-log.js';
 import { spawnChild, type ChildSpec, type SpawnedChild } from './spawn.js';
 import { settleWithin } from '../util/timeouts.js';
+import { ByteArena } from '../util/byte-arena.js';
 
 /** The session a process belongs to: it schedules sending over the attached connection. */
 export interface ProcessHost {
@@ -76,6 +77,8 @@ export class ManagedProcess {
   private stdinOpen = false;
 
   private readonly log: OutputLog;
+  /** Where its output bytes live until the log lets go of them (reused blocks: no allocation per read). */
+  private readonly arena: ByteArena;
   private readonly limits: OutputLimits;
   private readonly memory: { budget: MemoryBudget; history: MemoryAccount; unacked: MemoryAccount } | null;
   /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
@@ -108,7 +111,10 @@ export class ManagedProcess {
     this.tty = spec.tty;
     this.handle = spec.handle ?? 0;
     this.limits = spec.limits;
+    // Spare blocks given back after a quiet while: the budget learns of it.
+    this.arena = new ByteArena({ onTrim: () => this.updateFlow() });
     this.log = new OutputLog({
+      memory: this.arena,
       windowBytes: spec.limits.windowBytes,
       retentionBytes: spec.limits.retentionBytes,
       // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
@@ -165,9 +171,10 @@ export class ManagedProcess {
     this.killTree();
   }
 
+  /** `data` is only valid during the call (a read buffer shared by every child): it is copied. */
   private onOutput(stream: OutputStream, data: Buffer): void {
     if (this.released) return; // being removed: drain without keeping anything
-    this.log.append(stream, data);
+    this.log.append(stream, this.arena.copy(data));
     this.changed();
     this.wake();
   }
@@ -222,6 +229,21 @@ export class ManagedProcess {
     const entry = this.log.takeNext(this.handle === 0);
     if (entry?.kind === 'output') this.updateFlow();
     return entry;
+  }
+
+  /** An output entry's bytes as one Buffer (its pieces joined, once). */
+  outputData(entry: OutputEntry): Buffer {
+    return this.log.joinOutput(entry);
+  }
+
+  /** A socket write of these pieces begins: their memory stays theirs until `releaseOutput`. */
+  retainOutput(parts: readonly Buffer[]): void {
+    for (const part of parts) this.arena.retain(part);
+  }
+
+  /** The socket write of these pieces completed or failed. */
+  releaseOutput(parts: readonly Buffer[]): void {
+    for (const part of parts) this.arena.release(part);
   }
 
   /** Codex dialect: the kernel took this process's frames up to `seq`. */
@@ -282,7 +304,9 @@ export class ManagedProcess {
   updateFlow(): void {
     if (this.memory && !this.released) {
       // Every change of the log passes here: the budget always knows what this process keeps.
-      this.memory.history.set(this.log.historyBytes);
+      // What its blocks hold beyond the bytes themselves (the block being filled, blocks kept
+      // for reuse) counts as history: the budget sees the memory, not just the output.
+      this.memory.history.set(Math.max(this.log.historyBytes, this.arena.heldBytes - this.log.unackedBytes));
       this.memory.unacked.set(this.log.unackedBytes);
     }
     const read = shouldReadChild({
@@ -345,6 +369,7 @@ export class ManagedProcess {
     // Nobody can read it any more: its output goes now (it may itself live on a while, in its
     // session's set of processes whose descendants still run).
     this.log.discard();
+    this.arena.dispose(); 
     this.memory?.history.close();
     this.memory?.unacked.close();
     this.wake();

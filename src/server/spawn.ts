@@ -26,6 +26,7 @@ export interface ChildSpec {
 
 /** What a running child tells its owner, in this order per stream: output…, then exit/close. */
 export interface ChildEvents {
+  /** `data` is valid only during the call (a read buffer reused by the next read): copy what is kept. */
   output(stream: OutputStream, data: Buffer): void;
   /** The process ended (its own status, or 128+N for signal N); output may still follow. */
   exit(rawExitCode: number): void;
@@ -88,8 +89,12 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
   const held: (() => void)[] = [];
   const whenBegun = (event: () => void) => (begun ? event() : held.push(event));
   const stdoutName: OutputStream = spec.tty ? 'pty' : 'stdout';
-  child.stdout.on('data', (buf: Buffer) => whenBegun(() => events.output(stdoutName, buf)));
-  child.stderr?.on('data', (buf: Buffer) => whenBegun(() => events.output('stderr', buf)));
+  child.onOutput((stream, data) => {
+    const name: OutputStream = stream === 'stdout' ? stdoutName : 'stderr';
+    if (begun) return events.output(name, data);
+    const copy = Buffer.from(data); // `data` is only valid now
+    held.push(() => events.output(name, copy));
+  });
   // Not read until the caller says so (`setReading`): else everything a fast producer writes
   // while its start is confirmed would pile up here, past any window or memory budget.
   child.stdout.pause();
