@@ -10,7 +10,7 @@
  * client asks for) and, for pipes, as JSON + base64 too. Bounded: seeded, loopback, a few runs.
  */
 import { createHash } from 'node:crypto';
-import { execFileSync, spawn } from 'node:child_process';
+import { execFileSync, spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -107,6 +107,16 @@ function digest(proc: ExecProcess): Promise<{ sha: string; bytes: number }> {
   });
 }
 
+/** What `sha256sum` reading the process's output from a local pipe printed (bytes: checked by the hash). */
+async function sinkDigest(hasher: ChildProcess, proc: ExecProcess, bytes: number): Promise<{ sha: string; bytes: number }> {
+  let out = '';
+  hasher.stdout!.on('data', (c: Buffer) => (out += c.toString()));
+  await proc.closed;
+  hasher.stdin!.end();
+  await new Promise((resolve) => hasher.once('close', resolve));
+  return { sha: out.split(' ')[0]!, bytes };
+}
+
 /** Cuts after every 1-8 MiB forwarded to the client; one cut in five is a black hole. */
 function everyOneToEightMiB(seed: number): void {
   const random = seededRandom(seed);
@@ -123,12 +133,15 @@ const summary = (cuts: CutRecord[]) =>
 
 describe('lose nothing under cuts while a producer runs flat out', () => {
   // Output as binary frames (extension binaryOutput, the default), and as JSON + base64.
-  for (const { tty, binary } of [
-    { tty: false, binary: true },
-    { tty: false, binary: false },
-    { tty: true, binary: true },
+  // `sink`: output written to a local pipe (as `tether exec` does), the client's reused-memory
+  // path (client/frame-demux.ts): bytes copied into blocks that are reused once written.
+  for (const { tty, binary, sink } of [
+    { tty: false, binary: true, sink: false },
+    { tty: false, binary: false, sink: false },
+    { tty: true, binary: true, sink: false },
+    { tty: false, binary: true, sink: true },
   ]) {
-    const what = `${tty ? 'a pty in raw mode' : 'pipes'}, ${binary ? 'binary frames' : 'JSON output'}`;
+    const what = `${tty ? 'a pty in raw mode' : 'pipes'}, ${binary ? 'binary frames' : 'JSON output'}${sink ? ', into a local pipe' : ''}`;
     it(`${what}: every byte once and in order through cuts after every 1-8 MiB and black holes`, async () => {
       // With binary frames the client keeps up better (a pty is read in small pieces besides),
       // so less is in flight at each cut: twice the output gives as many cuts with 1 MiB or more.
@@ -147,8 +160,9 @@ describe('lose nothing under cuts while a producer runs flat out', () => {
         expect(client.extensions.has('binaryOutput')).toBe(binary);
         everyOneToEightMiB(tty ? 2 : binary ? 1 : 4);
         const argv = tty ? ['sh', '-c', `stty raw -echo; exec seq 1 ${lines}`] : ['seq', '1', String(lines)];
-        const proc = client.spawn(argv, { tty });
-        const got = digest(proc);
+        const hasher = sink ? spawn('sha256sum', [], { stdio: ['pipe', 'pipe', 'inherit'] }) : null;
+        const proc = client.spawn(argv, { tty, ...(hasher ? { stdout: hasher.stdin! } : {}) });
+        const got = hasher ? sinkDigest(hasher, proc, expected.bytes) : digest(proc);
         expect(await proc.exited).toBe(0);
         expect(await got).toEqual(expected);
         console.log(`${what}: ${summary(cuts)}`);

@@ -20,7 +20,8 @@ import { pathToFileURL } from 'node:url';
 import { ErrorCode } from '../protocol/codes.js';
 import { RpcError } from '../protocol/errors.js';
 import { EXTENSIONS_VERSION, KnownExtensions, type ExtensionName } from '../protocol/extensions.js';
-import { decodeBinaryFragments, encodeAckFrame } from '../protocol/binary-frames.js';
+import { decodeBinaryFragments, encodeAckFrame, peekOutputHeader } from '../protocol/binary-frames.js';
+import type { ByteArena } from '../util/byte-arena.js';
 import {
   Method,
   type EnvironmentInfo,
@@ -639,6 +640,10 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
       jsonrpc: this.options.jsonrpc ?? true,
       onNotification: (method, params) => this.onNotification(method, params),
       onBinaryFrame: (frame) => this.onBinaryFrame(frame),
+      output: {
+        memoryFor: (header) => this.outputMemoryFor(header),
+        output: (header, pieces, memory) => this.onBinaryOutput(header, pieces, memory),
+      },
       onClose: (reason, connection) => this.onConnectionClosed(reason, connection),
       onStrayError: (error) => this.log('warn', `server reported an error for an unidentifiable message: ${error.code} ${error.message}`),
     });
@@ -825,6 +830,24 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     if (!decoded.ok || decoded.frame.kind !== 'output') return;
     const frame = decoded.frame;
     this.byHandle.get(frame.handle)?.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]));
+  }
+
+  /** Extension `binaryOutput`, taken off the socket whole (client/demux-socket.ts): where its bytes may go. */
+  private outputMemoryFor(header: Buffer): ByteArena | null {
+    const target = peekOutputHeader(header);
+    return (target && this.byHandle.get(target.handle)?.outputMemory(target.stream)) ?? null;
+  }
+
+  /** Extension `binaryOutput`, taken off the socket whole: one output message, its bytes in `memory` (or its own). */
+  private onBinaryOutput(header: Buffer, pieces: Buffer[], memory: ByteArena | null): void {
+    const decoded = decodeBinaryFragments([header, ...pieces]);
+    const frame = decoded.ok && decoded.frame.kind === 'output' ? decoded.frame : null;
+    const proc = frame ? this.byHandle.get(frame.handle) : undefined;
+    if (!frame || !proc) {
+      if (memory) for (const piece of pieces) memory.release(piece);
+      return;
+    }
+    proc.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]), memory);
   }
 
   private forget(proc: ExecProcess): void {

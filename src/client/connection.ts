@@ -10,6 +10,7 @@ import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/diale
 import { RpcError } from '../protocol/errors.js';
 import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
 import { AuthRefusedError, ConnectionLostError } from './errors.js';
+import { DemuxSocket, type OutputReceiver } from './demux-socket.js';
 
 export interface ConnectionOptions {
   url: string;
@@ -32,10 +33,18 @@ export interface ConnectionOptions {
    * undecoded, as the fragments it arrived in (tether sends the header and the bytes apart).
    */
   onBinaryFrame?: (fragments: Buffer[], connection: Connection) => void;
+  /**
+   * Over `ws://`: output messages are taken off the socket before `ws` parses them
+   * (demux-socket.ts) and handed here whole; `onBinaryFrame` then sees only the rest.
+   */
+  output?: OutputReceiver;
   onClose: (reason: Error, connection: Connection) => void;
   /** Error replies the server could not tie to a request (id null / -1). */
   onStrayError?: (error: { code: number; message: string }) => void;
 }
+
+/** The largest message a server may send (`ws`'s maxPayload; the demux's limit for output). */
+const MAX_PAYLOAD_BYTES = 256 * 1024 * 1024;
 
 /** PEM text or buffers: one CA (or a bundle of several), or a list of them. */
 export type TrustedCa = string | Buffer | Array<string | Buffer>;
@@ -68,19 +77,37 @@ export class Connection {
       const headers: Record<string, string> = {};
       if (options.token !== undefined) headers.Authorization = `Bearer ${options.token}`;
       let ws: WebSocket;
+      // Bound below, before any byte can arrive.
+      let connection: Connection | undefined;
+      const output = options.output;
+      const demuxSocket =
+        output && /^ws:/i.test(options.url)
+          ? new DemuxSocket(
+              {
+                memoryFor: (header) => (connection?.isOpen ? output.memoryFor(header) : null),
+                output: (header, pieces, memory) => {
+                  if (connection?.isOpen) output.output(header, pieces, memory);
+                  else if (memory) for (const piece of pieces) memory.release(piece);
+                },
+              },
+              MAX_PAYLOAD_BYTES,
+              () => connection?.markInbound(),
+            )
+          : null;
       try {
         ws = new WebSocket(options.url, {
           headers,
           perMessageDeflate: false,
           handshakeTimeout: options.handshakeTimeoutMs,
-          maxPayload: 256 * 1024 * 1024,
+          maxPayload: MAX_PAYLOAD_BYTES,
           ...(options.ca !== undefined ? { ca: options.ca } : {}),
+          ...(demuxSocket ? { createConnection: demuxSocket.connect as never } : {}),
         });
       } catch (err) {
         reject(err as Error);
         return;
       }
-      const connection = new Connection(ws, options);
+      connection = new Connection(ws, options);
       let settled = false;
       const fail = (err: Error) => {
         if (settled) return;
@@ -119,15 +146,16 @@ export class Connection {
       // Binary output arrives as header + bytes fragments: take them as they are (no joining copy).
       ws.binaryType = 'fragments';
       // Frames can arrive in the same tick as 'open'; listen before it so none is missed.
-      ws.on('message', (data, isBinary) => connection.onMessage(data, isBinary));
+      ws.on('message', (data, isBinary) => connection!.onMessage(data, isBinary));
       ws.once('open', () => {
         if (settled) return;
         settled = true;
         ws.removeAllListeners('error');
         ws.removeAllListeners('close');
         ws.removeAllListeners('unexpected-response');
-        connection.attach();
-        resolve(connection);
+        demuxSocket?.start();
+        connection!.attach();
+        resolve(connection!);
       });
     });
   }
@@ -255,6 +283,11 @@ export class Connection {
     this.lastInboundAt = performance.now();
     clearTimeout(this.pongTimer);
     this.pongTimer = undefined;
+  }
+
+  /** Bytes arrived (the demux takes output off the socket before `ws` sees it). */
+  private markInbound(): void {
+    this.lastInboundAt = performance.now();
   }
 
   private onMessage(data: WebSocket.RawData, isBinary: boolean): void {

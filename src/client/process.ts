@@ -4,13 +4,16 @@
  * `ProcessHost`, so the handle survives any number of reconnects unchanged.
  */
 import { EventEmitter } from 'node:events';
+import { WriteStream } from 'node:fs';
+import { Socket } from 'node:net';
 import { Readable, Writable } from 'node:stream';
-import type { SignalName } from '../protocol/index.js';
+import type { OutputStream, SignalName } from '../protocol/index.js';
 import { OutputLostError } from './errors.js';
-import { Sequencer, type Gap, type ProcessEvent } from './sequencer.js';
+import { outputEvent, Sequencer, type Gap, type ProcessEvent } from './sequencer.js';
 import type { ProcessReadResult } from '../protocol/index.js';
 // A failure is also reported through events and streams: deferreds here are always observed.
 import { deferred } from '../util/deferred.js';
+import { ByteArena } from '../util/byte-arena.js';
 
 export type { ProcessEvent } from './sequencer.js';
 
@@ -93,6 +96,8 @@ export class ExecProcess extends EventEmitter {
   /** Sink mode: output seqs whose write has not completed, in order. */
   private readonly writing: number[] = [];
   private readonly written = new Set<number>();
+  /** Sink mode: reused memory the demux copies this process's output into (made on first use). */
+  private arena: ByteArena | null = null;
   /** Highest seq reported consumed, and output bytes delivered since. */
   private consumedSeq = 0;
   private unreportedBytes = 0;
@@ -222,14 +227,30 @@ export class ExecProcess extends EventEmitter {
   }
 
   /** @internal one event from a notification. */
-  accept(event: ProcessEvent): void {
-    if (this.finished) return;
+  accept(event: ProcessEvent, memory: ByteArena | null = null): void {
+    if (this.finished || (memory && !this.sequencer.accepts(event.seq))) {
+      if (memory && event.type === 'output') for (const part of event.parts ?? [event.data]) memory.release(part);
+      return;
+    }
+    if (memory && event.type === 'output') event.memory = memory;
     // An event for this id proves the server started it, even when its notifications overtook
     // the process/start answer (both can arrive in one read; a quick command may even close
     // first): 'spawn' still comes first, as with Node's ChildProcess.
     if (!this.started) this.markStarted();
     this.deliver(this.sequencer.push(event));
     if (!this.finished && this.sequencer.hasHole) this.host.fillHole(this);
+  }
+
+  /**
+   * @internal Where the demux may copy this process's output of `stream` (client/frame-demux.ts):
+   * reused memory when it goes to a sink that is done with a chunk once its write completed
+   * (a socket, pipe, terminal or file stream: the kernel has the bytes) and nobody iterates
+   * the events; else null (owned Buffers: a consumer may keep them).
+   */
+  outputMemory(stream: OutputStream): ByteArena | null {
+    const sink = stream === 'stderr' ? this.stderrSink : this.stdoutSink;
+    if (!sink || this.finished || this.iterators.size > 0 || !(sink instanceof Socket || sink instanceof WriteStream)) return null;
+    return (this.arena ??= new ByteArena());
   }
 
   /** @internal a `process/read` answer for `afterSeq`. */
@@ -257,6 +278,7 @@ export class ExecProcess extends EventEmitter {
     this.stdout.push(null);
     this.stderr.push(null);
     this.stdin?.destroy(error);
+    this.arena?.dispose();
     for (const sink of this.iterators) sink.end(error);
     this.iterators.clear();
     if (this.listenerCount('error') > 0) this.emit('error', error);
@@ -275,7 +297,11 @@ export class ExecProcess extends EventEmitter {
   private deliver(events: ProcessEvent[]): void {
     if (events.length === 0) return;
     for (const event of events) {
-      for (const sink of this.iterators) sink.push(event);
+      if (this.iterators.size > 0) {
+        // An iterator keeps what it is given: never a view into reused memory.
+        const owned = event.type === 'output' && event.memory ? outputEvent(event.seq, event.stream, [Buffer.concat(event.parts ?? [event.data])]) : event;
+        for (const sink of this.iterators) sink.push(owned);
+      }
       switch (event.type) {
         case 'output': {
           // Pieces (binary frames) are passed on as they are: joining them would copy every byte.
@@ -291,10 +317,12 @@ export class ExecProcess extends EventEmitter {
             for (let i = 0; i < last; i++) sink.write(parts[i]);
             // A failed write (EPIPE) counts as taken: the bytes have nowhere else to go.
             let settled = false;
+            const memory = event.memory;
             sink.write(parts[last], () => {
               // Once: Node may run a corked batch's callbacks twice when the sink fails (EPIPE).
               if (settled) return;
               settled = true;
+              if (memory) for (const part of parts) memory.release(part);
               this.sinkWritten(seq);
             });
             if (last > 0) sink.uncork();
@@ -302,6 +330,17 @@ export class ExecProcess extends EventEmitter {
             break;
           }
           const stream = event.stream === 'stderr' ? this.stderr : this.stdout;
+          if (event.memory) {
+            // Not expected (reused memory is for sinks only), but a stream's reader keeps its chunks.
+            const data = Buffer.concat(parts);
+            for (const part of parts) event.memory.release(part);
+            if (!stream.push(data)) {
+              this.fullStreams.add(stream);
+              this.blockedFrom ??= event.seq;
+            }
+            this.host.outputBuffered(stream);
+            break;
+          }
           for (let i = 0; i < last; i++) stream.push(parts[i]);
           if (!stream.push(parts[last])) {
             this.fullStreams.add(stream);
@@ -326,6 +365,7 @@ export class ExecProcess extends EventEmitter {
             this.exitDeferred.reject(new Error(`process ${this.id} closed without an exit status`));
           }
           this.closeDeferred.resolve();
+          this.arena?.dispose(); // writes still in progress keep their blocks until they complete
           for (const sink of this.iterators) sink.end();
           this.iterators.clear();
           this.reportConsumed();

@@ -7,6 +7,7 @@
  * Pure bookkeeping: no I/O, so it is tested on its own.
  */
 import type { OutputStream, ProcessReadResult } from '../protocol/index.js';
+import type { ByteArena } from '../util/byte-arena.js';
 
 export type ProcessEvent =
   | {
@@ -19,6 +20,8 @@ export type ProcessEvent =
        * them on as they are, and `data` joins them only when someone reads it.
        */
       parts?: readonly Buffer[];
+      /** @internal The reused memory its pieces are views into (released once a sink wrote them). */
+      memory?: ByteArena;
     }
   | { type: 'exit'; seq: number; exitCode: number }
   | { type: 'close'; seq: number };
@@ -55,6 +58,11 @@ export class Sequencer {
   }
 
   /** True when something later than the next expected seq is waiting: a hole to fill. */
+  /** Whether an event with this seq would be kept (not a duplicate of one delivered or held). */
+  accepts(seq: number): boolean {
+    return seq > this.lastDelivered && !this.pending.has(seq);
+  }
+
   get hasHole(): boolean {
     return this.pending.size > 0 && !this.pending.has(this.lastDelivered + 1);
   }

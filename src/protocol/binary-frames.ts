@@ -54,6 +54,16 @@ function writeHeader(target: Buffer, kind: number, stream: number, handle: numbe
 }
 
 /**
+ * Whose output an output frame's 16-byte header announces, before its bytes arrive (the
+ * client's demux decides from it where to copy them); null for anything else.
+ */
+export function peekOutputHeader(header: Buffer): { handle: number; stream: OutputStream } | null {
+  if (header.length < BINARY_HEADER_BYTES || header[0] !== BINARY_FRAME_VERSION || header[1] !== BinaryKind.output) return null;
+  const stream = (['stdout', 'stderr', 'pty'] as const)[header[2]!];
+  return stream ? { handle: header.readUInt32BE(4), stream } : null;
+}
+
+/**
  * The header of an output frame alone. A sender that has the bytes in pieces sends it as the
  * first fragment of a WebSocket message and the pieces as the continuation frames, so the
  * bytes are never copied into one buffer (the receiver sees one message all the same).
