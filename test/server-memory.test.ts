@@ -74,7 +74,9 @@ describe('memory budget', () => {
       expect(p.closed).toBe(false);
       expect(p.unacknowledged).toBeLessThan(budget);
     }
-    expect(memory.heldBy('unacked')).toBeGreaterThanOrEqual(0.9 * budget - 64 * KiB);
+    // What the processes keep — their unacknowledged output, and the blocks it lives in
+    // (util/byte-arena.ts: the block being filled counts too) — is what filled the budget.
+    expect(memory.heldBy('unacked') + memory.heldBy('output')).toBeGreaterThanOrEqual(0.9 * budget - 64 * KiB);
     expect(memory.used).toBeLessThan(budget);
     const readWhilePaused = procs.reduce((n, p) => n + p.bytesRead, 0);
 

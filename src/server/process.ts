@@ -123,7 +123,10 @@ export class ManagedProcess {
     });
     const budget = spec.memory;
     this.memory = budget ? { budget, history: budget.account('output'), unacked: budget.account('unacked') } : null;
-    if (budget?.pressured) this.log.squeezeHistory(true);
+    if (budget?.pressured) {
+      this.log.squeezeHistory(true);
+      this.arena.squeeze(true);
+    }
   }
 
   /** Spawns the child; rejects with -32603 and the OS message if it cannot start (nothing is left behind). */
@@ -296,7 +299,9 @@ export class ManagedProcess {
   /** The server's memory budget crossed its pause mark (either way): squeeze or keep history, pause or read. */
   memoryPressureChanged(): void {
     if (this.released) return;
-    this.log.squeezeHistory(this.memory?.budget.pressured ?? false);
+    const pressured = this.memory?.budget.pressured ?? false;
+    this.log.squeezeHistory(pressured);
+    this.arena.squeeze(pressured);
     this.updateFlow();
   }
 

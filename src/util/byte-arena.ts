@@ -18,7 +18,10 @@
  * - views of other memory (small copies go to ordinary Buffers: a block per chattering
  *   terminal would waste more than it saves) are ignored by all of these;
  * - released blocks are kept for reuse, as many as were in use at once; once no block was
- *   taken for `trimAfterMs`, all but a few are left to the collector (`onTrim` says so).
+ *   taken for `trimAfterMs` every spare block (and an empty block being filled) is left to
+ *   the collector (`onTrim` says so), so a quiet stream holds only what it still refers to;
+ * - `squeeze(true)` (the owner's memory is short) gives every spare block back at once and
+ *   keeps none until `squeeze(false)`.
  *
  * One arena per process: blocks are never shared between processes, so whatever a stale view
  * could show is that process's own output, to its own session.
@@ -43,9 +46,9 @@ export interface ByteArenaOptions {
   blockBytes: number;
   /** Copies smaller than this go to ordinary Buffers. */
   minBlockCopyBytes: number;
-  /** Released blocks always kept for reuse. */
+  /** Released blocks kept for reuse while streaming, at least (more if more were in use at once). */
   keepBlocks: number;
-  /** No block taken for this long: spare blocks beyond `keepBlocks` are let go. */
+  /** No block taken for this long: the spare blocks are let go. */
   trimAfterMs: number;
   timers: ArenaTimers;
   /** Called after a trim (the owner may account for the memory given back). */
@@ -76,6 +79,7 @@ export class ByteArena {
   /** Blocks taken so far: the measure of activity the trim timer looks at. */
   private taken = 0;
   private trimTimer: unknown = null;
+  private squeezed = false;
 
   constructor(options: Partial<ByteArenaOptions> = {}) {
     this.options = { ...DEFAULT_ARENA_OPTIONS, ...options };
@@ -124,6 +128,12 @@ export class ByteArena {
     else this.recycle(block);
   }
 
+  /** Memory is short (or no longer): keep no spare block meanwhile. */
+  squeeze(squeezed: boolean): void {
+    this.squeezed = squeezed;
+    if (squeezed) this.trim();
+  }
+
   /** Memory held in blocks (in use, being filled, kept for reuse). */
   get heldBytes(): number {
     return (this.blocks.size + this.spare.length) * this.options.blockBytes;
@@ -155,8 +165,20 @@ export class ByteArena {
     this.blocks.delete(block.memory.buffer);
     // Kept for reuse: as many as were in use at once since the last trim (a streaming process
     // cycles through about a window's worth, released in bursts as acks come), at least a few.
-    if (this.spare.length < Math.max(this.options.keepBlocks, this.peakInUse)) this.spare.push(block.memory);
-    if (this.spare.length > this.options.keepBlocks && this.trimTimer === null) this.armTrim();
+    if (this.squeezed || this.spare.length >= Math.max(this.options.keepBlocks, this.peakInUse)) return;
+    this.spare.push(block.memory);
+    if (this.trimTimer === null) this.armTrim();
+  }
+
+  /** Lets go of every spare block, and of the block being filled if nothing refers to it. */
+  private trim(): void {
+    this.spare = [];
+    const current = this.current;
+    if (current && current.refs === 0) {
+      this.blocks.delete(current.memory.buffer);
+      this.current = null;
+    }
+    this.peakInUse = this.blocks.size;
   }
 
   /** One timer at most, re-armed while blocks are being taken. */
@@ -166,11 +188,10 @@ export class ByteArena {
       this.trimTimer = null;
       if (this.disposed) return;
       if (this.taken !== takenBefore) {
-        if (this.spare.length > this.options.keepBlocks) this.armTrim();
+        if (this.spare.length > 0) this.armTrim();
         return;
       }
-      if (this.spare.length > this.options.keepBlocks) this.spare.length = this.options.keepBlocks;
-      this.peakInUse = this.blocks.size;
+      this.trim();
       this.options.onTrim?.();
     }, this.options.trimAfterMs);
   }
