@@ -108,7 +108,8 @@ class FloorClient {
           resolve();
           return;
         }
-        if (!consumer.stdin.write(data)) {
+        // One pause and one resume at a time (ws may still deliver messages it already had).
+        if (!consumer.stdin.write(data) && !ws.isPaused) {
           ws.pause();
           consumer.stdin.once('drain', () => ws.resume());
         }

@@ -264,6 +264,7 @@ export class ManagedProcess {
       // Its output is of no use any more: free it now. The rest (exit code, the writeIds that
       // make a re-sent write idempotent) is small and stays for the closed retention.
       this.log.dropHistory();
+      this.arena.dispose(); // no more output will come: no block to keep for it
       this.updateFlow();
       this.host.processDone(this);
     }

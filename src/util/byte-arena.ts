@@ -18,8 +18,9 @@
  * - views of other memory (small copies go to ordinary Buffers: a block per chattering
  *   terminal would waste more than it saves) are ignored by all of these;
  * - released blocks are kept for reuse, as many as were in use at once; once no block was
- *   taken for `trimAfterMs` every spare block (and an empty block being filled) is left to
- *   the collector (`onTrim` says so), so a quiet stream holds only what it still refers to;
+ *   taken for `trimAfterMs` every spare block is left to the collector (`onTrim` says so):
+ *   a block nothing refers to is never held for long, so a quiet stream holds only what it
+ *   still refers to;
  * - `squeeze(true)` (the owner's memory is short) gives every spare block back at once and
  *   keeps none until `squeeze(false)`.
  *
@@ -90,10 +91,7 @@ export class ByteArena {
     const n = bytes.length;
     if (n < this.options.minBlockCopyBytes || n > this.options.blockBytes || this.disposed) return Buffer.from(bytes);
     let block = this.current;
-    if (!block || block.used + n > this.options.blockBytes) {
-      if (block && block.refs === 0) this.recycle(block);
-      block = this.current = this.newBlock();
-    }
+    if (!block || block.used + n > this.options.blockBytes) block = this.current = this.newBlock();
     block.memory.set(bytes, block.used);
     const view = block.memory.subarray(block.used, block.used + n);
     block.used += n;
@@ -124,8 +122,10 @@ export class ByteArena {
     const block = this.blocks.get(view.buffer);
     if (!block) return;
     if (--block.refs > 0) return;
-    if (block === this.current) block.used = 0; // nothing refers to it: fill it again from the start
-    else this.recycle(block);
+    // Nothing refers to it: a spare block (taken again from its start), even the one being
+    // filled — a process whose output is all acknowledged holds no block.
+    if (block === this.current) this.current = null;
+    this.recycle(block);
   }
 
   /** Memory is short (or no longer): keep no spare block meanwhile. */
@@ -170,14 +170,9 @@ export class ByteArena {
     if (this.trimTimer === null) this.armTrim();
   }
 
-  /** Lets go of every spare block, and of the block being filled if nothing refers to it. */
+  /** Lets go of every spare block. */
   private trim(): void {
     this.spare = [];
-    const current = this.current;
-    if (current && current.refs === 0) {
-      this.blocks.delete(current.memory.buffer);
-      this.current = null;
-    }
     this.peakInUse = this.blocks.size;
   }
 
