@@ -466,7 +466,9 @@ function outputLimits(opts: TetherServerOptions): OutputLimits {
     windowBytes,
     retentionBytes: opts.outputRetentionBytes ?? Defaults.outputRetentionBytes,
     readAheadBytes: Math.min(Defaults.readAheadBytes, windowBytes),
-    maxChunkBytes: Math.min(Defaults.maxChunkBytes, windowBytes),
+    // A quarter window at most: a chunk is acknowledged whole, so several must fit in the
+    // window for the child to be read while the client acknowledges (window/4: how acks batch).
+    maxChunkBytes: Math.max(1, Math.min(Defaults.maxChunkBytes, Math.floor(windowBytes / 4))),
     readCapBytes: Defaults.readCapBytes,
   };
 }

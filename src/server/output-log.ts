@@ -52,7 +52,7 @@ export interface OutputLogOptions {
   windowBytes: number;
   /** Acknowledged output kept for `process/read`. */
   retentionBytes: number;
-  /** Largest chunk built by appending (reads are never split). */
+  /** Largest chunk built by appending (a larger piece is kept whole: the process splits its reads to this size). */
   maxChunkBytes: number;
   /**
    * Acknowledgement comes from the client (`acks`), or — in the Codex dialect — from the

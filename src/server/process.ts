@@ -177,7 +177,10 @@ export class ManagedProcess {
   /** `data` is only valid during the call (a read buffer shared by every child): it is copied. */
   private onOutput(stream: OutputStream, data: Buffer): void {
     if (this.released) return; // being removed: drain without keeping anything
-    this.log.append(stream, this.arena.copy(data));
+    // A read (up to 256 KiB) larger than a chunk may be (64 KiB for a Codex client, which may
+    // read back in small steps and keeps a small retention) goes in as several chunks.
+    const max = this.log.options.maxChunkBytes;
+    for (let at = 0; at < data.length; at += max) this.log.append(stream, this.arena.copy(data.subarray(at, at + max)));
     this.changed();
     this.wake();
   }
