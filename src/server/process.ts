@@ -178,9 +178,15 @@ export class ManagedProcess {
   private onOutput(stream: OutputStream, data: Buffer): void {
     if (this.released) return; // being removed: drain without keeping anything
     // A read (up to 256 KiB) larger than a chunk may be (64 KiB for a Codex client, which may
-    // read back in small steps and keeps a small retention) goes in as several chunks.
+    // read back in small steps and keeps a small retention) goes in as several chunks; and a
+    // read that does not fit what is left of the block being filled is split there, so blocks
+    // are filled to the end (memory held is about the bytes kept, not a block per read).
     const max = this.log.options.maxChunkBytes;
-    for (let at = 0; at < data.length; at += max) this.log.append(stream, this.arena.copy(data.subarray(at, at + max)));
+    for (let at = 0; at < data.length; ) {
+      const n = Math.min(max, data.length - at, this.arena.fits);
+      this.log.append(stream, this.arena.copy(data.subarray(at, at + n)));
+      at += n;
+    }
     this.changed();
     this.wake();
   }

@@ -100,6 +100,15 @@ export class ByteArena {
   }
 
   /**
+   * The most bytes worth copying in one piece now: what is left of the block being filled
+   * (so no block is left part empty when a read does not fit), or a whole block.
+   */
+  get fits(): number {
+    const room = this.current ? this.options.blockBytes - this.current.used : 0;
+    return room >= this.options.minBlockCopyBytes ? room : this.options.blockBytes;
+  }
+
+  /**
    * `first` and `second` (copied right after it, each one reference) as one view and one
    * reference, if they are adjacent in one block; else null (both stay as they were).
    */
