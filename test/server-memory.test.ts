@@ -75,8 +75,9 @@ describe('memory budget', () => {
       expect(p.unacknowledged).toBeLessThan(budget);
     }
     // What the processes keep — their unacknowledged output, and the blocks it lives in
-    // (util/byte-arena.ts: the block being filled counts too) — is what filled the budget.
-    expect(memory.heldBy('unacked') + memory.heldBy('output')).toBeGreaterThanOrEqual(0.9 * budget - 64 * KiB);
+    // (util/byte-arena.ts) — is what filled the budget, to within one 256 KiB block (a
+    // squeezed history or a spare block may have gone since the pause mark was crossed).
+    expect(memory.heldBy('unacked') + memory.heldBy('output')).toBeGreaterThanOrEqual(0.9 * budget - 256 * KiB);
     expect(memory.used).toBeLessThan(budget);
     const readWhilePaused = procs.reduce((n, p) => n + p.bytesRead, 0);
 
@@ -110,7 +111,9 @@ describe('memory budget', () => {
     for (const id of ids) await b.waitClosed(id, 60_000);
     const expected = seqOutput(lines);
     for (const id of ids) expect(b.outputBuffer(id).equals(expected), `${id}: every byte once, in order`).toBe(true);
-    expect(pressuredAt).toBeGreaterThanOrEqual(0.9 * budget);
+    // Seen from a listener that runs after the processes' own: by then they squeezed what may go
+    // (history, spare blocks), so up to a block less than the 90 % that set the pressure.
+    expect(pressuredAt).toBeGreaterThanOrEqual(0.9 * budget - 256 * KiB);
     await until(() => memory.heldBy('unacked') === 0 && memory.heldBy('output') === 0, 'the output freed once acknowledged');
     expect(memory.pressured).toBe(false);
     expect((await start(c, 'one-more', ['true'])).error).toBeUndefined();
