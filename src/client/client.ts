@@ -844,7 +844,7 @@ export class ExecClient extends EventEmitter implements ProcessHost, FsHost {
     const frame = decoded.ok && decoded.frame.kind === 'output' ? decoded.frame : null;
     const proc = frame ? this.byHandle.get(frame.handle) : undefined;
     if (!frame || !proc) {
-      if (memory) for (const piece of pieces) memory.release(piece);
+      memory?.releaseAll(pieces);
       return;
     }
     proc.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]), memory);

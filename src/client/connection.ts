@@ -87,7 +87,7 @@ export class Connection {
                 memoryFor: (header) => (connection?.isOpen ? output.memoryFor(header) : null),
                 output: (header, pieces, memory) => {
                   if (connection?.isOpen) output.output(header, pieces, memory);
-                  else if (memory) for (const piece of pieces) memory.release(piece);
+                  else memory?.releaseAll(pieces);
                 },
               },
               MAX_PAYLOAD_BYTES,

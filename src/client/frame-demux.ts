@@ -216,7 +216,7 @@ export class FrameDemux {
   }
 
   private dropOutput(): void {
-    if (this.memory) for (const piece of this.pieces) this.memory.release(piece);
+    this.memory?.releaseAll(this.pieces);
     this.beginOutput();
   }
 }

@@ -229,7 +229,7 @@ export class ExecProcess extends EventEmitter {
   /** @internal one event from a notification. */
   accept(event: ProcessEvent, memory: ByteArena | null = null): void {
     if (this.finished || (memory && !this.sequencer.accepts(event.seq))) {
-      if (memory && event.type === 'output') for (const part of event.parts ?? [event.data]) memory.release(part);
+      if (memory && event.type === 'output') memory.releaseAll(event.parts ?? [event.data]);
       return;
     }
     if (memory && event.type === 'output') event.memory = memory;
@@ -322,7 +322,7 @@ export class ExecProcess extends EventEmitter {
               // Once: Node may run a corked batch's callbacks twice when the sink fails (EPIPE).
               if (settled) return;
               settled = true;
-              if (memory) for (const part of parts) memory.release(part);
+              memory?.releaseAll(parts);
               this.sinkWritten(seq);
             });
             if (last > 0) sink.uncork();
@@ -333,7 +333,7 @@ export class ExecProcess extends EventEmitter {
           if (event.memory) {
             // Not expected (reused memory is for sinks only), but a stream's reader keeps its chunks.
             const data = Buffer.concat(parts);
-            for (const part of parts) event.memory.release(part);
+            event.memory.releaseAll(parts);
             if (!stream.push(data)) {
               this.fullStreams.add(stream);
               this.blockedFrom ??= event.seq;

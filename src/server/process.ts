@@ -255,7 +255,7 @@ export class ManagedProcess {
 
   /** The socket write of these pieces completed or failed. */
   releaseOutput(parts: readonly Buffer[]): void {
-    for (const part of parts) this.arena.release(part);
+    this.arena.releaseAll(parts);
   }
 
   /** Codex dialect: the kernel took this process's frames up to `seq`. */

@@ -137,6 +137,11 @@ export class ByteArena {
     this.recycle(block);
   }
 
+  /** `release` for each of `views`. */
+  releaseAll(views: readonly Buffer[]): void {
+    for (const view of views) this.release(view);
+  }
+
   /** Memory is short (or no longer): keep no spare block meanwhile. */
   squeeze(squeezed: boolean): void {
     this.squeezed = squeezed;
