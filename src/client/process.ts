@@ -98,9 +98,16 @@ export class ExecProcess extends EventEmitter {
   private readonly written = new Set<number>();
   /** Sink mode: reused memory the demux copies this process's output into (made on first use). */
   private arena: ByteArena | null = null;
-  /** Highest seq reported consumed, and output bytes delivered since. */
+  /** Highest seq reported consumed. */
   private consumedSeq = 0;
-  private unreportedBytes = 0;
+  /**
+   * Output delivered and not yet reported consumed: (seq, bytes) pairs in seq order, from
+   * `unreportedHead`. Reported by what was consumed, not what was delivered: a sink that
+   * lags behind its deliveries still sends an ack per quarter window as its writes complete,
+   * rather than one for everything delivered and then nothing until the ack timer.
+   */
+  private readonly unreported: number[] = [];
+  private unreportedHead = 0;
 
   /** @internal created by `ExecClient.spawn`. */
   constructor(
@@ -307,7 +314,9 @@ export class ExecProcess extends EventEmitter {
           // Pieces (binary frames) are passed on as they are: joining them would copy every byte.
           const parts = event.parts ?? [event.data];
           const last = parts.length - 1;
-          for (const part of parts) this.unreportedBytes += part.length;
+          let bytes = 0;
+          for (const part of parts) bytes += part.length;
+          this.unreported.push(event.seq, bytes);
           const sink = event.stream === 'stderr' ? this.stderrSink : this.stdoutSink;
           if (sink) {
             const seq = event.seq;
@@ -402,9 +411,27 @@ export class ExecProcess extends EventEmitter {
     if (this.writing.length > 0) upTo = Math.min(upTo, this.writing[0]! - 1);
     if (upTo <= this.consumedSeq) return;
     this.consumedSeq = upTo;
-    const bytes = this.unreportedBytes;
-    this.unreportedBytes = 0;
-    this.host.consumed(this, upTo, bytes, this.sequencer.done && upTo === this.sequencer.lastDelivered);
+    this.host.consumed(this, upTo, this.takeUnreportedBytes(upTo), this.sequencer.done && upTo === this.sequencer.lastDelivered);
+  }
+
+  /** The output bytes of the delivered events up to `seq`, now reported. */
+  private takeUnreportedBytes(seq: number): number {
+    const pairs = this.unreported;
+    let at = this.unreportedHead;
+    let bytes = 0;
+    while (at < pairs.length && pairs[at]! <= seq) {
+      bytes += pairs[at + 1]!;
+      at += 2;
+    }
+    if (at === pairs.length) {
+      pairs.length = 0;
+      at = 0;
+    } else if (at >= 1024) {
+      pairs.splice(0, at); // now and then, not per ack: the array stays small and the cost O(1) per event
+      at = 0;
+    }
+    this.unreportedHead = at;
+    return bytes;
   }
 }
 
