@@ -164,7 +164,7 @@ describe('GET /metrics', () => {
     const short = client.sessionId.slice(0, 8);
     const line = logs.find((l) => l.includes(`session=${short}`) && l.includes('audit process ended'));
     expect(line).toMatch(
-      new RegExp(`^info audit process ended: session=${short} process=[\\w-]+ argv0=sh pid=\\d+ exit=3 duration=\\d+\\.\\d{3}s out_bytes=5 in_bytes=0$`),
+      new RegExp(`^info audit process ended: session=${short} process=[\\w-]+ argv0=sh pid=\\d+ exit=3 duration=\\d+\\.\\d{3}s out_bytes=5 in_bytes=0 paused=\\d+\\.\\d{3}s$`),
     );
     // At info (what a server logs by default); debug is asking for more, and gets argv.
     const info = logs.filter((l) => !l.startsWith('debug ')).join('\n');

@@ -154,7 +154,7 @@ export class ServerMonitor {
     this.log(
       'info',
       `audit process ended: ${this.describe(facts.session, proc.id, facts.argv)} pid=${proc.pid} exit=${proc.exitCode ?? 'none'} ` +
-        `duration=${duration.toFixed(3)}s out_bytes=${proc.bytesRead} in_bytes=${proc.bytesWritten}`,
+        `duration=${duration.toFixed(3)}s out_bytes=${proc.bytesRead} in_bytes=${proc.bytesWritten} paused=${(proc.pausedMs / 1000).toFixed(3)}s`,
     );
   }
 
