@@ -17,9 +17,12 @@ const dir = mkdtempSync(path.join(tmpdir(), 'tether-startup-'));
 afterAll(() => rmSync(dir, { recursive: true, force: true }));
 
 const hooks = path.join(dir, 'hooks.mjs');
-writeFileSync(hooks, `export async function resolve(specifier, context, next) {
+// Hooks run on a thread of their own: process.stderr there is asynchronous, and a command that
+// exits at once (--help) can leave its lines unwritten (Node 24 did). writeSync to fd 2 cannot.
+writeFileSync(hooks, `import { writeSync } from 'node:fs';
+export async function resolve(specifier, context, next) {
   const result = await next(specifier, context);
-  process.stderr.write('LOADED ' + result.url + '\\n');
+  writeSync(2, 'LOADED ' + result.url + '\\n');
   return result;
 }
 `);
