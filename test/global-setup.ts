@@ -5,9 +5,9 @@
  * test what is in src/, and the CLI starts as fast in tests as it does installed.
  */
 import { execFileSync } from 'node:child_process';
-import { readdirSync, statSync } from 'node:fs';
+import { existsSync, readdirSync, statSync } from 'node:fs';
 import { createRequire } from 'node:module';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 const root = join(import.meta.dirname, '..');
 
@@ -28,7 +28,25 @@ function builtAt(): number {
   }
 }
 
+/**
+ * As root, several suites run the server as nobody (uid 65534) from this checkout. Under a
+ * directory nobody cannot search (a 0700 home or mktemp -d) they would fail with "Cannot find
+ * module"; say what is wrong instead.
+ */
+function checkReachableByNobody(): void {
+  if (process.getuid?.() !== 0 || !existsSync('/usr/bin/setpriv')) return;
+  for (let dir = root; dir !== dirname(dir); dir = dirname(dir)) {
+    if ((statSync(dir).mode & 0o001) === 0) {
+      throw new Error(
+        `the tests run the server as nobody (uid 65534), who cannot reach ${root}: ${dir} is not searchable by others ` +
+          `(mode ${(statSync(dir).mode & 0o777).toString(8)}). Run 'chmod o+x ${dir}' or clone elsewhere (.ci/run does the chmod itself).`,
+      );
+    }
+  }
+}
+
 export default function setup(): void {
+  checkReachableByNobody();
   const sources = Math.max(
     newestSource(join(root, 'src')),
     ...['tsconfig.json', 'tsconfig.build.json'].map((f) => statSync(join(root, f)).mtimeMs),
