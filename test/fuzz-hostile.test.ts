@@ -109,8 +109,9 @@ class Hostile {
 
   async run(stop: () => boolean): Promise<void> {
     const attacks = [this.heapBomb, this.deafFlood, this.hoard, this.hugeArgv, this.copySys, this.bigWrites];
-    while (!stop()) {
-      const attack = attacks[this.r.int(attacks.length)]!;
+    // Every attack once (from a different one in each client), then a seeded pick.
+    for (let k = 0; !stop(); k++) {
+      const attack = attacks[k < attacks.length ? (this.index + k) % attacks.length : this.r.int(attacks.length)]!;
       this.tally.attacks[attack.name] = (this.tally.attacks[attack.name] ?? 0) + 1;
       try {
         await untilOver(attack.call(this));
