@@ -20,6 +20,8 @@ import {
   withJsonrpc,
 } from '../protocol/index.js';
 import { writeBinaryOutput, type FrameSocket } from './binary-output.js';
+import { BYTES_PER_JSON_VALUE, frameCost } from './frame-cost.js';
+import { formatBytes } from '../util/format.js';
 import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
@@ -49,6 +51,7 @@ const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
  * acknowledgements and control calls are how memory comes back, and cost next to nothing.
  */
 const SMALL_REQUEST_BYTES = 64 * 1024;
+
 
 export interface ConnectionContext {
   conn: Connection;
@@ -219,13 +222,23 @@ export class Connection implements SessionLink {
   }
 
   private onMessage(data: Buffer | Buffer[], isBinary: boolean): void {
+    let buf = Array.isArray(data) ? Buffer.concat(data) : data;
     if (isBinary && this.session?.extensions.has('binaryOutput')) {
-      const buf = binaryPayload(data);
+      buf = binaryPayload(buf);
       // JSON may still come in binary frames; a tether binary frame starts below any JSON byte.
       if (isTetherBinaryFrame(buf)) return this.onBinaryFrame(buf);
-      data = buf;
     }
-    const decoded = decodeFrame(data);
+    // What the frame will hold once parsed, known before it is parsed: a frame of millions of
+    // tiny values is refused unread (it would hold many times its size), a big string passes.
+    const { structural, cost, id } = frameCost(buf);
+    if (structural * BYTES_PER_JSON_VALUE > this.maxRequestBytes) {
+      const message =
+        `message refused unparsed: its ${structural} JSON values would hold about ${formatBytes(structural * BYTES_PER_JSON_VALUE)} ` +
+        `once parsed (${BYTES_PER_JSON_VALUE} bytes each), more than the server's ${formatBytes(this.maxRequestBytes)} message limit (--max-message-size); nothing in it was done`;
+      this.send({ id, error: { code: ErrorCode.InvalidRequest, message } });
+      return;
+    }
+    const decoded = decodeFrame(buf);
     if (!decoded.ok) {
       this.send({ id: decoded.id, error: decoded.error });
       return;
@@ -238,37 +251,40 @@ export class Connection implements SessionLink {
       this.onAck(message.params);
       return;
     }
-    const frameBytes = Array.isArray(data) ? data.reduce((n, b) => n + b.length, 0) : data.length;
     // Each waiting request holds memory (a long-poll for as long as it asks, a write until
-    // the child reads): bounded here in count and bytes, and by the server's memory budget.
-    const refusal = ANSWERED_AT_ONCE.has(message.method) ? null : this.refusalInFlight(frameBytes);
+    // the child reads): bounded here in count and in what its parsed frame holds, and by the
+    // server's memory budget.
+    const atOnce = ANSWERED_AT_ONCE.has(message.method);
+    const refusal = atOnce ? null : this.refusalInFlight(cost);
     if (refusal) {
       if (message.kind === 'request') this.send({ id: message.id, error: refusal });
       return;
     }
     this.inflight++;
-    this.requestBytes += frameBytes;
-    this.memory?.requests.add(frameBytes);
+    this.requestBytes += cost;
+    this.memory?.requests.add(cost);
     const ctx: ConnectionContext = { conn: this };
     const settled = () => {
       this.inflight--;
-      this.requestBytes -= frameBytes;
-      this.memory?.requests.add(-frameBytes);
+      this.requestBytes -= cost;
+      this.memory?.requests.add(-cost);
       if (ctx.answerBytes) this.answerSent(ctx.answerBytes);
     };
-    this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
-      (response) => {
-        if (response) this.send(response);
-        ctx.afterReply?.();
-        settled();
-      },
-      (err: unknown) => {
-        if (message.kind === 'request') {
-          this.send({ id: message.id, error: { code: -32603, message: err instanceof Error ? err.message : String(err) } });
-        }
-        settled();
-      },
-    );
+    const dispatch = () =>
+      this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
+        (response) => {
+          if (response) this.send(response);
+          ctx.afterReply?.();
+          settled();
+        },
+        (err: unknown) => {
+          if (message.kind === 'request') {
+            this.send({ id: message.id, error: { code: -32603, message: err instanceof Error ? err.message : String(err) } });
+          }
+          settled();
+        },
+      );
+    void dispatch();
   }
 
   /**

@@ -1,0 +1,107 @@
+/**
+ * Issue 22: one client can never take down the others by what it makes the server's heap or
+ * send buffers hold. Each case runs a fresh `tether serve` (default options) as a child with
+ * a 512 MiB heap, so a regression fails here instead of taking the machine down: the hostile
+ * client is refused or held back, the server stays alive, another session keeps being
+ * answered, and SIGTERM still stops it.
+ */
+import { once } from 'node:events';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { request } from 'node:http';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ErrorCode } from '../src/protocol/index.js';
+import { RawClientPool, type Frame, type RawClient } from './helpers/raw-client.js';
+import { spawnServe, type ServeProcess } from './helpers/serve-process.js';
+
+const CWD = pathToFileURL(tmpdir()).href;
+const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
+const KiB = 1024;
+const MiB = 1024 * 1024;
+
+let served: ServeProcess | undefined;
+let home: string | undefined;
+const pool = new RawClientPool();
+afterEach(async () => {
+  await pool.dropAll();
+  await served?.stop();
+  served = undefined;
+  if (home) rmSync(home, { recursive: true, force: true });
+  home = undefined;
+});
+
+/** A default server with a bounded heap; CODEX_HOME in a fresh directory of its own. */
+async function serve(): Promise<{ served: ServeProcess; exited: Promise<string> }> {
+  home = mkdtempSync(join(tmpdir(), 'tether-hostile-'));
+  served = await spawnServe(['--listen', 'ws://127.0.0.1:0'], {
+    env: { NODE_OPTIONS: '--max-old-space-size=512', CODEX_HOME: home },
+  });
+  const child = served.child;
+  const exited = once(child, 'exit').then(([code, signal]) => `server exited (${signal ?? code}): ${served?.stderr().slice(-400)}`);
+  return { served, exited };
+}
+
+/** The frame answering `id`, or the reason the server died first. */
+function answer(c: RawClient, id: number, exited: Promise<string>, timeoutMs = 60_000): Promise<Frame | string> {
+  return Promise.race([c.waitFor((f) => f.id === id, timeoutMs, true), exited]);
+}
+
+/** Another session is answered, the server is alive, and SIGTERM stops it (no SIGKILL needed). */
+async function othersStillServed(s: ServeProcess): Promise<void> {
+  const other = await pool.connect(s.url);
+  await other.handshake('bystander');
+  expect(await other.request('environment/status', {})).toEqual({ status: 'ready' });
+  expect(s.child.exitCode).toBeNull();
+  await pool.dropAll();
+  await s.stop();
+  expect(s.child.signalCode).not.toBe('SIGKILL');
+  expect(s.stderr()).toMatch(/SIGTERM: shutting down/);
+}
+
+async function memoryHeld(url: string, holder: string): Promise<number> {
+  const body = await new Promise<string>((resolve, reject) => {
+    request(`${url.replace('ws:', 'http:')}/metrics`, (res) => {
+      let text = '';
+      res.on('data', (d: Buffer) => (text += d.toString()));
+      res.on('end', () => resolve(text));
+    })
+      .on('error', reject)
+      .end();
+  });
+  const line = body.split('\n').find((l) => l.startsWith(`tether_memory_held_bytes{holder="${holder}"}`));
+  if (!line) throw new Error(`no tether_memory_held_bytes for ${holder} in /metrics`);
+  return Number(line.split(' ').pop());
+}
+
+describe('hostile clients and the heap (issue 22)', () => {
+  it('refuses unparsed a frame of millions of tiny values (16 long-polls of 16 MiB `{},` frames), answering each with its id', async () => {
+    const { served: s, exited } = await serve();
+    // Just under the 16 MiB message limit: some 5.6 million empty objects, ~357 MiB parsed.
+    const head = '{"id":9999,"method":"process/read","params":{"processId":"p","afterSeq":0,"waitMs":60000,"pad":[';
+    const tail = '{}]}}';
+    const frame = head + '{},'.repeat(Math.floor((16 * MiB - 64 - head.length - tail.length) / 3)) + tail;
+    expect(frame.length).toBeLessThan(16 * MiB);
+    const bombers: RawClient[] = [];
+    for (let i = 0; i < 16; i++) {
+      const c = await pool.connect(s.url);
+      await c.handshake(`bomber-${i}`);
+      expect((await c.call('process/start', { processId: 'p', argv: ['sleep', '60'], cwd: CWD, env: ENV, tty: false })).error).toBeUndefined();
+      bombers.push(c);
+    }
+    // All 16 long-polls at once: held together they would be 16 x 357 MiB.
+    const bytes = Buffer.from(frame);
+    for (const c of bombers) c.sendRaw(bytes);
+    for (const [i, c] of bombers.entries()) {
+      const reply = await answer(c, 9999, exited);
+      expect(reply, `frame ${i}`).toMatchObject({
+        id: 9999,
+        error: { code: ErrorCode.InvalidRequest, message: expect.stringMatching(/^message refused unparsed: its \d+ JSON values would hold about .* once parsed/) },
+      });
+      // The connection carries on: a small request is answered.
+      expect(await c.request('environment/status', {})).toEqual({ status: 'ready' });
+    }
+    await othersStillServed(s);
+  }, 120_000);
+});
