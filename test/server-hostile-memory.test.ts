@@ -104,4 +104,34 @@ describe('hostile clients and the heap (issue 22)', () => {
     }
     await othersStillServed(s);
   }, 120_000);
+
+  it('session/list answers within its cap however much argv the processes have (argv cut, flagged)', async () => {
+    const { served: s, exited } = await serve();
+    const c = await pool.connect(s.url);
+    await c.request('initialize', { clientName: 'lister', tether: { version: 1, extensions: ['sessionList'] } });
+    c.notify('initialized', {});
+    // 56 processes of 14 arguments of 120 KiB of \x01 each (the kernel's limits: 128 KiB an
+    // argument, 2 MiB in all): listed whole, the answer would escape to ~600 M characters,
+    // past the longest string V8 can make.
+    const arg = '\u0001'.repeat(120 * KiB);
+    const argv = ['sh', '-c', 'sleep 60', ...Array.from({ length: 14 }, () => arg)];
+    for (let i = 0; i < 56; i++) {
+      const started = await Promise.race([c.call('process/start', { processId: `p${i}`, argv, cwd: CWD, env: ENV, tty: false }), exited]);
+      expect(started, `start ${i}`).toMatchObject({ result: { processId: `p${i}` } });
+    }
+    const id = 1000;
+    c.send({ id, method: 'session/list', params: {} });
+    const reply = await answer(c, id, exited);
+    expect(reply).toMatchObject({ id, result: { scope: 'own', sessions: expect.any(Array) } });
+    const result = (reply as Frame).result;
+    expect(result.sessions).toHaveLength(1);
+    const listed = result.sessions[0].processes as Array<{ argv: string[]; argvTruncated?: boolean }>;
+    expect(listed).toHaveLength(56);
+    for (const p of listed) {
+      expect(p.argvTruncated).toBe(true);
+      expect(p.argv.slice(0, 3)).toEqual(['sh', '-c', 'sleep 60']);
+      expect(p.argv.join('').length).toBe(4096);
+    }
+    await othersStillServed(s);
+  }, 120_000);
 });

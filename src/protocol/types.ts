@@ -135,6 +135,8 @@ export interface ProcessListing {
   bytesIn: number;
   /** Its output is not being read right now (a client behind, or retention full of unread output). */
   paused: boolean;
+  /** Present (true) when `argv` was cut to the listing's limit (4096 characters in all): the process runs the whole one. */
+  argvTruncated?: true;
 }
 
 /** One session in a `session/list` answer. */
@@ -159,4 +161,6 @@ export interface SessionListResult {
   /** own: the sessions of the caller's token; all: every session (the admin token). */
   scope: 'own' | 'all';
   sessions: SessionListing[];
+  /** Present (true) when the answer reached its size limit (4 MiB): the sessions or processes past it are not listed. */
+  truncated?: true;
 }

@@ -2,6 +2,12 @@
  * `session/list` (extension `sessionList`, `tether ps`): the sessions a caller may see and
  * their processes. A client sees the sessions of its own token; the admin token sees them
  * all. Session ids are resume credentials, so only their first 8 characters are listed.
+ *
+ * The answer's size is bounded before it is built: each process's argv is cut to
+ * `MAX_LISTED_ARGV_CHARS` (flagged `argvTruncated`), and once the listed entries reach
+ * `MAX_LIST_BYTES` the rest is left out (flagged `truncated`). A client that started
+ * hundreds of processes with megabytes of arguments each cannot make one answer past what
+ * a string can hold.
  */
 import { performance } from 'node:perf_hooks';
 import type { ProcessListing, SessionListing, SessionListResult } from '../protocol/index.js';
@@ -9,12 +15,19 @@ import type { ServerMonitor } from './monitor.js';
 import type { ManagedProcess } from './process.js';
 import type { Session } from './session.js';
 
+/** Characters of one process's argv listed at most (all its arguments together). */
+export const MAX_LISTED_ARGV_CHARS = 4096;
+/** Serialized bytes of one answer at most (about: entries are measured as they are added). */
+export const MAX_LIST_BYTES = 4 * 1024 * 1024;
+
 export function listSessions(
   sessions: Iterable<Session>,
   monitor: ServerMonitor,
   caller: { credential: Buffer; session: Session | null; admin: boolean },
 ): SessionListResult {
   const listed: SessionListing[] = [];
+  let bytes = 64;
+  let truncated = false;
   for (const session of sessions) {
     if (session.isExpired) continue;
     if (!caller.admin && !session.ownedBy(caller.credential)) continue;
@@ -26,20 +39,53 @@ export function listSessions(
       attached: session.attached,
       createdAt: new Date(facts?.createdAt ?? Date.now()).toISOString(),
       expiresAt: !session.attached && facts?.detachedAt != null ? new Date(facts.detachedAt + session.limits.ttlMs).toISOString() : null,
-      processes: [...session.processes.values()].map((proc) => listProcess(proc, monitor)),
+      processes: [],
     };
     if (caller.admin) entry.owner = session.ownerTag;
+    bytes += JSON.stringify(entry).length + 1;
+    if (bytes > MAX_LIST_BYTES) {
+      truncated = true;
+      break;
+    }
+    for (const proc of session.processes.values()) {
+      const listing = listProcess(proc, monitor);
+      bytes += JSON.stringify(listing).length + 1;
+      if (bytes > MAX_LIST_BYTES) {
+        truncated = true;
+        break;
+      }
+      entry.processes.push(listing);
+    }
     listed.push(entry);
+    if (truncated) break;
   }
   listed.sort((a, b) => a.createdAt.localeCompare(b.createdAt));
-  return { scope: caller.admin ? 'all' : 'own', sessions: listed };
+  const result: SessionListResult = { scope: caller.admin ? 'all' : 'own', sessions: listed };
+  if (truncated) result.truncated = true;
+  return result;
+}
+
+/** argv cut to `MAX_LISTED_ARGV_CHARS` characters in all (the argument that crosses it is cut). */
+export function listedArgv(argv: readonly string[]): { argv: string[]; truncated: boolean } {
+  const out: string[] = [];
+  let left = MAX_LISTED_ARGV_CHARS;
+  for (const arg of argv) {
+    if (arg.length > left) {
+      if (left > 0) out.push(arg.slice(0, left));
+      return { argv: out, truncated: true };
+    }
+    out.push(arg);
+    left -= arg.length;
+  }
+  return { argv: out, truncated: false };
 }
 
 function listProcess(proc: ManagedProcess, monitor: ServerMonitor): ProcessListing {
   const facts = monitor.processFacts(proc);
-  return {
+  const argv = listedArgv(facts?.argv ?? []);
+  const listing: ProcessListing = {
     processId: proc.id,
-    argv: facts ? [...facts.argv] : [],
+    argv: argv.argv,
     pid: proc.pid,
     tty: proc.tty,
     state: proc.exitCode === null ? 'running' : 'exited',
@@ -50,4 +96,6 @@ function listProcess(proc: ManagedProcess, monitor: ServerMonitor): ProcessListi
     bytesIn: proc.bytesWritten,
     paused: proc.isPaused,
   };
+  if (argv.truncated) listing.argvTruncated = true;
+  return listing;
 }

@@ -42,7 +42,7 @@ import type { DescriptorBudget } from './descriptors.js';
 import type { MemoryBudget } from './memory-budget.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
-import { listSessions } from './listing.js';
+import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { ByteBudget } from './fs/budget.js';
 import { registerFsMethods, type FsServerLimits } from './fs/methods.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
@@ -371,11 +371,14 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     return {};
   });
 
-  rpc.addMethod(Method.sessionList, (params, { conn }): SessionListResult => {
+  rpc.addMethod(Method.sessionList, async (params, ctx): Promise<SessionListResult> => {
+    const { conn } = ctx;
     // Not negotiated: the method does not exist for this session (as for any Codex client).
     if (!conn.session?.extensions.has('sessionList')) throw methodNotFound(Method.sessionList);
     parseParams(Method.sessionList, EmptyParamsSchema, params);
     const session = requireReady(conn, 'exec');
+    // The answer is at most MAX_LIST_BYTES (listing.ts): built only once the send buffer has room for it.
+    await conn.reserveAnswer(ctx, MAX_LIST_BYTES);
     const admin = state.adminCredential !== null && conn.credential.equals(state.adminCredential);
     return listSessions(state.sessions.values(), state.monitor, { credential: conn.credential, session, admin });
   });
