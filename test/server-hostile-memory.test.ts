@@ -134,4 +134,22 @@ describe('hostile clients and the heap (issue 22)', () => {
     }
     await othersStillServed(s);
   }, 120_000);
+
+  it('environmentConfig/read of a 150 MiB config.toml is refused unread with a clear error', async () => {
+    const { served: s, exited } = await serve();
+    // A literal string of backslashes: read whole and re-escaped, 150 M replacements.
+    writeFileSync(join(home!, 'config.toml'), `mcp_servers = '${'\\'.repeat(150 * MiB)}'\n`);
+    const c = await pool.connect(s.url);
+    await c.handshake('configurer');
+    c.send({ id: 7, method: 'environmentConfig/read', params: { cwd: CWD, configPaths: [['mcp_servers']], requirementsPaths: [] } });
+    const reply = await answer(c, 7, exited);
+    expect(reply).toMatchObject({
+      id: 7,
+      error: {
+        code: ErrorCode.InternalError,
+        message: expect.stringMatching(/^failed to load executor-local config: .*config\.toml: the file is 150MiB, larger than the 1\.0MiB tether reads$/),
+      },
+    });
+    await othersStillServed(s);
+  }, 120_000);
 });

@@ -5,18 +5,64 @@
  * defaulting to ~/.codex), each reduced to the requested TOML paths and written back as TOML
  * in document order. tether reads the same file the same way. Requirements layers (managed
  * configuration) are not read: tether reports none.
+ *
+ * Bounded: a config.toml over `MAX_CONFIG_FILE_BYTES` is refused unread (Codex reads any size;
+ * a client that wrote a 150 MiB one could make a server read, parse and re-escape it all), and
+ * the TOML answered is at most `MAX_CONFIG_ANSWER_BYTES`.
  */
-import { readFile } from 'node:fs/promises';
+import { open } from 'node:fs/promises';
 import { homedir, hostname } from 'node:os';
 import { join } from 'node:path';
 import { parse, TomlDate } from 'smol-toml';
 import {
   internalError,
   invalidParams,
+  RpcError,
   type EnvironmentConfigLayer,
   type EnvironmentConfigReadResult,
 } from '../../protocol/index.js';
 import { pathToUri } from './uri.js';
+import { formatBytes } from '../../util/format.js';
+
+/** Largest config.toml read (1 MiB; a real one is a few KiB). */
+export const MAX_CONFIG_FILE_BYTES = 1024 * 1024;
+/**
+ * Largest TOML answered (4 MiB). Re-serialized TOML can outgrow its file (escapes, a nested
+ * table's full path in every header); past this the read is refused instead.
+ */
+export const MAX_CONFIG_ANSWER_BYTES = 4 * 1024 * 1024;
+
+/** The file's text, at most `MAX_CONFIG_FILE_BYTES` (larger: refused unread); undefined when it does not exist. */
+async function readConfigFile(file: string): Promise<string | undefined> {
+  let handle;
+  try {
+    handle = await open(file, 'r');
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw internalError(`failed to load executor-local config: ${file}: ${(err as Error).message}`);
+  }
+  try {
+    const { size } = await handle.stat();
+    const tooLarge = (bytes: string) =>
+      internalError(`failed to load executor-local config: ${file}: the file is ${bytes}, larger than the ${formatBytes(MAX_CONFIG_FILE_BYTES)} tether reads`);
+    if (size > MAX_CONFIG_FILE_BYTES) throw tooLarge(formatBytes(size));
+    // One byte more than the limit: a file that grew since the stat is refused, not cut.
+    const buf = Buffer.allocUnsafe(MAX_CONFIG_FILE_BYTES + 1);
+    let filled = 0;
+    for (;;) {
+      const { bytesRead } = await handle.read(buf, filled, buf.length - filled, filled);
+      if (bytesRead === 0) break;
+      filled += bytesRead;
+      if (filled > MAX_CONFIG_FILE_BYTES) throw tooLarge(`over ${formatBytes(MAX_CONFIG_FILE_BYTES)}`);
+    }
+    return buf.toString('utf8', 0, filled);
+  } catch (err) {
+    if (err instanceof RpcError) throw err;
+    throw internalError(`failed to load executor-local config: ${file}: ${(err as Error).message}`);
+  } finally {
+    await handle.close();
+  }
+}
 
 type Table = { [key: string]: TomlValue };
 type TomlValue = string | number | bigint | boolean | TomlDate | TomlValue[] | Table;
@@ -39,12 +85,7 @@ export async function readEnvironmentConfig(configPaths: string[][], requirement
   const home = codexHome();
   const layers: EnvironmentConfigLayer[] = [];
   const file = join(home, 'config.toml');
-  let text: string | undefined;
-  try {
-    text = await readFile(file, 'utf8');
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'ENOENT') throw internalError(`failed to load executor-local config: ${file}: ${(err as Error).message}`);
-  }
+  const text = await readConfigFile(file);
   if (text !== undefined && configPaths.length > 0) {
     let document: Table;
     try {
@@ -54,7 +95,13 @@ export async function readEnvironmentConfig(configPaths: string[][], requirement
     }
     const selected = select(document, configPaths);
     if (Object.keys(selected).length > 0) {
-      layers.push({ source: `user (${file})`, baseDir: pathToUri(home), toml: stringifyToml(selected) });
+      const toml = stringifyToml(selected);
+      if (toml.length > MAX_CONFIG_ANSWER_BYTES) {
+        throw internalError(
+          `failed to load executor-local config: ${file}: the requested paths come to ${formatBytes(toml.length)} of TOML, more than the ${formatBytes(MAX_CONFIG_ANSWER_BYTES)} tether answers`,
+        );
+      }
+      layers.push({ source: `user (${file})`, baseDir: pathToUri(home), toml });
     }
   }
   return {

@@ -39,7 +39,7 @@ import type { Session } from '../session.js';
 import { decodeBase64 } from './base64.js';
 import { ByteBudget } from './budget.js';
 import { Limiter, OpenFileCount } from './limiter.js';
-import { readEnvironmentConfig } from './environment-config.js';
+import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES, readEnvironmentConfig } from './environment-config.js';
 import { fsError, mapFsErrors } from './errors.js';
 import { readWholeFile, writeWholeFile } from './files.js';
 import { checkBlockLength, checkHandleId } from './handles.js';
@@ -336,11 +336,20 @@ export function registerFsMethods(
     }
   });
 
-  rpc.addMethod(FsMethod.environmentConfigRead, async (raw, { conn }): Promise<EnvironmentConfigReadResult> => {
+  rpc.addMethod(FsMethod.environmentConfigRead, async (raw, ctx): Promise<EnvironmentConfigReadResult> => {
+    const { conn } = ctx;
     const p = parseParams(FsMethod.environmentConfigRead, EnvironmentConfigReadParamsSchema, raw);
     pathOf(p.cwd);
     requireReady(conn, 'environment config');
-    return readEnvironmentConfig(p.configPaths, p.requirementsPaths);
+    // Built only once the send buffer has room for the largest answer, and the file read
+    // (at most MAX_CONFIG_FILE_BYTES) holds file-data budget meanwhile.
+    await conn.reserveAnswer(ctx, MAX_CONFIG_ANSWER_BYTES + 64 * 1024);
+    const release = await budget.acquire(MAX_CONFIG_FILE_BYTES + 1, conn.signal);
+    try {
+      return await readEnvironmentConfig(p.configPaths, p.requirementsPaths);
+    } finally {
+      release();
+    }
   });
 
   return {
