@@ -152,4 +152,37 @@ describe('hostile clients and the heap (issue 22)', () => {
     });
     await othersStillServed(s);
   }, 120_000);
+
+  it('a client that asks for big answers without reading its socket has about the high-water mark queued, not one answer per request', async () => {
+    const { served: s, exited } = await serve();
+    // Just under the config size cap: each answer carries ~900 KiB of TOML.
+    const value = 'a'.repeat(900 * KiB);
+    writeFileSync(join(home!, 'config.toml'), `mcp_servers = "${value}"\n`);
+    const params = { cwd: CWD, configPaths: [['mcp_servers']], requirementsPaths: [] };
+    const hog = await pool.connect(s.url);
+    await hog.handshake('hog');
+    const reader = await pool.connect(s.url);
+    await reader.handshake('reader');
+    // The hog stops reading its socket, then asks for 40 answers (36 MiB of them).
+    (hog.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket.pause();
+    const ids = Array.from({ length: 40 }, (_, i) => 100 + i);
+    for (const id of ids) hog.send({ id, method: 'environmentConfig/read', params });
+    // Another session keeps being answered meanwhile: 40 of the same reads, one after another
+    // (the hog's reads, issued before, have had their turn by then).
+    for (let i = 0; i < 40; i++) {
+      const r = await Promise.race([reader.request('environmentConfig/read', params), exited]);
+      expect(typeof r, `read ${i}`).not.toBe('string');
+    }
+    // Unread answers wait on the server: past the kernel's socket buffers, about the
+    // high-water mark (1 MiB) and one answer, never the 36 MiB asked for.
+    const queued = await memoryHeld(s.url, 'send');
+    expect(queued).toBeLessThan(8 * MiB);
+    // Once the hog reads, every answer arrives, whole: nothing was lost by waiting.
+    (hog.ws as unknown as { _socket: { resume(): void } })._socket.resume();
+    for (const id of ids) {
+      const reply = await answer(hog, id, exited);
+      expect((reply as Frame).result?.config.layers[0].toml, `answer ${id}`).toBe(`mcp_servers = "${value}"\n`);
+    }
+    await othersStillServed(s);
+  }, 120_000);
 });
