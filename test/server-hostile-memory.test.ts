@@ -185,4 +185,35 @@ describe('hostile clients and the heap (issue 22)', () => {
     }
     await othersStillServed(s);
   }, 120_000);
+
+  it('a client that floods small requests without reading is held back once its send buffer is over the mark, then read again', async () => {
+    const { served: s, exited } = await serve();
+    const hog = await pool.connect(s.url);
+    await hog.handshake('flooder');
+    const socket = (hog.ws as unknown as { _socket: { pause(): void; resume(): void } })._socket;
+    socket.pause();
+    // 20 000 requests whose answers echo 2 KiB each (an unknown method's name): 40 MB of
+    // answers, far past what the kernel's socket buffers take.
+    const method = `no/such/${'x'.repeat(2 * KiB)}`;
+    const count = 20_000;
+    for (let i = 0; i < count; i++) hog.send({ id: 10_000 + i, method, params: {} });
+    // Held back: at 64 requests waiting for the send buffer the server stops reading this
+    // socket (they count as requests in flight meanwhile), and the buffer stays near its mark.
+    for (;;) {
+      const [input, send] = await Promise.all([memoryHeld(s.url, 'input'), memoryHeld(s.url, 'send')]);
+      expect(send, 'send buffer').toBeLessThan(8 * MiB);
+      if (input >= 64 * 2 * KiB) break;
+      expect(await Promise.race([new Promise((r) => setTimeout(() => r('poll'), 20)), exited])).toBe('poll');
+    }
+    const other = await pool.connect(s.url);
+    await other.handshake('bystander-while-flooded');
+    expect(await other.request('environment/status', {})).toEqual({ status: 'ready' });
+    // Once it reads, every request is answered, in order.
+    socket.resume();
+    const last = await answer(hog, 10_000 + count - 1, exited);
+    expect(last).toMatchObject({ error: { code: ErrorCode.MethodNotFound } });
+    const answered = hog.frames.filter((f) => typeof f.id === 'number' && f.id >= 10_000).map((f) => f.id);
+    expect(answered).toEqual(Array.from({ length: count }, (_, i) => 10_000 + i));
+    await othersStillServed(s);
+  }, 120_000);
 });

@@ -52,6 +52,15 @@ const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
  */
 const SMALL_REQUEST_BYTES = 64 * 1024;
 
+/**
+ * Requests that wait for the send buffer to drain before they are handled (`gateAnswer`),
+ * per connection; at this many the socket stops being read until it drains, so a client
+ * that sends and sends without reading its answers is pushed back by TCP, not buffered.
+ */
+const MAX_GATED = 64;
+
+/** Answered once their own answer's room was reserved (`reserveAnswer`): not held back at dispatch. */
+const RESERVES_ITS_ANSWER: ReadonlySet<string> = new Set([Method.processRead]);
 
 export interface ConnectionContext {
   conn: Connection;
@@ -113,6 +122,8 @@ export class Connection implements SessionLink {
   /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
   private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount } | null = null;
   private initializeTimer: NodeJS.Timeout | null = null;
+  /** Requests held back until the send buffer drains (see MAX_GATED). */
+  private gated = 0;
   constructor(
     readonly ws: WebSocket,
     /** sha256 of the bearer token this connection presented (empty when auth is off). */
@@ -284,7 +295,26 @@ export class Connection implements SessionLink {
           settled();
         },
       );
+    // Every answer waits for room in the send buffer (process/read reserves its own room
+    // after its long-poll): a request that arrives while the buffer is over its mark is
+    // handled once it drained, so a client that asks without reading has about the mark
+    // queued for it, not one answer per request. The waiting requests still count above.
+    if (message.kind === 'request' && this.backpressured && !atOnce && !RESERVES_ITS_ANSWER.has(message.method)) {
+      this.gateAnswer().then((open) => (open ? void dispatch() : settled()));
+      return;
+    }
     void dispatch();
+  }
+
+  /** Waits for the send buffer to drain; false when the socket closed meanwhile (the request is dropped unanswered, undone). */
+  private async gateAnswer(): Promise<boolean> {
+    if (++this.gated === MAX_GATED) this.ws.pause();
+    try {
+      await this.whenDrained();
+    } finally {
+      if (this.gated-- === MAX_GATED && !this.closed) this.ws.resume();
+    }
+    return !this.closed;
   }
 
   /**
