@@ -255,6 +255,14 @@ export async function run(argv: string[]): Promise<void> {
       }
       stopping = true;
       logger('info', `${signal}: shutting down, killing every child process`);
+      // A stop that does not finish in time (a thread-pool thread stuck in a system call keeps
+      // the loop alive, and process.exit would wait for that thread too): kill every child,
+      // then die of the signal itself, which waits for nothing.
+      setTimeout(() => {
+        logger('error', `shutdown did not finish within ${SHUTDOWN_DEADLINE_MS / 1000} s: killing every child and exiting`);
+        server.killAllChildrenSync();
+        dieOf(signal);
+      }, SHUTDOWN_DEADLINE_MS).unref();
       server.close().then(resolve, (err: unknown) => {
         logger('error', `shutdown: ${(err as Error).message}`);
         resolve();
@@ -266,3 +274,15 @@ export async function run(argv: string[]): Promise<void> {
 }
 
 const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+/** How long a stop may take before the server exits anyway (its children killed first). */
+export const SHUTDOWN_DEADLINE_MS = 10_000;
+
+/**
+ * Ends the process at once by `signal`'s default action: no exit handlers, no waiting for the
+ * thread pool (Node's exit joins its threads, and a stuck one would hold it forever).
+ */
+function dieOf(signal: NodeJS.Signals): void {
+  for (const s of SHUTDOWN_SIGNALS) process.removeAllListeners(s);
+  process.kill(process.pid, signal === 'SIGQUIT' ? 'SIGTERM' : signal); // SIGQUIT's default would dump core
+  setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1000).unref(); // should the signal not end it
+}
