@@ -66,6 +66,10 @@ describe('the process and pty caps', () => {
     expect(cap.value).toBe(3053);
     expect(cap.origin).toBe('its descriptor limit of 20000 (RLIMIT_NOFILE) less 5000 for connections, 32 for itself and 2756 for files, at 4 per process');
     expect(deriveMaxProcesses({ ...here, descriptorLimit: 256, maxConnections: 64, filesDescriptors: 40 }).value).toBe(30);
+    // Outgoing http/request sockets are set aside too: (256 - 64 - 32 - 40 - 16) / 4.
+    const withHttp = deriveMaxProcesses({ ...here, descriptorLimit: 256, maxConnections: 64, filesDescriptors: 40, httpSockets: 16 });
+    expect(withHttp.value).toBe(26);
+    expect(withHttp.origin).toMatch(/32 for itself, 40 for files and 16 for outgoing http\/request sockets, at 4 per process/);
   });
 
   it('lets the process ids bind when they are scarcer (two tasks per process, three quarters of the machine)', () => {

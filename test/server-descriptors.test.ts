@@ -1,6 +1,6 @@
 /** The descriptor budget's arithmetic (the end-to-end check is in server-liveness.test.ts). */
 import { describe, expect, it } from 'vitest';
-import { defaultMaxConnections, DESCRIPTORS_PER_START, DESCRIPTORS_RESERVED, DescriptorBudget } from '../src/server/descriptors.js';
+import { defaultMaxConnections, defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession, DESCRIPTORS_PER_START, DESCRIPTORS_RESERVED, DescriptorBudget } from '../src/server/descriptors.js';
 
 describe('descriptor budget', () => {
   it('gives connections a quarter of the limit, at least 1 and at most 10000', () => {
@@ -21,6 +21,15 @@ describe('descriptor budget', () => {
     expect(budget.admitStart()).toMatch(/too many open descriptors/);
     open -= 8; // processes ended
     expect(budget.admitStart()).toBeNull();
+  });
+
+  it('sets a sixteenth of the limit aside for outgoing http/request sockets (4..1024), a quarter of them per session (1..32)', () => {
+    expect(defaultMaxHttpSockets(256)).toBe(16);
+    expect(defaultMaxHttpSockets(16)).toBe(4);
+    expect(defaultMaxHttpSockets(1 << 20)).toBe(1024);
+    expect(defaultMaxHttpSocketsPerSession(16)).toBe(4);
+    expect(defaultMaxHttpSocketsPerSession(4)).toBe(1);
+    expect(defaultMaxHttpSocketsPerSession(1024)).toBe(32);
   });
 
   it('admits everything where descriptors cannot be counted', () => {

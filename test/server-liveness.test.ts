@@ -179,7 +179,7 @@ describe('connection cap', () => {
   });
 
   it('refuses process starts that would eat the descriptors promised to connections, clearly, and still admits every connection', async () => {
-    // The derived process cap (30 here) would refuse first: lift it to reach the descriptor check behind it.
+    // The derived process cap (26 here) would refuse first: lift it to reach the descriptor check behind it.
     served = await spawnServe(['--listen', 'ws://127.0.0.1:0', '--max-server-processes', '1000'], { unprivileged: true, nofile: 256 }); // cap: 64 connections
     const c = await RawClient.connect(served.url);
     await c.handshake();

@@ -32,6 +32,8 @@ export interface MachineFacts {
   maxConnections: number;
   /** Descriptors the fs methods may hold at once (file handles across sessions, operations in flight). */
   filesDescriptors: number;
+  /** Outgoing http/request sockets the server may hold at once (0 if not counted). */
+  httpSockets?: number;
   pidLimit: number | null;
   ptys: PtyFacts | null;
 }
@@ -39,11 +41,12 @@ export interface MachineFacts {
 /** The server-wide process cap. */
 export function deriveMaxProcesses(m: MachineFacts): DerivedCap {
   const files = m.filesDescriptors;
-  const room = m.descriptorLimit - m.maxConnections - DESCRIPTORS_RESERVED - files;
+  const http = m.httpSockets ?? 0;
+  const room = m.descriptorLimit - m.maxConnections - DESCRIPTORS_RESERVED - files - http;
   const byDescriptors = Math.max(1, Math.floor(room / DESCRIPTORS_PER_PROCESS));
   const origin =
     `its descriptor limit of ${m.descriptorLimit} (RLIMIT_NOFILE) less ${m.maxConnections} for connections, ` +
-    `${DESCRIPTORS_RESERVED} for itself and ${files} for files, at ${DESCRIPTORS_PER_PROCESS} per process`;
+    `${DESCRIPTORS_RESERVED} for itself${http ? `, ${files} for files and ${http} for outgoing http/request sockets` : ` and ${files} for files`}, at ${DESCRIPTORS_PER_PROCESS} per process`;
   if (m.pidLimit !== null) {
     const byPids = Math.max(1, Math.floor((m.pidLimit * 3) / 4 / 2));
     if (byPids < byDescriptors) {
@@ -143,6 +146,8 @@ export interface ServerCapacityOptions {
   maxConnections: number;
   /** Descriptors the fs methods may hold at once (their --max-open-files and operations in flight). */
   filesDescriptors: number;
+  /** Outgoing http/request sockets (their server-wide cap). */
+  httpSockets?: number;
   /** --memory-budget; default: a quarter of the memory limit (RAM or the cgroup's), at most 1 GiB. */
   memoryBudgetBytes?: number;
   /** --max-server-processes; default derived (`deriveMaxProcesses`). */
@@ -174,6 +179,7 @@ export function serverCapacity(o: ServerCapacityOptions): ServerCapacity {
     descriptorLimit: o.descriptorLimit,
     maxConnections: o.maxConnections,
     filesDescriptors: o.filesDescriptors,
+    httpSockets: o.httpSockets,
     pidLimit: pidLimit(read),
     ptys,
   };

@@ -26,6 +26,19 @@ export function defaultMaxConnections(limit = descriptorLimit()): number {
   return Math.max(1, Math.min(10_000, Math.floor(limit / 4)));
 }
 
+/**
+ * Outgoing `http/request` sockets across the server (http-sockets.ts): a sixteenth of the
+ * limit, at least 4 and at most 1024. Set aside like the connections' share.
+ */
+export function defaultMaxHttpSockets(limit = descriptorLimit()): number {
+  return Math.max(4, Math.min(1024, Math.floor(limit / 16)));
+}
+
+/** What one session may hold of them: a quarter, at least 1 and at most 32. */
+export function defaultMaxHttpSocketsPerSession(max: number): number {
+  return Math.max(1, Math.min(32, Math.floor(max / 4)));
+}
+
 /** Descriptors open in this process now (null where /proc is not there). */
 export function openDescriptorCount(): number | null {
   try {

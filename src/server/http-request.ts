@@ -6,8 +6,12 @@
  * deltaBase64, done, error}` notifications, the last one `done: true`. Redirects are followed
  * (at most 10, as reqwest does) unless `redirectPolicy: "stop"`.
  *
- * Bounded: a buffered body is capped (larger ones must stream), a streamed body waits for the
- * connection's send buffer to drain, and a stream ends when its connection closes.
+ * Bounded: a buffered body is capped (larger ones must stream) and reserved from its own
+ * session's share (never the fs data budget: a body that trickles in must not starve other
+ * sessions' reads), a streamed body waits for the connection's send buffer to drain, and a
+ * stream ends when its connection closes. Each request has its own socket, counted against a
+ * per-session and a server-wide cap (http-sockets.ts), a connect timeout and an idle timeout
+ * (http-timeouts.ts), but no total one: a long body that keeps coming is not cut.
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
@@ -16,6 +20,8 @@ import { internalError, invalidParams, parseParams } from '../protocol/index.js'
 import type { Connection } from './connection.js';
 import { decodeBase64 } from './fs/base64.js';
 import type { ByteBudget } from './fs/budget.js';
+import type { OutgoingSockets } from './http-sockets.js';
+import { HttpTimeoutDefaults, RequestTimeouts, type HttpTimeoutLimits } from './http-timeouts.js';
 
 export const HttpMethod = { request: 'http/request', bodyDelta: 'http/request/bodyDelta' } as const;
 
@@ -44,19 +50,26 @@ export interface HttpLimits {
   /** Largest body answered in one message; larger ones need `streamResponse` (8 MiB). */
   maxBufferedBodyBytes: number;
   /**
-   * Where a buffered body's bytes are reserved before it is read (shared with fs data, counted
-   * in the memory budget): bodies that do not fit wait their turn, their responses unread.
+   * Where a buffered body's bytes are reserved before it is read: the session's own share,
+   * counted in the memory budget. Bodies that do not fit wait their turn, their responses unread.
    */
-  memory?: ByteBudget;
+  memory?: (session: object) => ByteBudget;
+  /** The outgoing socket caps, counted per session. */
+  sockets?: OutgoingSockets;
+  /** Connect and idle timeouts (default `HttpTimeoutDefaults`). */
+  timeouts?: HttpTimeoutLimits;
 }
 
 /** Streams in flight per connection (a requestId is unique on its connection until its last delta). */
 const activeStreams = new WeakMap<Connection, Set<string>>();
 
-/** Handles one `http/request`; `requireReady` is the handshake check (after the params, as in Codex). */
-export async function httpRequestMethod(raw: unknown, conn: Connection, limits: HttpLimits, requireReady: () => void): Promise<HttpRequestResult> {
+/**
+ * Handles one `http/request`; `requireReady` is the handshake check (after the params, as in
+ * Codex), which gives the session the request counts against.
+ */
+export async function httpRequestMethod(raw: unknown, conn: Connection, limits: HttpLimits, requireReady: () => object): Promise<HttpRequestResult> {
   const p = parseParams(HttpMethod.request, HttpRequestParamsSchema, raw);
-  requireReady();
+  const session = requireReady();
   let url: URL;
   try {
     url = new URL(p.url);
@@ -76,31 +89,39 @@ export async function httpRequestMethod(raw: unknown, conn: Connection, limits: 
     if (!decoded.ok) throw invalidParams(decoded.message);
     body = decoded.bytes;
   }
+  const socket = limits.sockets?.take(session);
+  if (socket && 'refusal' in socket) throw internalError(`http/request failed: ${socket.refusal}`);
   let streams = activeStreams.get(conn);
   if (p.streamResponse) {
     if (!streams) activeStreams.set(conn, (streams = new Set()));
-    if (streams.has(p.requestId)) throw invalidParams(`http/request streamResponse requestId \`${p.requestId}\` is already active`);
+    if (streams.has(p.requestId)) {
+      socket?.give();
+      throw invalidParams(`http/request streamResponse requestId \`${p.requestId}\` is already active`);
+    }
     streams.add(p.requestId);
   }
   const abort = new AbortController();
   const onClose = () => abort.abort(new Error('connection closed'));
   conn.signal.addEventListener('abort', onClose, { once: true });
   const timer = p.timeoutMs !== undefined && p.timeoutMs !== null ? setTimeout(() => abort.abort(new Error('timed out')), p.timeoutMs) : undefined;
+  const deadlines = new RequestTimeouts(limits.timeouts ?? HttpTimeoutDefaults, (reason) => abort.abort(reason));
   const release = () => {
     clearTimeout(timer);
+    deadlines.stop();
+    socket?.give();
     conn.signal.removeEventListener('abort', onClose);
     streams?.delete(p.requestId);
   };
   let response: IncomingMessage;
   try {
-    response = await send(p.method, url, headers, body, p.redirectPolicy !== 'stop', abort.signal);
+    response = await send(p.method, url, headers, body, p.redirectPolicy !== 'stop', abort.signal, deadlines);
   } catch {
     release();
     throw internalError(`http/request failed: error sending request for url (${url.href})`);
   }
   const result: HttpRequestResult = { status: response.statusCode ?? 0, headers: headerList(response), bodyBase64: '' };
   if (p.streamResponse) {
-    void streamBody(response, conn, p.requestId, abort.signal).finally(release);
+    void streamBody(response, conn, p.requestId, abort.signal, deadlines).finally(release);
     return result;
   }
   let giveBack = () => {};
@@ -110,12 +131,14 @@ export async function httpRequestMethod(raw: unknown, conn: Connection, limits: 
     const announced = Number(response.headers['content-length']);
     const want = Number.isSafeInteger(announced) && announced >= 0 ? Math.min(announced, limits.maxBufferedBodyBytes) : limits.maxBufferedBodyBytes;
     if (limits.memory) {
-      giveBack = await limits.memory.acquire(want, abort.signal).catch(() => {
+      deadlines.pause(); // waiting for our own memory is not upstream's idleness
+      giveBack = await limits.memory(session).acquire(want, abort.signal).catch(() => {
         response.destroy();
         throw internalError(`http/request failed: error reading the response body of ${url.href}`);
       });
+      deadlines.activity();
     }
-    result.bodyBase64 = (await readBody(response, limits.maxBufferedBodyBytes, url)).toString('base64');
+    result.bodyBase64 = (await readBody(response, limits.maxBufferedBodyBytes, url, deadlines)).toString('base64');
     return result;
   } finally {
     giveBack();
@@ -131,13 +154,14 @@ async function send(
   body: Buffer | undefined,
   follow: boolean,
   signal: AbortSignal,
+  deadlines: RequestTimeouts,
 ): Promise<IncomingMessage> {
   for (let redirects = 0; ; redirects++) {
-    const response = await once(method, url, headers, body, signal);
+    const response = await once(method, url, headers, body, signal, deadlines);
     const location = response.headers.location;
     const status = response.statusCode ?? 0;
     if (!follow || ![301, 302, 303, 307, 308].includes(status) || !location || redirects >= MAX_REDIRECTS) return response;
-    response.resume(); // the redirect's own body is not wanted
+    response.destroy(); // the redirect's own body is not wanted, nor its socket kept open
     const next = new URL(location, url);
     if (next.protocol !== 'http:' && next.protocol !== 'https:') return response;
     if (status === 303 || ((status === 301 || status === 302) && method !== 'GET' && method !== 'HEAD')) {
@@ -150,9 +174,24 @@ async function send(
   }
 }
 
-function once(method: string, url: URL, headers: Array<{ name: string; value: string }>, body: Buffer | undefined, signal: AbortSignal): Promise<IncomingMessage> {
+function once(
+  method: string,
+  url: URL,
+  headers: Array<{ name: string; value: string }>,
+  body: Buffer | undefined,
+  signal: AbortSignal,
+  deadlines: RequestTimeouts,
+): Promise<IncomingMessage> {
   return new Promise((resolve, reject) => {
-    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method, signal, setHost: false });
+    // agent: false: a socket of its own, closed with the response (a pooled, kept-alive one
+    // would hold a descriptor outside the cap).
+    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method, signal, setHost: false, agent: false });
+    deadlines.connecting();
+    request.once('socket', (socket) => {
+      if (!socket.connecting) deadlines.activity();
+      else socket.once('connect', () => deadlines.activity());
+      socket.on('data', () => deadlines.activity());
+    });
     // Header names go out in lower case, as hyper sends them (repeats of a name together);
     // reqwest adds accept: */*; Node's own Connection header is left out, as hyper does.
     const byName = new Map<string, string[]>();
@@ -177,7 +216,8 @@ function headerList(response: IncomingMessage): Array<{ name: string; value: str
   return list;
 }
 
-async function readBody(response: IncomingMessage, limit: number, url: URL): Promise<Buffer> {
+async function readBody(response: IncomingMessage, limit: number, url: URL, deadlines: RequestTimeouts): Promise<Buffer> {
+  deadlines.activity();
   const parts: Buffer[] = [];
   let total = 0;
   try {
@@ -197,14 +237,18 @@ async function readBody(response: IncomingMessage, limit: number, url: URL): Pro
 }
 
 /** The body as bodyDelta notifications, in order, never faster than the connection takes them. */
-async function streamBody(response: IncomingMessage, conn: Connection, requestId: string, signal: AbortSignal): Promise<void> {
+async function streamBody(response: IncomingMessage, conn: Connection, requestId: string, signal: AbortSignal, deadlines: RequestTimeouts): Promise<void> {
   let seq = 0;
   const delta = (chunk: Buffer, done: boolean, error: string | null) =>
     conn.sendNotification(HttpMethod.bodyDelta, { requestId, seq: ++seq, deltaBase64: chunk.toString('base64'), done, error });
   try {
     for await (const chunk of response) {
       delta(chunk as Buffer, false, null);
-      await conn.whenDrained();
+      if (conn.backpressured) {
+        deadlines.pause(); // our client is slow, not upstream
+        await conn.whenDrained();
+        deadlines.activity();
+      }
     }
     delta(Buffer.alloc(0), true, null);
   } catch (err) {

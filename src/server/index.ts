@@ -12,7 +12,7 @@ import { WebSocketServer, type WebSocket } from 'ws';
 import { isAllowedLoopbackHost, isLoopbackName } from '../util/loopback.js';
 import { checkUpgrade, digest } from './auth.js';
 import { serverCapacity } from './capacity.js';
-import { defaultMaxConnections, DescriptorBudget, descriptorLimit } from './descriptors.js';
+import { defaultMaxConnections, defaultMaxHttpSockets, DescriptorBudget, descriptorLimit } from './descriptors.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import type { MemoryBudget } from './memory-budget.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
@@ -206,10 +206,12 @@ export class TetherServer extends EventEmitter {
       maxOperations: Math.max(8, Math.min(FsDefaults.maxOperations, Math.floor(descriptorLimitNow / 32))),
       ...opts.fs,
     };
+    const httpSockets = defaultMaxHttpSockets(descriptorLimitNow);
     const capacity = serverCapacity({
       descriptorLimit: descriptorLimitNow,
       maxConnections: this.maxConnections,
       filesDescriptors: fs.maxOpenFiles + fs.maxOperations,
+      httpSockets,
       memoryBudgetBytes: opts.memoryBudgetBytes,
       maxServerProcesses: opts.maxServerProcesses,
       maxPtys: opts.maxPtys,
@@ -231,6 +233,7 @@ export class TetherServer extends EventEmitter {
         maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
       },
       fs,
+      httpSockets,
       log,
       monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,

@@ -44,7 +44,9 @@ import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { ByteBudget } from './fs/budget.js';
-import { registerFsMethods, type FsServerLimits } from './fs/methods.js';
+import { registerFsMethods, sessionShare, type FsServerLimits } from './fs/methods.js';
+import { defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from './descriptors.js';
+import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
 import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
@@ -63,6 +65,8 @@ export interface ServerState {
   limits: SessionLimits;
   /** Limits of the filesystem methods (server/fs/methods.ts). */
   fs: FsServerLimits;
+  /** Outgoing http/request sockets across the server (set aside in the descriptor plan); default derived from the limit. */
+  httpSockets?: number;
   maxSessions: number;
   /** How long a connection whose session someone tries to resume has to answer a ping. */
   livenessProbeMs: number;
@@ -136,20 +140,33 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     }
   };
 
-  // File data and buffered HTTP bodies share one sub-budget (--fs-memory, at most a quarter of
-  // the memory budget), counted in the memory budget as it is handed out.
-  const dataBudget = new ByteBudget(
-    Math.max(1, Math.min(state.fs.memoryBytes, state.memory ? Math.floor(state.memory.limit / 4) : Number.POSITIVE_INFINITY)),
-    state.memory?.account('files'),
-  );
+  // File data has one sub-budget (--fs-memory, at most a quarter of the memory budget), counted
+  // in the memory budget as it is handed out, a share at most per session.
+  const dataBytes = Math.max(1, Math.min(state.fs.memoryBytes, state.memory ? Math.floor(state.memory.limit / 4) : Number.POSITIVE_INFINITY));
+  const dataBudget = new ByteBudget(dataBytes, state.memory?.account('files'), sessionShare(dataBytes, state.fs.maxReadFileBytes));
   const fs = registerFsMethods(rpc, state.fs, requireReady, dataBudget);
   // Producers pause at the budget's pause mark and are read again below its resume mark: a
   // rare event (the budget must swing by a tenth), so every process is told.
   state.memory?.onPressureChange(() => {
     for (const session of state.sessions.values()) for (const proc of session.processes.values()) proc.memoryPressureChanged();
   });
+  // Buffered HTTP bodies come out of their own session's share (two bodies at the cap at once),
+  // never the fs data budget: a body that trickles in for minutes must not starve others' reads.
+  const httpBodies = new WeakMap<Session, ByteBudget>();
+  const bodiesOf = (session: Session): ByteBudget => {
+    let budget = httpBodies.get(session);
+    if (!budget) httpBodies.set(session, (budget = new ByteBudget(2 * state.fs.maxReadFileBytes, state.memory?.account('http'))));
+    return budget;
+  };
+  const maxHttpSockets = state.httpSockets ?? defaultMaxHttpSockets();
+  const outgoing = new OutgoingSockets({ max: maxHttpSockets, perSession: defaultMaxHttpSocketsPerSession(maxHttpSockets) });
   rpc.addMethod(HttpMethod.request, (params, { conn }) =>
-    httpRequestMethod(params, conn, { maxBufferedBodyBytes: state.fs.maxReadFileBytes, memory: dataBudget }, () => requireReady(conn, 'http')),
+    httpRequestMethod(
+      params,
+      conn,
+      { maxBufferedBodyBytes: state.fs.maxReadFileBytes, memory: (session) => bodiesOf(session as Session), sockets: outgoing },
+      () => requireReady(conn, 'http'),
+    ),
   );
 
   rpc.addMethod(Method.initialize, (params, ctx): InitializeResult => {

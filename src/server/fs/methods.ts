@@ -79,6 +79,11 @@ export const FsDefaults: FsServerLimits = {
   maxOperations: 256,
 };
 
+/** What one session may hold of the fs data budget: a quarter, or one whole file read if more. */
+export function sessionShare(total: number, maxReadFileBytes: number): number {
+  return Math.min(total, Math.max(Math.floor(total / 4), maxReadFileBytes));
+}
+
 export type FsFamily = 'filesystem' | 'environment config';
 
 export interface FsRegistration {
@@ -93,8 +98,8 @@ export function registerFsMethods(
   rpc: JSONRPCServer<ConnectionContext>,
   limits: FsServerLimits,
   requireReady: (conn: Connection, family: FsFamily) => Session,
-  /** The bytes file data may hold (shared with buffered HTTP bodies); default: `limits.memoryBytes` of its own. */
-  budget: ByteBudget = new ByteBudget(limits.memoryBytes),
+  /** The bytes file data may hold, a share at most per session (`sessionShare`); default: `limits.memoryBytes` of its own. */
+  budget: ByteBudget = new ByteBudget(limits.memoryBytes, undefined, sessionShare(limits.memoryBytes, limits.maxReadFileBytes)),
 ): FsRegistration {
   const openFiles = new OpenFileCount(limits.maxOpenFiles);
   const operations = new Limiter(limits.maxOperations);
@@ -140,7 +145,7 @@ export function registerFsMethods(
     try {
       for (;;) {
         await conn.whenDrained();
-        const release = await budget.acquire(bytes, conn.signal);
+        const release = await budget.acquire(bytes, conn.signal, conn.session ?? undefined);
         // The buffer may have filled while this request waited for budget: then wait again.
         if (!conn.backpressured || conn.closed) return release;
         release();
@@ -177,12 +182,12 @@ export function registerFsMethods(
   rpc.addMethod(FsMethod.readFile, async (raw, { conn }): Promise<FsReadFileResult> => {
     const p = params(FsMethod.readFile, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
-    ready(conn);
+    const { session } = ready(conn);
     // Wait for the send buffer before taking an operation slot: a client that does not read
     // its answers must not hold slots other sessions need. Inside, only the byte budget waits.
     await conn.whenDrained();
     const { data, release } = await work(() =>
-      readWholeFile(path, limits.maxReadFileBytes, (bytes) => budget.acquire(bytes, conn.signal)),
+      readWholeFile(path, limits.maxReadFileBytes, (bytes) => budget.acquire(bytes, conn.signal, session)),
     );
     try {
       return { dataBase64: new Base64Text(data.toString('base64')) as unknown as string };
