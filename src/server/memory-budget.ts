@@ -41,6 +41,7 @@ export class MemoryBudget {
   private readonly pauseBytes: number;
   private readonly resumeBytes: number;
   private readonly listeners = new Set<(pressured: boolean) => void>();
+  private readonly fullListeners = new Set<(full: boolean) => void>();
 
   constructor(
     /** The budget, in bytes. */
@@ -82,6 +83,12 @@ export class MemoryBudget {
     return () => this.listeners.delete(listener);
   }
 
+  /** Called with the new state each time `full` changes. Returns the unsubscriber. */
+  onFullChange(listener: (full: boolean) => void): () => void {
+    this.fullListeners.add(listener);
+    return () => this.fullListeners.delete(listener);
+  }
+
   /** Why a new `what` is refused now, naming the budget; null while the budget has room. */
   refusal(what: 'session' | 'process' | 'large request'): string | null {
     if (!this.full) return null;
@@ -98,10 +105,12 @@ export class MemoryBudget {
   /** @internal: MemoryAccount's way in. */
   change(holder: MemoryHolder, delta: number): void {
     if (delta === 0) return;
+    const wasFull = this.full;
     this.held[holder] += delta;
     this.total += delta;
     if (!this._pressured && this.total >= this.pauseBytes) this.setPressured(true);
     else if (this._pressured && this.total < this.resumeBytes) this.setPressured(false);
+    if (this.full !== wasFull) for (const listener of [...this.fullListeners]) listener(!wasFull);
   }
 
   private setPressured(pressured: boolean): void {
