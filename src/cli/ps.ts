@@ -28,7 +28,8 @@ exit status: 0 listed; 1 the server refused to list; 2 usage error; ${EXIT_TETHE
 cannot be reached.
 
 columns: SESSION (first 8 characters of its id), CLIENT (its client name), LINK (attached,
-or detached and when it expires), PID, STATE (running, or exited and its code), AGE, OUT and
+or detached and when it expires; and, while the memory budget holds its output back, why:
+"paused: over fair share (held of share)" or "paused: memory budget full"), PID, STATE (running, or exited and its code), AGE, OUT and
 IN (bytes read from the process and written to its stdin), COMMAND. With the admin token,
 OWNER tells sessions of different tokens apart (a digest prefix, never the token).`;
 
@@ -62,9 +63,11 @@ export function formatCommand(argv: string[]): string {
 }
 
 function linkState(s: SessionListing, now: number): string {
-  if (s.attached) return 'attached';
-  if (!s.expiresAt) return 'detached';
-  return `detached, expires in ${formatAge(Math.max(0, Date.parse(s.expiresAt) - now))}`;
+  // Held back by the memory budget: said with the link, so the operator sees who and why.
+  const hold = s.budgetHold ? `; ${visible(s.budgetHold)}` : '';
+  if (s.attached) return `attached${hold}`;
+  if (!s.expiresAt) return `detached${hold}`;
+  return `detached, expires in ${formatAge(Math.max(0, Date.parse(s.expiresAt) - now))}${hold}`;
 }
 
 /** The table: one row per process; a session without processes gets one row of dashes. */

@@ -42,14 +42,16 @@ options:
   --insecure-no-token        allow a non-loopback --listen address without a token
                              (refused otherwise: anyone reaching the port runs commands)
   --max-sessions N           sessions per server (default ${Defaults.maxSessions})
+  --max-sessions-per-token N sessions one token may have at once (default ${Defaults.maxSessionsPerToken})
   --max-processes N          live processes per session (default ${Defaults.maxProcessesPerSession})
   --max-server-processes N   processes on the whole server at once (default: derived from the
                              descriptor limit, 4 per process, and the machine's process ids)
   --max-ptys N               tty processes on the whole server at once (default: kernel.pty.max
                              less kernel.pty.reserve, at most the process cap)
   --memory-budget SIZE       bytes clients and children can make the server hold (output not
-                             yet read, queued input, send buffers, file data): producers pause
-                             at 90%, new sessions and processes are refused at 100% (default:
+                             yet read, queued input, send buffers, file data): from 90% the
+                             sessions holding more than their fair share of output pause first,
+                             new sessions and processes are refused at 100% (default:
                              a quarter of RAM or of the cgroup's memory limit, at most 1GiB)
   --max-message-size SIZE    largest incoming message (default 16MiB)
   --max-connections N        open sockets at most; more are answered HTTP 503 (default: a
@@ -137,6 +139,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       'allow-host': { type: 'string', multiple: true },
       'insecure-no-token': { type: 'boolean' },
       'max-sessions': { type: 'string' },
+      'max-sessions-per-token': { type: 'string' },
       'max-processes': { type: 'string' },
       'max-message-size': { type: 'string' },
       'max-server-processes': { type: 'string' },
@@ -164,6 +167,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['output-window'] !== undefined) options.outputWindowBytes = parseSize('--output-window', v['output-window']);
   if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
   if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);
+  if (v['max-sessions-per-token'] !== undefined) options.maxSessionsPerToken = parseCount('--max-sessions-per-token', v['max-sessions-per-token']);
   if (v['max-processes'] !== undefined) options.maxProcessesPerSession = parseCount('--max-processes', v['max-processes']);
   if (v['max-server-processes'] !== undefined) options.maxServerProcesses = parseCount('--max-server-processes', v['max-server-processes']);
   if (v['max-ptys'] !== undefined) options.maxPtys = parseCount('--max-ptys', v['max-ptys']);

@@ -154,6 +154,11 @@ export interface SessionListing {
   expiresAt: string | null;
   /** Which token created it (the first 8 hex digits of its sha256): only in an admin's list. */
   owner?: string;
+  /**
+   * Only while the memory budget holds its output back: why, e.g. "paused: over fair share
+   * (300.0MiB of 200.0MiB)" (its children are not read until it falls below its share).
+   */
+  budgetHold?: string;
   processes: ProcessListing[];
 }
 

@@ -15,6 +15,7 @@ import { serverCapacity } from './capacity.js';
 import { defaultMaxConnections, defaultMaxHttpSockets, DescriptorBudget, descriptorLimit } from './descriptors.js';
 import { Connection, type BackpressureMarks } from './connection.js';
 import type { MemoryBudget } from './memory-budget.js';
+import { OutputShares } from './fair-share.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { createRpcServer, type ServerState } from './methods.js';
 import { prepareKeepers } from './keeper.js';
@@ -106,6 +107,13 @@ export interface TetherServerOptions {
   maxPtys?: number;
   /** Sessions per server, attached or detached (10000). */
   maxSessions?: number;
+  /**
+   * Sessions one token may have at once, attached or detached (256; with auth off every
+   * client counts as one token). The memory budget's output is shared fairly between tokens,
+   * then between each token's sessions (server/fair-share.ts): this bounds the sessions a
+   * token can split its share into.
+   */
+  maxSessionsPerToken?: number;
   /** Server → client ping interval (30 s); a connection that misses two pongs in a row is dropped. */
   pingIntervalMs?: number;
   /**
@@ -155,6 +163,7 @@ export const Defaults = {
   maxProcessesPerSession: 1024,
   maxInflightRequests: 4096,
   maxSessions: 10_000,
+  maxSessionsPerToken: 256,
   pingIntervalMs: 30_000,
   stallTimeoutMs: 30_000,
   initializeTimeoutMs: 5_000,
@@ -224,6 +233,8 @@ export class TetherServer extends EventEmitter {
       memory: capacity.memory,
       capacity: capacity.processes,
       maxSessions: opts.maxSessions ?? Defaults.maxSessions,
+      maxSessionsPerToken: opts.maxSessionsPerToken ?? Defaults.maxSessionsPerToken,
+      shares: new OutputShares(capacity.memory),
       livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
       limits: {
         ttlMs: opts.sessionTtlMs ?? Defaults.sessionTtlMs,
@@ -308,6 +319,7 @@ export class TetherServer extends EventEmitter {
       },
       memory: capacity.memory,
       capacity: capacity.processes,
+      shares: this.state.shares,
     });
 
     http.on('request', (req, res) => {

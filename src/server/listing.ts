@@ -42,6 +42,8 @@ export function listSessions(
       processes: [],
     };
     if (caller.admin) entry.owner = session.ownerTag;
+    const hold = session.budgetHold;
+    if (hold) entry.budgetHold = hold;
     bytes += JSON.stringify(entry).length + 1;
     if (bytes > MAX_LIST_BYTES) {
       truncated = true;

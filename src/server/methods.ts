@@ -50,6 +50,7 @@ import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
 import { ManagedProcess } from './process.js';
 import { Session } from './session.js';
+import { shareOwner, type OutputShares } from './fair-share.js';
 import type { SessionLimits } from './session.js';
 import type { Logger } from '../util/logger.js';
 import { logfmtValue, type ServerMonitor } from './monitor.js';
@@ -68,6 +69,10 @@ export interface ServerState {
   /** Outgoing http/request sockets across the server (set aside in the descriptor plan); default derived from the limit. */
   httpSockets?: number;
   maxSessions: number;
+  /** Fair shares of the memory budget's output between tokens and sessions (fair-share.ts). */
+  shares?: OutputShares;
+  /** Sessions one token may have at once (--max-sessions-per-token). */
+  maxSessionsPerToken?: number;
   /** How long a connection whose session someone tries to resume has to answer a ping. */
   livenessProbeMs: number;
   sessionHooks: { expired(session: Session): void; detached(session: Session): void };
@@ -196,11 +201,23 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       state.log('info', `session ${session.shortId} resumed by ${conn.remote} (client ${logfmtValue(p.clientName)})`);
     } else {
       if (state.sessions.size >= state.maxSessions) {
+        state.monitor.refused('sessions');
         throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
       }
+      const perToken = state.maxSessionsPerToken;
+      if (perToken !== undefined && state.shares && state.shares.sessionsOf(shareOwner(conn.credential)) >= perToken) {
+        state.monitor.refused('sessionsPerToken');
+        throw invalidRequest(
+          `too many sessions for this token: it may have at most ${perToken} at once (--max-sessions-per-token); close or resume one of its sessions instead`,
+        );
+      }
       const full = state.memory?.refusal('session');
-      if (full) throw internalError(full);
+      if (full) {
+        state.monitor.refused('memoryBudget');
+        throw internalError(full);
+      }
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
+      if (state.shares) session.joinShares(state.shares);
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, p.clientName);
       state.log('info', `session ${session.shortId} created for ${conn.remote} (client ${logfmtValue(p.clientName)})`);
@@ -268,6 +285,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const admitted = state.capacity?.admit(p.tty) ?? { ticket: () => {} };
     if ('refusal' in admitted) {
       if (handle) session.bindHandle(handle, null);
+      state.monitor.refused(admitted.refusal.startsWith('server memory budget') ? 'processMemoryBudget' : 'processCapacity');
       throw internalError(admitted.refusal);
     }
     const noRoom = state.descriptors?.admitStart();

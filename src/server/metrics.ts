@@ -12,6 +12,8 @@ import type { ProcessCapacity } from './capacity.js';
 import { MEMORY_HOLDERS, type MemoryBudget } from './memory-budget.js';
 import type { ServerMonitor, MonitorCounters } from './monitor.js';
 import type { Session } from './session.js';
+import { HOLD_REASONS, type HoldReason, type OutputShares } from './fair-share.js';
+import type { RefusalReason } from './monitor.js';
 
 /** What the metrics read from the server at scrape time. */
 export interface MetricsSource {
@@ -23,7 +25,20 @@ export interface MetricsSource {
   /** The server-wide memory budget and process caps (issue 13). */
   memory?: MemoryBudget;
   capacity?: ProcessCapacity;
+  /** Fair shares of the budget's output (issue 22): sessions paused for being over theirs. */
+  shares?: OutputShares;
 }
+
+/** Labels of the hold reasons (fair-share.ts) in `/metrics`. */
+const HOLD_LABEL: Record<HoldReason, string> = { overShare: 'over_fair_share', budgetFull: 'budget_full' };
+/** Labels of the refusals (monitor.ts): what was refused, and why. A fixed set: no session ids (unbounded). */
+const REFUSAL_LABELS: Record<RefusalReason, { what: string; reason: string }> = {
+  sessions: { what: 'session', reason: 'max_sessions' },
+  sessionsPerToken: { what: 'session', reason: 'max_sessions_per_token' },
+  memoryBudget: { what: 'session', reason: 'memory_budget' },
+  processMemoryBudget: { what: 'process', reason: 'memory_budget' },
+  processCapacity: { what: 'process', reason: 'capacity' },
+};
 
 /** Process-wide metrics (one Node process, whatever number of servers it runs). */
 let processRegistry: Registry | undefined;
@@ -190,6 +205,39 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
       registers: [registry],
       collect() {
         this.set(memory.pressured ? 1 : 0);
+      },
+    });
+  }
+  new Counter({
+    name: 'tether_refusals_total',
+    help: 'New sessions and processes refused, by what and why (max_sessions, max_sessions_per_token, memory_budget, capacity: the process or pty caps)',
+    labelNames: ['what', 'reason'],
+    registers: [registry],
+    collect() {
+      this.reset();
+      for (const [key, labels] of Object.entries(REFUSAL_LABELS)) this.inc(labels, source.monitor.refusals[key as RefusalReason]);
+    },
+  });
+  const shares = source.shares;
+  if (shares) {
+    new Counter({
+      name: 'tether_output_session_pauses_total',
+      help: "Times a session's output stopped being read because of the memory budget, by reason (over_fair_share: it held its fair share or more while the budget was pressed; budget_full: the budget was spent). session/list names the sessions",
+      labelNames: ['reason'],
+      registers: [registry],
+      collect() {
+        this.reset();
+        for (const reason of HOLD_REASONS) this.inc({ reason: HOLD_LABEL[reason] }, shares.counters[reason]);
+      },
+    });
+    new Gauge({
+      name: 'tether_output_paused_sessions',
+      help: "Sessions whose output is not read right now because of the memory budget, by reason (session/list names them)",
+      labelNames: ['reason'],
+      registers: [registry],
+      collect() {
+        const now = shares.pausedNow();
+        for (const reason of HOLD_REASONS) this.set({ reason: HOLD_LABEL[reason] }, now[reason]);
       },
     });
   }

@@ -44,6 +44,12 @@ export interface MonitorCounters {
   processesEnded: number;
 }
 
+/**
+ * Why a new session or process was refused: --max-sessions, --max-sessions-per-token, the
+ * memory budget (for a session, for a process), the process or pty caps.
+ */
+export type RefusalReason = 'sessions' | 'sessionsPerToken' | 'memoryBudget' | 'processMemoryBudget' | 'processCapacity';
+
 /** What every process ever started adds up to (live ones as of now). */
 export interface OutputTotals {
   outputBytes: number;
@@ -72,6 +78,8 @@ export class ServerMonitor {
     processStartFailures: 0,
     processesEnded: 0,
   };
+  /** Refusals of new sessions and processes, by reason (monotonic). */
+  readonly refusals: Record<RefusalReason, number> = { sessions: 0, sessionsPerToken: 0, memoryBudget: 0, processMemoryBudget: 0, processCapacity: 0 };
   private readonly sessions = new WeakMap<Session, SessionFacts>();
   private readonly closing = new WeakSet<Session>();
   /** Every process that may still be listed; gone ones are folded into `folded`. */
@@ -108,6 +116,11 @@ export class ServerMonitor {
   sessionEnded(session: Session): void {
     if (this.closing.has(session)) this.counters.sessionsClosed++;
     else this.counters.sessionsExpired++;
+  }
+
+  /** A new session or process was refused (the caller got the reason as its error). */
+  refused(reason: RefusalReason): void {
+    this.refusals[reason]++;
   }
 
   sessionFacts(session: Session): SessionFacts | undefined {

@@ -23,6 +23,13 @@ export interface ProcessHost {
   processClosed(proc: ManagedProcess): void;
   /** The client acknowledged every event up to the close (`acks`): its output was freed. */
   processDone(proc: ManagedProcess): void;
+  /** The output this process holds under the memory budget changed by `delta` bytes (its session's fair share). */
+  outputHeldChanged?(delta: number): void;
+  /**
+   * Whether the memory budget holds this session's children back now (its fair share,
+   * fair-share.ts); undefined: whenever the budget is pressured.
+   */
+  readonly outputHeldBack?: boolean;
 }
 
 /** How a process keeps and paces its output (from the server's options). */
@@ -81,6 +88,8 @@ export class ManagedProcess {
   private readonly arena: ByteArena;
   private readonly limits: OutputLimits;
   private readonly memory: { budget: MemoryBudget; history: MemoryAccount; unacked: MemoryAccount } | null;
+  /** What was last reported to the host as held (history + unacknowledged). */
+  private reportedHeld = 0;
   /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
   private announced = false;
 
@@ -323,6 +332,7 @@ export class ManagedProcess {
       // for reuse) counts as history: the budget sees the memory, not just the output.
       this.memory.history.set(Math.max(this.log.historyBytes, this.arena.heldBytes - this.log.unackedBytes));
       this.memory.unacked.set(this.log.unackedBytes);
+      this.reportHeld(this.memory.history.bytes + this.memory.unacked.bytes);
     }
     const read = shouldReadChild({
       finished: this.closed || this.released,
@@ -331,13 +341,22 @@ export class ManagedProcess {
       unsentBytes: this.log.unsentBytes,
       windowBytes: this.limits.windowBytes,
       readAheadBytes: this.limits.readAheadBytes,
-      memoryPressured: this.memory?.budget.pressured ?? false,
+      // Under pressure, only sessions over their fair share (or past it with the budget full) pause.
+      memoryPressured: this.memory ? (this.host.outputHeldBack ?? this.memory.budget.pressured) : false,
     });
     if (read === this.reading) return;
     this.reading = read;
     if (!read) this.pausedSince = performance.now();
     else this.pausedTotalMs += performance.now() - this.pausedSince;
     this.child?.setReading(read);
+  }
+
+  /** Tells the session what this process holds now (its fair share counts it). */
+  private reportHeld(held: number): void {
+    const delta = held - this.reportedHeld;
+    if (delta === 0) return;
+    this.reportedHeld = held;
+    this.host.outputHeldChanged?.(delta);
   }
 
   // ---- process/read --------------------------------------------------------------------------
@@ -387,6 +406,7 @@ export class ManagedProcess {
     this.arena.dispose(); 
     this.memory?.history.close();
     this.memory?.unacked.close();
+    this.reportHeld(0);
     this.wake();
     this.updateFlow();
   }

@@ -10,6 +10,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { ExtensionName } from '../protocol/index.js';
+import { shareOwner, type OutputShares, type SessionShare } from './fair-share.js';
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess, OutputLimits, ProcessHost } from './process.js';
 import { settleWithin } from '../util/timeouts.js';
@@ -63,6 +64,9 @@ export class Session implements ProcessHost {
   private readonly kept = new Set<ManagedProcess>();
   private expired = false;
   private readonly expiryListeners: Array<() => void> = [];
+  /** Its fair share of the memory budget's output (fair-share.ts); null: the budget's pressure alone decides. */
+  private share: SessionShare | null = null;
+  private reflowing = false;
 
   constructor(
     readonly id: string,
@@ -73,6 +77,33 @@ export class Session implements ProcessHost {
     /** The extensions negotiated at creation (protocol/extensions.ts); fixed for the session's life. */
     readonly extensions: ReadonlySet<ExtensionName> = new Set(),
   ) {}
+
+  /** Takes its place in the budget's fair shares (as its owner's session): its children pause when it is over its share. */
+  joinShares(shares: OutputShares): void {
+    if (this.share || this.expired) return;
+    this.share = shares.register(shareOwner(this.credential), () => this.reflow());
+  }
+
+  /** Why the memory budget holds its children back now, as `session/list` shows it; null while it does not. */
+  get budgetHold(): string | null {
+    return this.share?.holdText ?? null;
+  }
+
+  /** Its fair-share decision changed: every process re-decides whether to read its child. */
+  private reflow(): void {
+    if (this.reflowing) return;
+    this.reflowing = true;
+    try {
+      // A process reporting its bytes may change the decision again: until it settles (bounded).
+      for (let round = 0; round < 4; round++) {
+        const hold = this.share?.hold ?? null;
+        for (const proc of this.processes.values()) proc.updateFlow();
+        if ((this.share?.hold ?? null) === hold) break;
+      }
+    } finally {
+      this.reflowing = false;
+    }
+  }
 
   /** Short form for logs: the id is the resume credential. */
   get shortId(): string {
@@ -245,6 +276,7 @@ export class Session implements ProcessHost {
       proc.killTree();
       proc.release();
     }
+    this.share?.close();
     for (const listener of this.expiryListeners.splice(0)) listener();
     this.hooks.expired(this);
   }
@@ -275,6 +307,14 @@ export class Session implements ProcessHost {
 
   get attached(): boolean {
     return this.link !== null;
+  }
+
+  outputHeldChanged(delta: number): void {
+    this.share?.add(delta);
+  }
+
+  get outputHeldBack(): boolean | undefined {
+    return this.share ? this.share.hold !== null : undefined;
   }
 
   outputReady(proc: ManagedProcess): void {
