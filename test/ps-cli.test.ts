@@ -107,6 +107,25 @@ describe('tether ps', () => {
     expect(text.split('\n')[1]).toBe(`abcdef12  agent   detached, expires in 25s  42   exited 3  1m05s  3.0MiB  0B  sh -c 'echo '\\''hi there'\\'''`);
   });
 
+  it('a session the memory budget holds back says so, and why, with its link', () => {
+    const text = formatListing({
+      scope: 'own',
+      sessions: [
+        {
+          session: 'abcdef12',
+          clientName: 'hoarder',
+          current: false,
+          attached: true,
+          createdAt: new Date().toISOString(),
+          expiresAt: null,
+          budgetHold: 'paused: over fair share (900.0MiB of 460.8MiB)',
+          processes: [{ processId: 'p', argv: ['head', '-c', '100M', '/dev/zero'], pid: 7, tty: false, state: 'running', exitCode: null, startedAt: '', ageMs: 0, bytesOut: 0, bytesIn: 0, paused: true }],
+        },
+      ],
+    });
+    expect(text.split('\n')[1]).toMatch(/^abcdef12  hoarder  attached; paused: over fair share \(900\.0MiB of 460\.8MiB\)  7 /);
+  });
+
   it("what a client chose never reaches the operator's terminal raw (escape sequences, newlines)", () => {
     const text = formatListing({
       scope: 'all',
