@@ -21,9 +21,9 @@ afterEach(async () => {
 });
 
 /** GET `path` with a given Host header; resolves with status and body. */
-function get(port: number, path: string, host: string): Promise<{ status: number; body: string }> {
+function get(port: number, path: string, host: string, address = '127.0.0.1'): Promise<{ status: number; body: string }> {
   return new Promise((resolve, reject) => {
-    const req = httpRequest({ host: '127.0.0.1', port, path, headers: { host } }, (res) => {
+    const req = httpRequest({ host: address, port, path, headers: { host } }, (res) => {
       let body = '';
       res.on('data', (d: Buffer) => (body += d.toString()));
       res.on('end', () => resolve({ status: res.statusCode ?? 0, body }));
@@ -82,6 +82,32 @@ describe('non-loopback listener', () => {
       await expect(startServer({ host, port: 0 })).rejects.toThrow(InsecureConfigError);
     }
     await expect(startServer({ host: '0.0.0.0', port: 0 })).rejects.toThrow(/without a token.*--insecure-no-token/);
+  });
+
+  // Issue 22 item 9: `--listen ws://evil.localhost:0` bound wherever the name resolved, with
+  // no token, because loopback was decided on the name. The resolver is injected: nothing
+  // here ever binds or sends to a non-loopback address.
+  it('decides loopback on the address a name resolves to, and binds that very address', async () => {
+    const asked: string[] = [];
+    const offLoopback = async (name: string) => (asked.push(name), { address: '10.9.9.9', family: 4 });
+    const refused = await startServer({ host: 'evil.localhost', port: 0, lookup: offLoopback }).then(
+      async (server) => (await server.close(), null),
+      (err: Error) => err,
+    );
+    expect(refused).toBeInstanceOf(InsecureConfigError);
+    expect(refused?.message).toMatch(/refusing to listen on evil\.localhost \(it resolves to 10\.9\.9\.9, not a loopback address\) without a token/);
+    expect(asked).toEqual(['evil.localhost']);
+
+    // A loopback answer is bound exactly (127.0.0.7, not whatever `listen` would resolve), and
+    // the name it was given is one of its own Host names.
+    const server = await startServer({ host: 'devbox.localhost', port: 0, lookup: async () => ({ address: '127.0.0.7', family: 4 }) });
+    try {
+      expect(server.loopback).toBe(true);
+      expect(await get(server.port, '/readyz', `devbox.localhost:${server.port}`, '127.0.0.7')).toMatchObject({ status: 200 });
+      expect(await get(server.port, '/readyz', 'evil.example', '127.0.0.7')).toMatchObject({ status: 403 });
+    } finally {
+      await server.close();
+    }
   });
 
   it('tether serve exits 2 saying why, and --insecure-no-token is the explicit override', async () => {

@@ -6,7 +6,6 @@ import { readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
-import { isLoopbackName } from '../util/loopback.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from './units.js';
 import { parseFlags, parseOrReport, printHelp, UsageError } from './usage.js';
@@ -239,7 +238,7 @@ export async function run(argv: string[]): Promise<void> {
   // Errors nobody handled: survive one broken stream, exit (children killed) on anything else.
   installLastResort({ log: logger, killChildren: () => server.killAllChildrenSync() });
   process.stdout.write(`${server.url}\n`);
-  if (config.options.insecureNoToken && !config.options.token && !isLoopbackName(config.options.host ?? Defaults.host)) {
+  if (config.options.insecureNoToken && !config.options.token && !server.loopback) {
     logger('warn', `listening on ${config.options.host} WITHOUT a token (--insecure-no-token): anyone who can reach this port can run commands`);
   }
   logger('info', `tether serve listening on ${server.url}${config.options.token ? ' (bearer token required)' : ''}`);

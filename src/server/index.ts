@@ -5,7 +5,8 @@
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
-import type { Socket } from 'node:net';
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { isIP, type AddressInfo, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -81,6 +82,12 @@ export interface TetherServerOptions {
    * reaches the port could run commands); true overrides that (`--insecure-no-token`).
    */
   insecureNoToken?: boolean;
+  /**
+   * Resolves `host` when it is a name (default: the system resolver, as `listen` would). A
+   * loopback name (localhost, *.localhost) is trusted only once it resolves to a loopback
+   * address, and the server binds that very address. Injectable for tests.
+   */
+  lookup?: (hostname: string) => Promise<{ address: string; family: number }>;
   /** Largest incoming WebSocket message (16 MiB); bigger ones close the connection with 1009. */
   maxMessageBytes?: number;
   /**
@@ -177,6 +184,8 @@ const STATUS_TEXT: Record<number, string> = { 401: 'Unauthorized', 403: 'Forbidd
 export class TetherServer extends EventEmitter {
   readonly url: string;
   readonly port: number;
+  /** Bound to a loopback address (decided on the address bound, not on the name given). */
+  readonly loopback: boolean;
   private readonly connections = new Set<Connection>();
   private readonly state: ServerState;
   private readonly wss: WebSocketServer;
@@ -201,6 +210,7 @@ export class TetherServer extends EventEmitter {
     super();
     const address = http.address();
     this.port = typeof address === 'object' && address ? address.port : (opts.port ?? Defaults.port);
+    this.loopback = typeof address === 'object' && address !== null && isLoopbackName(address.address);
     const secure = opts.tls !== undefined;
     this.url = `${secure ? 'wss' : 'ws'}://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
     const log = opts.logger ?? (() => {});
@@ -272,7 +282,9 @@ export class TetherServer extends EventEmitter {
     const admin = this.state.adminCredential;
     const allowedOrigins = new Set(opts.allowedOrigins ?? []);
     // Only a loopback listener knows which names are its own; elsewhere the token guards.
-    const allowedHosts = isLoopbackName(host) ? new Set((opts.allowedHosts ?? []).map((h) => h.toLowerCase())) : null;
+    // The name it was given (localhost, devbox.localhost) is one of them.
+    const ownNames = isIP(host) ? [] : [host.toLowerCase().replace(/\.$/, '')];
+    const allowedHosts = this.loopback ? new Set([...ownNames, ...(opts.allowedHosts ?? []).map((h) => h.toLowerCase())]) : null;
     const hostRefusal = (req: IncomingMessage): string | null =>
       allowedHosts && !isAllowedLoopbackHost(req.headers.host, allowedHosts)
         ? `host not allowed: ${JSON.stringify(req.headers.host)} (this server listens on loopback and accepts only loopback names; add one with --allow-host)`
@@ -541,11 +553,20 @@ export async function startServer(opts: TetherServerOptions = {}): Promise<Tethe
     if (invalid) throw new RangeError(`startServer: ${key} ${invalid} (got ${String(value)})`);
   }
   const host = opts.host ?? Defaults.host;
-  if (opts.token === undefined && !isLoopbackName(host) && !opts.insecureNoToken) {
-    throw new InsecureConfigError(
-      `refusing to listen on ${host} without a token: anyone who reaches this port could run commands as this user ` +
+  const guarded = opts.token !== undefined || opts.insecureNoToken === true;
+  const refuse = (where: string) =>
+    new InsecureConfigError(
+      `refusing to listen on ${where} without a token: anyone who reaches this port could run commands as this user ` +
         `(give a token with --token-file or TETHER_TOKEN, or accept the risk with --insecure-no-token)`,
     );
+  if (!guarded && !isLoopbackName(host)) throw refuse(host);
+  // A loopback *name* is only a claim (a resolver, /etc/hosts, can point it anywhere): decide
+  // on the address it resolves to, and bind that very address, before anything listens.
+  let bindAddress = host;
+  if (!guarded && isIP(host.replace(/^\[(.*)\]$/, '$1')) === 0) {
+    const resolved = await (opts.lookup ?? dnsLookup)(host);
+    if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
+    bindAddress = resolved.address;
   }
   const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
   const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
@@ -555,11 +576,17 @@ export async function startServer(opts: TetherServerOptions = {}): Promise<Tethe
     : createServer({ connectionsCheckingInterval: checkEvery });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
-    http.listen(opts.port ?? Defaults.port, host, () => {
+    http.listen(opts.port ?? Defaults.port, bindAddress, () => {
       http.off('error', reject);
       resolve();
     });
   });
+  // And once more on what was actually bound.
+  const bound = (http.address() as AddressInfo | null)?.address ?? '';
+  if (!guarded && !isLoopbackName(bound)) {
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
+  }
   return new TetherServer(http, opts, host);
 }
 
