@@ -4,8 +4,10 @@
  * tree dying with the keeper's control socket.
  */
 import { randomInt } from 'node:crypto';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { readdirSync, readFileSync } from 'node:fs';
+import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KeptProcess, setKeeperLaunch, type KeeperSpawnOptions } from '../src/server/keeper.js';
+import { running } from './helpers/procs.js';
 import { eventually, processesWithMarker } from './helpers/server-process.js';
 
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -118,4 +120,84 @@ describe.each(['zygote', 'spawn'] as const)('tether-keeper (launched by %s)', (m
     expect(await exit).toEqual({ code: null, signal: 'SIGKILL' });
     expect(await eventually(() => processesWithMarker(mark).length === 0, 2_000)).toBe(true);
   });
+});
+
+/** Children of `pid` whose command line contains `text` (from /proc: no export of keeper.ts needed). */
+function childrenOf(pid: number, text: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes(text)) found.push(Number(entry));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return found;
+}
+
+const openDescriptors = () => readdirSync('/proc/self/fd').length;
+
+// Issue 22 item 11: a stopped zygote hung every later start forever, each holding its descriptors.
+describe('a keeper zygote that does not answer', () => {
+  let previous: 'zygote' | 'spawn';
+  const stopped: number[] = [];
+  beforeAll(() => void (previous = setKeeperLaunch('zygote')));
+  afterAll(() => void setKeeperLaunch(previous));
+  afterEach(() => {
+    vi.useRealTimers();
+    for (const pid of stopped.splice(0)) {
+      for (const signal of ['SIGCONT', 'SIGKILL'] as const) {
+        try {
+          process.kill(pid, signal);
+        } catch {
+          /* already gone: replaced as it should be */
+        }
+      }
+    }
+  });
+
+  it('fails the start after the deadline (ETIMEDOUT), replaces the zygote, lets go of its descriptors; the next start works', async () => {
+    const warm = start('/bin/true', []);
+    await warm.started;
+    await warm.whenGone;
+    const [zygotePid] = childrenOf(process.pid, '--zygote');
+    expect(zygotePid).toBeGreaterThan(0);
+    // The zygote keeps one idle keeper forked ahead: once it is there, stop the zygote alone
+    // (what a same-user SIGSTOP does). The idle keeper still takes one start...
+    expect(await eventually(() => childrenOf(zygotePid!, '--zygote').length === 1, 5_000)).toBe(true);
+    process.kill(zygotePid!, 'SIGSTOP');
+    stopped.push(zygotePid!);
+    const taken = start('/bin/cat', [], { stdin: true });
+    await taken.started;
+
+    // ...but nobody forks the next one: this start waits on a zygote that cannot answer.
+    const before = openDescriptors();
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    const stuck = start('/bin/true', []);
+    const failure = stuck.started.then(() => null, (err: Error) => err);
+    vi.advanceTimersByTime(5_000); // the default deadline
+    vi.useRealTimers();
+    expect(await failure).toMatchObject({
+      code: 'ETIMEDOUT',
+      message: expect.stringMatching(new RegExp(`keeper zygote \\(pid ${zygotePid}\\) did not answer within 5000 ms.*replaced.*/bin/true`)),
+    });
+    await stuck.whenGone;
+    expect(await eventually(() => openDescriptors() <= before, 2_000)).toBe(true);
+    expect(await eventually(() => !running(zygotePid!), 2_000)).toBe(true);
+
+    // A new zygote serves the next start; the process the old idle keeper took still runs.
+    const next = start('/bin/echo', ['after']);
+    const out = outputOf(next);
+    await next.started;
+    expect(await closed(next)).toEqual({ code: 0, signal: null });
+    expect(out()).toBe('after\n');
+    expect(childrenOf(process.pid, '--zygote')).not.toContain(zygotePid);
+    expect(taken.alive).toBe(true);
+    const takenClosed = closed(taken);
+    taken.stdin!.end();
+    expect(await takenClosed).toEqual({ code: 0, signal: null });
+  }, 20_000);
 });

@@ -42,7 +42,16 @@ export interface KeeperSpawnOptions {
   tty?: { cols: number; rows: number };
   /** Without a terminal: give the command a stdin pipe (else /dev/null). */
   stdin: boolean;
+  /**
+   * How long the keeper may take to pick the start up (until the command is forked) before
+   * the start fails with ETIMEDOUT (5 s): a zygote that does not answer (stopped, wedged) is
+   * then replaced, and every start waiting on it fails alike, its descriptors released.
+   */
+  startTimeoutMs?: number;
 }
+
+/** The default `startTimeoutMs`: a fork, even on a loaded machine, takes far less. */
+export const KEEPER_START_TIMEOUT_MS = 5_000;
 
 /** A start failure: `syscall` is 'chdir' for the working directory, `spawn <file>` for the program. */
 export interface KeeperSpawnError extends Error {
@@ -90,6 +99,8 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   /** 'exit' and 'close' wait until the start is known (see settleStart). */
   private reportsHeld = true;
   private settleStarted!: (err?: Error) => void;
+  private startTimer: NodeJS.Timeout | null = null;
+  private readonly channels: KeeperChannels;
   /** Resolves once the command runs; rejects if it could not start. */
   readonly started = new Promise<void>((resolve, reject) => {
     this.settleStarted = (err) => (err ? reject(err) : resolve());
@@ -104,6 +115,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     opts: KeeperSpawnOptions,
   ) {
     super();
+    this.channels = channels;
     this.started.catch(() => {}); // the caller awaits it; never an unhandled rejection
     // Keepers get every channel; the ones this command does not use are dropped.
     this.stdin = opts.tty || opts.stdin ? channels.stdin : null;
@@ -114,6 +126,11 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     if (!this.stderr) channels.stderr.destroy();
     this.control = channels.control;
     this.watchStart(channels.start);
+    // A keeper that never picks the start up (its zygote stopped) must not hold it forever.
+    const timeoutMs = opts.startTimeoutMs ?? KEEPER_START_TIMEOUT_MS;
+    this.startTimer = setTimeout(() => this.startTimedOut(timeoutMs), timeoutMs);
+    this.startTimer.unref();
+    channels.zygote?.pending.add(this);
     // Errors on these sockets (EPIPE writing to a command that closed its stdin, ECONNRESET)
     // end the stream; what they mean is reported by 'exit'/'close', never by a crash.
     for (const stream of [channels.stdin, channels.stdout, channels.stderr, channels.control, channels.start]) stream.on('error', () => {});
@@ -236,8 +253,12 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private watchStart(start: Socket): void {
     let text = '';
     start.setEncoding('latin1');
-    start.on('data', (chunk: string) => (text += chunk));
+    start.on('data', (chunk: string) => {
+      text += chunk;
+      this.pickedUp(); // "pid …": the command is forked, the keeper answered
+    });
     start.once('close', () => {
+      this.pickedUp();
       let failure: KeeperSpawnError | null = null;
       for (const line of text.split('\n')) {
         const [kind, a = '', b = ''] = line.split(' ');
@@ -254,9 +275,51 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     });
   }
 
+  /** The keeper answered (or ended): the start deadline no longer applies. */
+  private pickedUp(): void {
+    if (this.startTimer) clearTimeout(this.startTimer);
+    this.startTimer = null;
+    this.channels.zygote?.pending.delete(this);
+  }
+
+  /** No answer in time: the zygote is replaced, and this start (and any other waiting on it) fails. */
+  private startTimedOut(timeoutMs: number): void {
+    this.startTimer = null;
+    if (!this.starting) return;
+    const zygote = this.channels.zygote;
+    const who = zygote ? `the keeper zygote (pid ${zygote.child.pid ?? '?'})` : `tether-keeper (pid ${this.spawnedKeeper?.pid ?? '?'})`;
+    const failure = (file: string): KeeperSpawnError =>
+      Object.assign(
+        new Error(`${who} did not answer within ${timeoutMs} ms (stopped or overloaded); it was replaced: the start of ${file} failed, try again`),
+        // Not `spawn <file>`: the program was never tried (a process/start says stage 'setup').
+        { code: 'ETIMEDOUT', errno: -(osConstants.errno.ETIMEDOUT ?? 110), syscall: 'keeper' },
+      );
+    if (zygote) {
+      const waiting = [...zygote.pending];
+      retireZygote(zygote);
+      for (const proc of waiting) proc.abandonStart(failure(proc.file));
+    }
+    this.abandonStart(failure(this.file));
+  }
+
+  /** Fails the start and lets go of every channel (nothing of it runs, nothing is held). */
+  private abandonStart(err: KeeperSpawnError): void {
+    this.pickedUp();
+    if (!this.starting) return;
+    this.settleStart(err);
+    try {
+      this.spawnedKeeper?.kill('SIGKILL');
+    } catch {
+      /* gone */
+    }
+    const { stdin, stdout, stderr, control, start } = this.channels;
+    for (const socket of [stdin, stdout, stderr, control, start]) socket.destroy();
+  }
+
   private settleStart(err?: Error): void {
     if (!this.starting) return;
     this.starting = false;
+    this.pickedUp();
     this.settleStarted(err);
     if (err) return; // as with ChildProcess: a command that never ran reports no exit
     // The channels are read in no fixed order: the exit of a quick command may be known
@@ -346,6 +409,8 @@ interface KeeperChannels {
   control: Socket;
   start: Socket;
   child?: ChildProcess;
+  /** The zygote it was sent through (launched that way). */
+  zygote?: Zygote;
   /** Where the bytes read from stdout and stderr go (set once). */
   onOutput(listener: OutputListener): void;
 }
@@ -366,6 +431,10 @@ interface Zygote {
   child: ChildProcess;
   channel: number;
   alive: boolean;
+  /** Starts sent through it that no keeper has picked up yet. */
+  pending: Set<KeptProcess>;
+  /** Closes the server's end of the channel; it is no longer the zygote in use. */
+  dead(): void;
 }
 
 let zygote: Zygote | null = null;
@@ -404,17 +473,34 @@ function startZygote(): Zygote {
   } finally {
     addon.closeFd(keeperEnd);
   }
-  const z: Zygote = { child, channel, alive: true };
   const dead = () => {
     if (!z.alive) return;
     z.alive = false;
     addon.closeFd(channel); // an idle keeper still waiting sees end of file and exits
     if (zygote === z) zygote = null;
   };
+  const z: Zygote = { child, channel, alive: true, pending: new Set(), dead };
   child.once('exit', dead);
   child.once('error', dead);
   child.unref(); // it lives as long as the server process, never keeps it alive
   return z;
+}
+
+/**
+ * Replaces a zygote that does not answer: kills it and its idle keeper (its process group; a
+ * keeper that took a start leads its own session and is untouched), which drops the records
+ * still queued on the channel and with them the descriptors they carry. The next start forks
+ * a new zygote.
+ */
+function retireZygote(z: Zygote): void {
+  if (z.child.pid !== undefined) {
+    try {
+      process.kill(-z.child.pid, 'SIGKILL');
+    } catch {
+      /* gone */
+    }
+  }
+  z.dead();
 }
 
 /**
@@ -427,6 +513,7 @@ function launchKeeper(spec: Buffer): KeeperChannels {
   const addon = nativeAddon();
   const pairs: [number, number][] = [];
   let sockets: Socket[] = [];
+  let usedZygote: Zygote | undefined;
   let listener: OutputListener = () => {};
   try {
     for (let i = 0; i < 5; i++) pairs.push(addon.socketPair(false));
@@ -457,6 +544,7 @@ function launchKeeper(spec: Buffer): KeeperChannels {
       zygote = startZygote();
       addon.sendFds(zygote.channel, keeperEnds);
     }
+    usedZygote = zygote;
   } catch (err) {
     for (const socket of sockets) socket.destroy();
     for (const [serverEnd, keeperEnd] of pairs) {
@@ -467,7 +555,7 @@ function launchKeeper(spec: Buffer): KeeperChannels {
   }
   for (const [, keeperEnd] of pairs) addon.closeFd(keeperEnd);
   const [stdin, stdout, stderr, control, start] = sockets as [Socket, Socket, Socket, Socket, Socket];
-  return { stdin, stdout, stderr, control, start, onOutput: (l) => (listener = l) };
+  return { stdin, stdout, stderr, control, start, zygote: usedZygote, onOutput: (l) => (listener = l) };
 }
 
 function spawnKeeper(): KeeperChannels {
