@@ -17,9 +17,22 @@ export interface GatewayHttpOptions {
   logger?: Logger;
   /** SSE keep-alive comment period on /events (proxies cut idle streams). Default 15000. */
   sseKeepAliveMs?: number;
-  /** Largest request body accepted on /mcp. Default 4 MiB. */
+  /** Largest request body accepted on /mcp (413 beyond it). Default 4 MiB. */
   maxBodyBytes?: number;
-  /** An MCP session with no request and no open stream for this long is closed. Default 30 min. */
+  /**
+   * /mcp POSTs whose body is still arriving, at once (16): each holds up to `maxBodyBytes`, so
+   * this bounds what unfinished uploads can make the gateway hold. One more is answered 503
+   * with Retry-After. A body must arrive within `bodyTimeoutMs`.
+   */
+  maxPendingBodies?: number;
+  /** How long a request (headers and body) may take to arrive; a slower one is cut (408). Default 30 s. */
+  bodyTimeoutMs?: number;
+  /**
+   * MCP sessions at once (256). At the cap a new session evicts the one idle the longest (no
+   * open stream; its client gets 404 and initializes again); with none idle it is answered 503.
+   */
+  maxSessions?: number;
+  /** An MCP session with no request and no open stream for this long is closed. Default 10 min. */
   sessionIdleMs?: number;
   /** Required on every endpoint but /healthz and /readyz (Bearer, or the status page's cookie). */
   token?: string;
@@ -69,7 +82,12 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   const sessions = new Map<string, Session>();
   const sseClients = new Set<ServerResponse>();
   let port = 0;
-  const sessionIdleMs = opts.sessionIdleMs ?? 30 * 60_000;
+  const sessionIdleMs = opts.sessionIdleMs ?? 10 * 60_000;
+  const maxPendingBodies = opts.maxPendingBodies ?? 16;
+  const maxSessions = opts.maxSessions ?? 256;
+  let pendingBodies = 0;
+  /** initialize requests under way: sessions about to exist. */
+  let initializing = 0;
   const access = new AccessControl({ bindHost: host, port: () => port, token: opts.token, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts });
   // Clients that vanish without DELETE would otherwise keep their session forever.
   const sweeper = setInterval(() => {
@@ -84,7 +102,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   }, Math.min(60_000, Math.max(1000, sessionIdleMs / 4)));
   sweeper.unref();
 
-  const http: HttpServer = createServer((req, res) => {
+  const http: HttpServer = createServer({ requestTimeout: opts.bodyTimeoutMs ?? 30_000 }, (req, res) => {
     handle(req, res).catch((err: unknown) => {
       log('error', `http ${req.method} ${req.url}: ${(err as Error)?.stack ?? String(err)}`);
       if (!res.headersSent) sendJson(res, 500, { error: 'internal error' });
@@ -121,7 +139,12 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     if (route === '/mcp/servers/retry-all' && method === 'POST') return sendJson(res, 200, { servers: await gateway.retryAll() });
     const one = /^\/mcp\/servers\/([^/]+)(\/retry)?$/.exec(route);
     if (one) {
-      const name = decodeURIComponent(one[1]!);
+      let name: string;
+      try {
+        name = decodeURIComponent(one[1]!);
+      } catch {
+        return sendJson(res, 400, { error: `malformed path: bad percent-encoding in ${JSON.stringify(one[1])}` });
+      }
       const isRetry = one[2] !== undefined;
       if ((isRetry && method !== 'POST') || (!isRetry && method !== 'GET')) return sendJson(res, 405, { error: `method ${method} not allowed here` });
       if (!gateway.get(name)) return sendJson(res, 404, { error: `no server named '${name}'`, servers: [...gateway.supervisors.keys()] });
@@ -166,8 +189,26 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     const sessionId = header(req, 'mcp-session-id');
     let body: unknown;
     if (method === 'POST') {
-      const raw = await readBody(req, maxBodyBytes);
-      if (raw === null) return sendJsonRpcError(res, 413, -32600, `request body larger than ${maxBodyBytes} bytes`);
+      const tooLarge = () => sendJsonRpcError(res, 413, -32600, `request body larger than ${maxBodyBytes} bytes`);
+      if (Number(header(req, 'content-length') ?? 0) > maxBodyBytes) {
+        res.setHeader('connection', 'close');
+        return tooLarge();
+      }
+      if (pendingBodies >= maxPendingBodies) {
+        res.setHeader('retry-after', '1');
+        res.setHeader('connection', 'close');
+        return sendJsonRpcError(res, 503, -32000, `too many requests arriving at once (${maxPendingBodies} bodies still being received): retry shortly`);
+      }
+      pendingBodies++;
+      let raw: string | null | undefined;
+      try {
+        raw = await readBody(req, maxBodyBytes).catch(() => undefined);
+      } finally {
+        pendingBodies--;
+      }
+      // The client went away (or was cut at bodyTimeoutMs) mid-body: nobody to answer.
+      if (raw === undefined) return void res.destroy();
+      if (raw === null) return tooLarge();
       try {
         body = JSON.parse(raw);
       } catch {
@@ -191,6 +232,18 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     if (method !== 'POST' || !(Array.isArray(body) ? body.some(isInitializeRequest) : isInitializeRequest(body))) {
       return sendJsonRpcError(res, 400, -32000, 'Bad Request: no valid session id; start with an initialize request');
     }
+    // At the cap: the session idle the longest gives way (its client starts again on 404).
+    while (sessions.size + initializing >= maxSessions) {
+      let oldest: [string, Session] | null = null;
+      for (const entry of sessions) if (entry[1].open === 0 && (!oldest || entry[1].lastSeen < oldest[1].lastSeen)) oldest = entry;
+      if (!oldest) {
+        res.setHeader('retry-after', '5');
+        return sendJsonRpcError(res, 503, -32000, `too many MCP sessions (${maxSessions}, each with an open stream): retry later`);
+      }
+      sessions.delete(oldest[0]);
+      log('info', `MCP session cap (${maxSessions}) reached: closing the session idle the longest, ${oldest[0].slice(0, 8)}`);
+      void oldest[1].server.close().catch(() => {});
+    }
     const server = createGatewayServer(gateway, { rootsAfterStream: true });
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
@@ -204,8 +257,15 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     transport.onclose = () => {
       if (transport.sessionId) sessions.delete(transport.sessionId);
     };
-    await server.connect(transport);
-    await transport.handleRequest(req, res, body);
+    initializing++;
+    try {
+      await server.connect(transport);
+      await transport.handleRequest(req, res, body);
+    } finally {
+      initializing--;
+    }
+    // An initialize that failed (or was answered without a session) leaves nothing behind.
+    if (!transport.sessionId || !sessions.has(transport.sessionId)) void server.close().catch(() => {});
   }
 
   function handleEvents(req: IncomingMessage, res: ServerResponse): void {
