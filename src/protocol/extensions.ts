@@ -57,6 +57,12 @@ export const KnownExtensions = [
    * `process/start` returns; the client may acknowledge in binary too. Everything else stays JSON.
    */
   'binaryOutput',
+  /**
+   * `fsWritten`: `fs/writeBlock` may carry a client-chosen `writeId`, and `fs/written` says
+   * which of the given ids completed on a handle, so after a drop a client re-sends only the
+   * blocks the server does not already hold (instead of every block that was in flight).
+   */
+  'fsWritten',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];

@@ -17,6 +17,8 @@ export const FsMethod = {
   readBlock: 'fs/readBlock',
   writeBlock: 'fs/writeBlock',
   close: 'fs/close',
+  /** Extension `fsWritten`: which of a handle's numbered block writes completed. */
+  written: 'fs/written',
   watchMissing: 'fs/watchMissing',
   /** Notification: the state a `fs/watchMissing` watched changed. */
   missingChanged: 'fs/missingChanged',
@@ -31,6 +33,8 @@ export const FsLimits = {
   maxHandleIdBytes: 32,
   /** Open handles per connection (Codex); per session on tether. */
   maxHandles: 128,
+  /** Extension `fsWritten`: ids one fs/written may ask about, and completed ids a handle remembers. */
+  maxWriteIds: 256,
   /** fs/walk option maximums. */
   walkMaxDepth: 64,
   walkMaxDirectories: 10_000,

@@ -63,7 +63,11 @@ export const FsOpenParamsSchema = z.object({
 
 export const FsReadBlockParamsSchema = z.object({ handleId: z.string(), offset: u64, len: u64 });
 
-export const FsWriteBlockParamsSchema = z.object({ handleId: z.string(), offset: u64, chunk: z.string() });
+/** `writeId`: extension `fsWritten` (ignored without it, as Codex ignores unknown members). */
+export const FsWriteBlockParamsSchema = z.object({ handleId: z.string(), offset: u64, chunk: z.string(), writeId: u64.nullish() });
+
+/** Extension `fsWritten`. */
+export const FsWrittenParamsSchema = z.object({ handleId: z.string(), writeIds: z.array(u64) });
 
 export const FsCloseParamsSchema = z.object({ handleId: z.string() });
 
@@ -123,6 +127,11 @@ export interface FsReadBlockResult {
   chunk: string;
   /** Fewer bytes than asked for were read: the end of the file. */
   eof: boolean;
+}
+
+/** Extension `fsWritten`: the asked ids whose fs/writeBlock completed (in the order asked). */
+export interface FsWrittenResult {
+  writeIds: number[];
 }
 
 export interface FsWatchMissingResult {

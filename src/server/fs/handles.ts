@@ -15,6 +15,8 @@ import type { NativePath } from './uri.js';
 interface OpenFile {
   file: FileHandle;
   mode: FsOpenMode;
+  /** Extension `fsWritten`: ids of the latest completed numbered writes (oldest first, at most `FsLimits.maxWriteIds`). */
+  written?: Set<number>;
 }
 
 export function checkHandleId(handleId: string): void {
@@ -89,15 +91,29 @@ export class HandleTable {
     return { bytes: buffer.subarray(0, filled), eof: filled < len };
   }
 
-  async writeBlock(handleId: string, offset: number, data: Buffer): Promise<void> {
+  /** `writeId` (extension `fsWritten`): remembered once every byte is written, for `completedWrites`. */
+  async writeBlock(handleId: string, offset: number, data: Buffer, writeId?: number): Promise<void> {
     checkHandleId(handleId);
     checkBlockLength(data.length, 'write');
-    const { file } = this.get(handleId);
+    const entry = this.get(handleId);
     let written = 0;
     while (written < data.length) {
-      const { bytesWritten } = await file.write(data, written, data.length - written, offset + written);
+      const { bytesWritten } = await entry.file.write(data, written, data.length - written, offset + written);
       written += bytesWritten;
     }
+    if (writeId === undefined) return;
+    // Bounded: the oldest ids are forgotten (a forgotten block is merely sent again).
+    const ids = (entry.written ??= new Set());
+    ids.delete(writeId);
+    ids.add(writeId);
+    if (ids.size > FsLimits.maxWriteIds) ids.delete(ids.values().next().value!);
+  }
+
+  /** Extension `fsWritten`: which of `writeIds` completed on the handle (as far as it remembers). */
+  completedWrites(handleId: string, writeIds: number[]): number[] {
+    checkHandleId(handleId);
+    const { written } = this.get(handleId);
+    return written ? writeIds.filter((id) => written.has(id)) : [];
   }
 
   /** Closing an unknown (or already closed) handle succeeds, as in Codex. */

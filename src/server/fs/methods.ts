@@ -22,9 +22,11 @@ import {
   FsWatchMissingParamsSchema,
   FsWriteBlockParamsSchema,
   FsWriteFileParamsSchema,
+  FsWrittenParamsSchema,
   Base64Text,
   invalidParams,
   invalidRequest,
+  methodNotFound,
   parseParams,
   type EnvironmentConfigReadResult,
   type FsMetadata,
@@ -33,6 +35,7 @@ import {
   type FsReadFileResult,
   type FsWalkResult,
   type FsWatchMissingResult,
+  type FsWrittenResult,
 } from '../../protocol/index.js';
 import type { Connection, ConnectionContext } from '../connection.js';
 import type { Session } from '../session.js';
@@ -304,16 +307,27 @@ export function registerFsMethods(
     const p = params(FsMethod.writeBlock, FsWriteBlockParamsSchema, raw);
     const decoded = decodeBase64(p.chunk);
     if (!decoded.ok) throw invalidParams(decoded.message);
-    const { fs } = ready(conn);
+    const { session, fs } = ready(conn);
     checkHandleId(p.handleId);
     checkBlockLength(decoded.bytes.length, 'write');
+    const writeId = session.extensions.has('fsWritten') ? (p.writeId ?? undefined) : undefined;
     const release = await admit(conn, decoded.bytes.length);
     try {
-      await work(() => connectionState(conn).scope(fs).handles.writeBlock(p.handleId, p.offset, decoded.bytes));
+      await work(() => connectionState(conn).scope(fs).handles.writeBlock(p.handleId, p.offset, decoded.bytes, writeId));
       return {};
     } finally {
       release();
     }
+  });
+
+  rpc.addMethod(FsMethod.written, async (raw, { conn }): Promise<FsWrittenResult> => {
+    if (!conn.session?.extensions.has('fsWritten')) throw methodNotFound(FsMethod.written);
+    const p = params(FsMethod.written, FsWrittenParamsSchema, raw);
+    if (p.writeIds.length > FsLimits.maxWriteIds) {
+      throw invalidParams(`invalid params for ${FsMethod.written}: writeIds: at most ${FsLimits.maxWriteIds} ids (got ${p.writeIds.length})`);
+    }
+    const { fs } = ready(conn);
+    return { writeIds: connectionState(conn).scope(fs).handles.completedWrites(p.handleId, p.writeIds) };
   });
 
   rpc.addMethod(FsMethod.close, async (raw, { conn }) => {
