@@ -13,7 +13,7 @@ import { Readable, Writable } from 'node:stream';
 import { Base64Text } from '../protocol/dialect.js';
 import { RpcError } from '../protocol/errors.js';
 import { FsLimits, FsMethod } from '../protocol/fs-methods.js';
-import type { FsOpenMode, FsReadBlockResult } from '../protocol/fs.js';
+import type { FsOpenMode, FsReadBlockResult, FsWrittenResult } from '../protocol/fs.js';
 import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError, toFsError } from './fs-errors.js';
 import type { FsRequests } from './fs-requests.js';
@@ -22,6 +22,15 @@ import type { FsRequests } from './fs-requests.js';
 export const BLOCK_BYTES = FsLimits.maxBlockBytes;
 /** Blocks in flight at once per transfer (keeps a high-latency link busy). */
 export const WINDOW = 8;
+/**
+ * Uploads (writeStream) go in smaller blocks, with an adaptive number of bytes in flight: a
+ * cut loses what the server had not read yet (socket buffers), so what may be in flight
+ * shrinks at every drop and grows back while blocks are acknowledged, as TCP's congestion
+ * window does; a good link still gets `max` in flight, a link cut every few MiB a few
+ * blocks' worth.
+ */
+export const WRITE_BLOCK_BYTES = 128 * 1024;
+export const WRITE_WINDOW = { initial: 1024 * 1024, min: 2 * WRITE_BLOCK_BYTES, max: 8 * 1024 * 1024 } as const;
 
 const newHandleId = () => `t${randomBytes(12).toString('hex')}`;
 
@@ -31,6 +40,10 @@ export class RemoteFileHandle {
   private closed = false;
   /** Where the next read or write without a position goes (as a FileHandle does). */
   private position = 0;
+  /** Extension `fsWritten`: the id of the next block write. */
+  private nextWriteId = 0;
+  /** The pending `fs/written` question that blocks lost with a connection join (until it is sent). */
+  private probe: { joining: boolean; writeIds: number[]; answer: Promise<Set<number>> } | undefined;
 
   private constructor(
     private readonly requests: FsRequests,
@@ -70,12 +83,34 @@ export class RemoteFileHandle {
     }
   }
 
-  async writeBlock(offset: number, data: Buffer): Promise<void> {
+  /** `onDrop`: called when the connection carrying the block was lost (it is then asked about or sent again). */
+  async writeBlock(offset: number, data: Buffer, onDrop?: () => void): Promise<void> {
     this.checkOpen();
     const params = { handleId: this.handleId, offset, chunk: new Base64Text(data.toString('base64')) };
+    if (this.requests.resumable && this.requests.host.extensions.has('fsWritten')) {
+      // Lost with a connection, the block may well have landed: ask before sending it again.
+      const writeId = this.nextWriteId++;
+      for (;;) {
+        try {
+          await this.requests.host.requestOnce(FsMethod.writeBlock, { ...params, writeId });
+          return;
+        } catch (err) {
+          if (!(err instanceof ConnectionLostError)) throw toFsError(err, 'write', this.path);
+          onDrop?.();
+          if (await this.landed(writeId)) return;
+        }
+      }
+    }
     if (this.requests.resumable) {
-      await this.requests.read(FsMethod.writeBlock, params, 'write', this.path);
-      return;
+      for (;;) {
+        try {
+          await this.requests.host.requestOnce(FsMethod.writeBlock, params);
+          return;
+        } catch (err) {
+          if (!(err instanceof ConnectionLostError)) throw toFsError(err, 'write', this.path);
+          onDrop?.(); // and sent again: at its offset it does the same thing again
+        }
+      }
     }
     if (this.openedIn !== this.requests.host.generation) throw new OutcomeUnknownError('write', this.path);
     try {
@@ -122,6 +157,29 @@ export class RemoteFileHandle {
       // Lost answer: with fsResume closing again is harmless; without, the handle is gone anyway.
       if (this.requests.resumable) await this.requests.read(FsMethod.close, { handleId: this.handleId }, 'close', this.path);
     }
+  }
+
+  /**
+   * Whether the numbered write lost with a connection completed on the server (`fs/written`).
+   * Every block lost with the same connection joins one question; it is sent after they all
+   * failed, so a block that landed before the drop is reported. One still being written then
+   * is not: it is sent again, which writes the same bytes at the same offset.
+   */
+  private landed(writeId: number): Promise<boolean> {
+    let probe = this.probe;
+    if (!probe || !probe.joining || probe.writeIds.length >= FsLimits.maxWriteIds) {
+      const writeIds: number[] = [];
+      const created: NonNullable<RemoteFileHandle['probe']> = { joining: true, writeIds, answer: Promise.resolve(new Set()) };
+      created.answer = (async () => {
+        await new Promise((resolve) => setImmediate(resolve)); // the other blocks of the drop fail meanwhile
+        created.joining = false;
+        const result = await this.requests.read<FsWrittenResult>(FsMethod.written, { handleId: this.handleId, writeIds }, 'write', this.path);
+        return new Set(result.writeIds);
+      })();
+      this.probe = probe = created;
+    }
+    probe.writeIds.push(writeId);
+    return probe.answer.then((done) => done.has(writeId));
   }
 
   private checkOpen(): void {
@@ -180,42 +238,69 @@ export function readStream(open: () => Promise<RemoteFileHandle>, options: { sta
   );
 }
 
-/** A Writable into a remote file replaced from the start, WINDOW blocks in flight; `finish` once every block landed and the handle closed. */
+/**
+ * A Writable into a remote file replaced from the start, in WRITE_BLOCK_BYTES blocks with an
+ * adaptive window of bytes in flight (WRITE_WINDOW); `finish` once every block landed and the
+ * handle closed.
+ */
 export function writeStream(open: () => Promise<RemoteFileHandle>): Writable {
   let handle: Promise<RemoteFileHandle> | undefined;
   let offset = 0;
   let pending: Buffer[] = [];
   let pendingBytes = 0;
   const inFlight = new Set<Promise<void>>();
+  let inFlightBytes = 0;
   let failure: Error | undefined;
+  // Slow start up to `threshold` (doubling per window acknowledged), then one block more per
+  // window; a drop halves both. The blocks lost with one connection count as one drop.
+  let window: number = WRITE_WINDOW.initial;
+  let threshold: number = WRITE_WINDOW.max;
+  let dropNoted = false;
+  const onDrop = () => {
+    if (dropNoted) return;
+    dropNoted = true;
+    setImmediate(() => (dropNoted = false));
+    window = threshold = Math.max(WRITE_WINDOW.min, Math.floor(window / 2));
+  };
+  const acknowledged = (bytes: number) => {
+    window += window < threshold ? bytes : Math.ceil((bytes * WRITE_BLOCK_BYTES) / window);
+    window = Math.min(WRITE_WINDOW.max, window);
+  };
 
   const send = async (data: Buffer) => {
     const h = await (handle ??= open());
     const at = offset;
     offset += data.length;
-    const request = h.writeBlock(at, data).then(
+    inFlightBytes += data.length;
+    const request = h.writeBlock(at, data, onDrop).then(
       () => {
         inFlight.delete(request);
+        inFlightBytes -= data.length;
+        acknowledged(data.length);
       },
       (err: Error) => {
         inFlight.delete(request);
+        inFlightBytes -= data.length;
         failure ??= err;
       },
     );
     inFlight.add(request);
-    while (inFlight.size >= WINDOW) await Promise.race(inFlight);
+    while (inFlight.size > 0 && inFlightBytes >= window) await Promise.race(inFlight);
     if (failure) throw failure;
   };
   const flushFull = async () => {
-    while (pendingBytes >= BLOCK_BYTES) {
-      const all = Buffer.concat(pending, pendingBytes);
-      await send(all.subarray(0, BLOCK_BYTES));
-      pending = [all.subarray(BLOCK_BYTES)];
-      pendingBytes -= BLOCK_BYTES;
+    if (pendingBytes < WRITE_BLOCK_BYTES) return;
+    let rest = Buffer.concat(pending, pendingBytes); // once per chunk, not once per block
+    while (rest.length >= WRITE_BLOCK_BYTES) {
+      const block = rest.subarray(0, WRITE_BLOCK_BYTES);
+      rest = rest.subarray(WRITE_BLOCK_BYTES);
+      pending = [rest];
+      pendingBytes = rest.length;
+      await send(block);
     }
   };
   return new Writable({
-    highWaterMark: BLOCK_BYTES,
+    highWaterMark: WRITE_BLOCK_BYTES,
     write(chunk: Buffer, _encoding, callback) {
       pending.push(chunk);
       pendingBytes += chunk.length;
