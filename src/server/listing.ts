@@ -15,8 +15,6 @@ import type { ServerMonitor } from './monitor.js';
 import type { ManagedProcess } from './process.js';
 import type { Session } from './session.js';
 
-/** Characters of one process's argv listed at most (all its arguments together). */
-export const MAX_LISTED_ARGV_CHARS = 4096;
 /** Serialized bytes of one answer at most (about: entries are measured as they are added). */
 export const MAX_LIST_BYTES = 4 * 1024 * 1024;
 
@@ -67,27 +65,12 @@ export function listSessions(
   return result;
 }
 
-/** argv cut to `MAX_LISTED_ARGV_CHARS` characters in all (the argument that crosses it is cut). */
-export function listedArgv(argv: readonly string[]): { argv: string[]; truncated: boolean } {
-  const out: string[] = [];
-  let left = MAX_LISTED_ARGV_CHARS;
-  for (const arg of argv) {
-    if (arg.length > left) {
-      if (left > 0) out.push(arg.slice(0, left));
-      return { argv: out, truncated: true };
-    }
-    out.push(arg);
-    left -= arg.length;
-  }
-  return { argv: out, truncated: false };
-}
 
 function listProcess(proc: ManagedProcess, monitor: ServerMonitor): ProcessListing {
   const facts = monitor.processFacts(proc);
-  const argv = listedArgv(facts?.argv ?? []);
   const listing: ProcessListing = {
     processId: proc.id,
-    argv: argv.argv,
+    argv: [...(facts?.argv ?? [])],
     pid: proc.pid,
     tty: proc.tty,
     state: proc.exitCode === null ? 'running' : 'exited',
@@ -98,6 +81,6 @@ function listProcess(proc: ManagedProcess, monitor: ServerMonitor): ProcessListi
     bytesIn: proc.bytesWritten,
     paused: proc.isPaused,
   };
-  if (argv.truncated) listing.argvTruncated = true;
+  if (facts?.argvTruncated) listing.argvTruncated = true;
   return listing;
 }

@@ -6,6 +6,7 @@
  * the process and session code keep their one job.
  */
 import { performance } from 'node:perf_hooks';
+import { listedArgv } from './listed-argv.js';
 import type { ManagedProcess } from './process.js';
 import type { Session } from './session.js';
 import type { Logger } from '../util/logger.js';
@@ -26,7 +27,10 @@ export interface SessionFacts {
 export interface ProcessFacts {
   session: Session;
   proc: ManagedProcess;
+  /** The beginning of its argv (listed-argv.ts): megabytes of arguments are not kept. */
   argv: readonly string[];
+  /** argv was cut. */
+  argvTruncated: boolean;
   /** Epoch ms. */
   startedAt: number;
   /** performance.now() at start, for durations that ignore clock changes. */
@@ -129,7 +133,8 @@ export class ServerMonitor {
 
   processStarted(session: Session, proc: ManagedProcess, argv: readonly string[]): void {
     this.counters.processesStarted++;
-    const facts: ProcessFacts = { session, proc, argv: [...argv], startedAt: Date.now(), started: performance.now() };
+    const kept = listedArgv(argv);
+    const facts: ProcessFacts = { session, proc, argv: kept.argv, argvTruncated: kept.truncated, startedAt: Date.now(), started: performance.now() };
     this.processes.set(proc, facts);
     void proc.whenClosed.then(() => this.processEnded(facts));
     if (++this.sinceCleanup >= CLEANUP_EVERY) this.cleanup();
@@ -137,7 +142,7 @@ export class ServerMonitor {
 
   processStartFailed(session: Session, processId: string, argv: readonly string[], error: string): void {
     this.counters.processStartFailures++;
-    this.log('info', `audit process start failed: ${this.describe(session, processId, argv)} error=${logfmtValue(error)}`);
+    this.log('info', `audit process start failed: ${this.describe(session, processId, listedArgv(argv).argv)} error=${logfmtValue(error)}`);
   }
 
   processFacts(proc: ManagedProcess): ProcessFacts | undefined {
