@@ -98,8 +98,13 @@ export class ProcessCapacity {
     return this.liveTtyCount;
   }
 
-  /** Admits a start (call the ticket once everything of it is gone), or says why not. */
-  admit(tty: boolean): { ticket: ProcessTicket } | { refusal: string } {
+  /**
+   * Admits a start (call the ticket once everything of it is gone), or says why not.
+   * `withinShare`: the starting session holds less than its slice of the memory budget
+   * (fair-share.ts): a spent budget does not refuse it (what its children then make the
+   * server hold is bounded by how they are read); the hoarders are the ones refused.
+   */
+  admit(tty: boolean, withinShare = false): { ticket: ProcessTicket } | { refusal: string } {
     const { maxProcesses, maxPtys, memory, machinePtys } = this.options;
     if (this.liveCount >= maxProcesses.value) {
       return {
@@ -125,7 +130,7 @@ export class ProcessCapacity {
         };
       }
     }
-    const full = memory.refusal('process');
+    const full = memory.refusal('process', withinShare);
     if (full) return { refusal: full };
     this.liveCount++;
     if (tty) this.liveTtyCount++;

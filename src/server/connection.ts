@@ -15,6 +15,7 @@ import {
   decodeFrame,
   Dialect,
   ErrorCode,
+  FsMethod,
   isTetherBinaryFrame,
   Method,
   withJsonrpc,
@@ -58,6 +59,25 @@ const SMALL_REQUEST_BYTES = 64 * 1024;
  * that sends and sends without reading its answers is pushed back by TCP, not buffered.
  */
 const MAX_GATED = 64;
+
+/**
+ * Requests whose answers can be megabytes (a file, a listing, a config): at most
+ * `MAX_LARGE_ANSWERS` of a connection's are handled at once, each only once its send buffer
+ * is below its mark and the memory budget does not hold its session back (over its fair
+ * share, fair-share.ts). So what one client can have queued for it unread is its mark plus
+ * two answers, and a client holding more than its share waits for its own answers to be read
+ * before more are built; nobody else waits for it.
+ */
+const LARGE_ANSWERS: ReadonlySet<string> = new Set([
+  FsMethod.readFile,
+  FsMethod.readBlock,
+  FsMethod.readDirectory,
+  FsMethod.walk,
+  FsMethod.environmentConfigRead,
+  Method.sessionList,
+]);
+const MAX_LARGE_ANSWERS = 2;
+
 
 /** Answered once their own answer's room was reserved (`reserveAnswer`): not held back at dispatch. */
 const RESERVES_ITS_ANSWER: ReadonlySet<string> = new Set([Method.processRead]);
@@ -122,6 +142,11 @@ export class Connection implements SessionLink {
   /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
   private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount } | null = null;
   private initializeTimer: NodeJS.Timeout | null = null;
+  /** Large-answer requests being handled (`LARGE_ANSWERS`), and those waiting for one of the places. */
+  private largeRunning = 0;
+  private largeWaiters: Array<() => void> = [];
+  /** The send buffer's bytes as last told to the session's fair share. */
+  private sendReported = 0;
   /** Requests held back until the send buffer drains (see MAX_GATED). */
   private gated = 0;
   constructor(
@@ -299,6 +324,10 @@ export class Connection implements SessionLink {
     // after its long-poll): a request that arrives while the buffer is over its mark is
     // handled once it drained, so a client that asks without reading has about the mark
     // queued for it, not one answer per request. The waiting requests still count above.
+    if (message.kind === 'request' && LARGE_ANSWERS.has(message.method)) {
+      this.admitLargeAnswer().then((open) => (open ? void Promise.resolve(dispatch()).finally(() => this.largeAnswerDone()) : settled()));
+      return;
+    }
     if (message.kind === 'request' && this.backpressured && !atOnce && !RESERVES_ITS_ANSWER.has(message.method)) {
       this.gateAnswer().then((open) => (open ? void dispatch() : settled()));
       return;
@@ -315,6 +344,44 @@ export class Connection implements SessionLink {
       if (this.gated-- === MAX_GATED && !this.closed) this.ws.resume();
     }
     return !this.closed;
+  }
+
+  /** Waits for a large answer's place (see LARGE_ANSWERS); false when the socket closed meanwhile. */
+  private async admitLargeAnswer(): Promise<boolean> {
+    if (++this.gated === MAX_GATED) this.ws.pause();
+    try {
+      for (;;) {
+        if (this.closed) return false;
+        // While the budget is pressed, one at a time: each is weighed against the session's share
+        // (fair-share.ts `answerRefusal`) only once the one before it is in the send buffer.
+        const places = this.memory?.budget.pressured ? 1 : MAX_LARGE_ANSWERS;
+        if (this.largeRunning >= places) await new Promise<void>((resolve) => this.largeWaiters.push(resolve));
+        else if (this.backpressured) await this.whenDrained();
+        else if (this.session?.outputHeldBack) await Promise.race([this.session.whenUnheld(), this.whenClosed]);
+        else break;
+      }
+    } finally {
+      if (this.gated-- === MAX_GATED && !this.closed) this.ws.resume();
+    }
+    this.largeRunning++;
+    return true;
+  }
+
+  private largeAnswerDone(): void {
+    this.largeRunning--;
+    this.largeWaiters.shift()?.();
+  }
+
+  /** Resolves when the socket is gone. */
+  private readonly whenClosed = new Promise<void>((resolve) => this.closing.signal.addEventListener('abort', () => resolve(), { once: true }));
+
+  /** Tells the session's fair share what its send buffer holds now (answers and output its client has not read). */
+  private reportSend(): void {
+    const now = this.closed ? 0 : this.ws.bufferedAmount;
+    const delta = now - this.sendReported;
+    if (delta === 0) return;
+    this.sendReported = now;
+    this.session?.sendHeldChanged(delta);
   }
 
   /**
@@ -482,6 +549,7 @@ export class Connection implements SessionLink {
   /** Above the high-water mark until it drains to the low one. */
   private checkBackpressure(): void {
     this.memory?.send.set(this.ws.bufferedAmount);
+    this.reportSend();
     if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) this.backpressured = true;
   }
 
@@ -489,6 +557,7 @@ export class Connection implements SessionLink {
   private readonly afterSend = (): void => {
     this.progressAt = performance.now();
     this.memory?.send.set(this.ws.bufferedAmount);
+    this.reportSend();
     if (this.ws.bufferedAmount > this.marks.lowWaterBytes) return;
     if (this.backpressured) {
       this.backpressured = false;
@@ -508,8 +577,11 @@ export class Connection implements SessionLink {
     if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();
     this.wakeDrainWaiters();
+    for (const wake of this.largeWaiters.splice(0)) wake();
     this.answerSent(0);
     const session = this.session;
+    session?.sendHeldChanged(-this.sendReported);
+    this.sendReported = 0;
     this.session = null;
     session?.detach(this);
   }

@@ -70,9 +70,13 @@ export type HoldCounters = Record<HoldReason, number>;
 
 /** A session's account in the shares: it reports its output bytes, and learns when its hold changes. */
 export class SessionShare {
+  /** Output held (what makes a session one of the holders the pool is split between). */
   private held = 0;
+  /** Other bytes held for it: its connection's send buffer (answers it has not read). */
+  private other = 0;
   private _hold: HoldReason | null = null;
   private closed = false;
+  private unheldWaiters: (() => void)[] = [];
 
   constructor(
     private readonly shares: OutputShares,
@@ -81,8 +85,15 @@ export class SessionShare {
     private readonly onChange: () => void,
   ) {}
 
+  /** Everything held for it: output, and answers queued for it that its client has not read. */
   get heldBytes(): number {
-    return this.held;
+    return this.held + this.other;
+  }
+
+  /** Resolves once the budget no longer holds it back (at once when it does not, or when it closed). */
+  whenUnheld(): Promise<void> {
+    if (this._hold === null || this.closed) return Promise.resolve();
+    return new Promise((resolve) => this.unheldWaiters.push(resolve));
   }
 
   /** Why its children are held back now; null while they may be read. */
@@ -92,19 +103,59 @@ export class SessionShare {
 
   /** Its fair share of the output pool now (counting itself as holding). */
   get shareBytes(): number {
-    return this.shares.shareOf(this.owner, this.held === 0);
+    return this.shares.shareOf(this.owner, !this.holding);
+  }
+
+  /**
+   * One of the holders the pool is split between: it holds output, or at least
+   * `SMALL_ANSWER_BYTES` of answers unread (smaller send buffers come and go with every frame;
+   * counting them would re-decide every session on every frame).
+   */
+  private get holding(): boolean {
+    return this.held > 0 || this.other >= SMALL_ANSWER_BYTES;
   }
 
   /** What `session/list` shows: why it is paused, in a sentence; null while it is not. */
   get holdText(): string | null {
-    return this._hold ? holdText(this._hold, this.held, this.shareBytes) : null;
+    return this._hold ? holdText(this._hold, this.heldBytes, this.shareBytes) : null;
+  }
+
+  /**
+   * Why an answer of about `bytes` is not built for it now, or null: while the budget is
+   * pressed (or this answer would press it), an answer that would take the session past its share (at least
+   * `SMALL_ANSWER_BYTES`, so a small read always passes) is refused with the budget's reason.
+   * A client that asks for files it does not read gets refusals, not gigabytes queued for it.
+   */
+  answerRefusal(bytes: number): string | null {
+    if (this.closed || !this.shares.pressedBy(bytes)) return null;
+    const share = Math.max(this.shareBytes, SMALL_ANSWER_BYTES);
+    if (this.heldBytes + bytes <= share) return null;
+    this.shares.refusedAnswers++;
+    return (
+      `server memory budget pressed: an answer of about ${formatBytes(bytes)} would take this session past its fair share ` +
+      `(${formatBytes(this.heldBytes)} held for it of ${formatBytes(share)}; --memory-budget); read the answers and output ` +
+      `already sent, or ask again later`
+    );
+  }
+
+  /**
+   * Bytes held for it that are not output (its send buffer): they count in its decision, as
+   * output does, but do not make it one of the holders the pool is split between (a send
+   * buffer comes and goes with every frame).
+   */
+  addOther(delta: number): void {
+    if (this.closed || delta === 0) return;
+    const before = this.holding;
+    this.other = Math.max(0, this.other + delta);
+    if (before !== this.holding) this.shares.holdingChanged(this.owner, this.holding);
+    else this.refresh();
   }
 
   add(delta: number): void {
     if (this.closed || delta === 0) return;
-    const before = this.held;
-    this.held = Math.max(0, before + delta);
-    if ((before === 0) !== (this.held === 0)) this.shares.holdingChanged(this.owner, this.held > 0);
+    const before = this.holding;
+    this.held = Math.max(0, this.held + delta);
+    if (before !== this.holding) this.shares.holdingChanged(this.owner, this.holding);
     else this.refresh();
   }
 
@@ -112,9 +163,17 @@ export class SessionShare {
   close(): void {
     if (this.closed) return;
     this.add(-this.held);
+    this.addOther(-this.other);
     this.closed = true;
     this._hold = null;
     this.shares.unregister(this);
+    this.wakeUnheld();
+  }
+
+  private wakeUnheld(): void {
+    const waiters = this.unheldWaiters;
+    this.unheldWaiters = [];
+    for (const wake of waiters) wake();
   }
 
   /** @internal Re-decides; tells the session when the decision changed. */
@@ -125,8 +184,12 @@ export class SessionShare {
     if (hold !== null) this.shares.counters[hold]++;
     this._hold = hold;
     this.onChange();
+    if (hold === null) this.wakeUnheld();
   }
 }
+
+/** An answer this small is never refused for being over a share (`answerRefusal`). */
+export const SMALL_ANSWER_BYTES = 64 * 1024;
 
 export class OutputShares {
   /** Sessions registered, by owner (what `--max-sessions-per-token` counts). */
@@ -134,6 +197,8 @@ export class OutputShares {
   /** Sessions holding output, by owner. */
   private readonly holding = new Map<string, number>();
   readonly counters: HoldCounters = { overShare: 0, budgetFull: 0 };
+  /** Answers refused for not fitting their session's share (monotonic, for `/metrics`). */
+  refusedAnswers = 0;
   private readonly poolBytes: number;
   private readonly reservePoolBytes: number;
 
@@ -145,6 +210,16 @@ export class OutputShares {
     this.reservePoolBytes = Math.max(0, budget.limit - Math.floor(budget.limit * (marks.pauseAt ?? 0.9)));
     budget.onPressureChange(() => this.refreshAll());
     budget.onFullChange(() => this.refreshAll());
+  }
+
+  /** The budget is pressed (past its pause mark, not yet back below its resume mark). */
+  get pressured(): boolean {
+    return this.budget.pressured;
+  }
+
+  /** The budget is pressed, or `bytes` more would take it to its pause mark. */
+  pressedBy(bytes: number): boolean {
+    return this.budget.pressured || this.budget.used + bytes >= this.budget.pauseMark;
   }
 
   /** A new session of `owner` (a token's digest prefix). */

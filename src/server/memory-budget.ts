@@ -57,6 +57,11 @@ export class MemoryBudget {
     return new MemoryAccount(this, holder);
   }
 
+  /** Bytes at which producers pause (`pressured` turns on). */
+  get pauseMark(): number {
+    return this.pauseBytes;
+  }
+
   /** Bytes held now, all holders. */
   get used(): number {
     return this.total;
@@ -89,9 +94,15 @@ export class MemoryBudget {
     return () => this.fullListeners.delete(listener);
   }
 
-  /** Why a new `what` is refused now, naming the budget; null while the budget has room. */
-  refusal(what: 'session' | 'process' | 'large request'): string | null {
-    if (!this.full) return null;
+  /**
+   * Why a new `what` is refused now, naming the budget; null while the budget has room.
+   * `withinShare`: the asker holds less than its fair share (a new session holds nothing):
+   * another's hoarding never refuses it. What it may then make the server hold is bounded by
+   * how its children are read (fair-share.ts: past the limit, only up to its slice of the
+   * budget's last tenth), not by refusing it.
+   */
+  refusal(what: 'session' | 'process' | 'large request', withinShare = false): string | null {
+    if (!this.full || withinShare) return null;
     const holders = MEMORY_HOLDERS.filter((h) => this.held[h] > 0)
       .sort((a, b) => this.held[b] - this.held[a])
       .map((h) => `${HOLDER_TEXT[h]} ${formatBytes(this.held[h])}`)

@@ -211,7 +211,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           `too many sessions for this token: it may have at most ${perToken} at once (--max-sessions-per-token); close or resume one of its sessions instead`,
         );
       }
-      const full = state.memory?.refusal('session');
+      // A new session holds nothing: another's hoarding does not refuse it (--max-sessions-per-token bounds how many).
+      const full = state.memory?.refusal('session', true);
       if (full) {
         state.monitor.refused('memoryBudget');
         throw internalError(full);
@@ -282,7 +283,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
       if (typeof claimed === 'string') throw invalidRequest(claimed);
       handle = claimed;
     }
-    const admitted = state.capacity?.admit(p.tty) ?? { ticket: () => {} };
+    const admitted = state.capacity?.admit(p.tty, session.outputHeldBack === false) ?? { ticket: () => {} };
     if ('refusal' in admitted) {
       if (handle) session.bindHandle(handle, null);
       state.monitor.refused(admitted.refusal.startsWith('server memory budget') ? 'processMemoryBudget' : 'processCapacity');

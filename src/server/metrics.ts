@@ -216,6 +216,7 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
     collect() {
       this.reset();
       for (const [key, labels] of Object.entries(REFUSAL_LABELS)) this.inc(labels, source.monitor.refusals[key as RefusalReason]);
+      if (source.shares) this.inc({ what: 'answer', reason: 'over_fair_share' }, source.shares.refusedAnswers);
     },
   });
   const shares = source.shares;

@@ -317,6 +317,21 @@ export class Session implements ProcessHost {
     return this.share ? this.share.hold !== null : undefined;
   }
 
+  /** Its connection's send buffer changed by `delta` bytes: answers it has not read count in its share too. */
+  sendHeldChanged(delta: number): void {
+    this.share?.addOther(delta);
+  }
+
+  /** Why an answer of about `bytes` is refused for this session now (the budget is pressed and it is past its share), or null. */
+  answerRefusal(bytes: number): string | null {
+    return this.share?.answerRefusal(bytes) ?? null;
+  }
+
+  /** Resolves once the memory budget no longer holds this session back (at once when it does not). */
+  whenUnheld(): Promise<void> {
+    return this.share?.whenUnheld() ?? Promise.resolve();
+  }
+
   outputReady(proc: ManagedProcess): void {
     if (!this.sending || this.processes.get(proc.id) !== proc) return;
     this.sendQueue.add(proc);

@@ -24,6 +24,7 @@ import {
   FsWriteFileParamsSchema,
   FsWrittenParamsSchema,
   Base64Text,
+  internalError,
   invalidParams,
   invalidRequest,
   methodNotFound,
@@ -160,6 +161,12 @@ export function registerFsMethods(
     }
   }
 
+  /** Refuses a read whose answer (`bytes` of data, in base64) would take the session past its share of a pressed memory budget. */
+  function refuseOverShare(session: Session, bytes: number): void {
+    const refusal = session.answerRefusal(Math.ceil((bytes * 4) / 3));
+    if (refusal) throw internalError(refusal);
+  }
+
   /** Runs a mutating request once per idempotency key when the session negotiated `fsResume`. */
   function once<T>(fs: FsSessionState, session: Session, method: string, params: { idempotencyKey?: string | null }, operation: () => Promise<T>): Promise<T> {
     const { idempotencyKey, ...rest } = params;
@@ -190,7 +197,10 @@ export function registerFsMethods(
     // its answers must not hold slots other sessions need. Inside, only the byte budget waits.
     await conn.whenDrained();
     const { data, release } = await work(() =>
-      readWholeFile(path, limits.maxReadFileBytes, (bytes) => budget.acquire(bytes, conn.signal, session)),
+      readWholeFile(path, limits.maxReadFileBytes, (bytes) => {
+        refuseOverShare(session, bytes);
+        return budget.acquire(bytes, conn.signal, session);
+      }),
     );
     try {
       return { dataBase64: new Base64Text(data.toString('base64')) as unknown as string };
@@ -294,6 +304,7 @@ export function registerFsMethods(
     const { fs } = ready(conn);
     checkHandleId(p.handleId);
     checkBlockLength(p.len, 'read');
+    refuseOverShare(conn.session!, p.len);
     const release = await admit(conn, p.len);
     try {
       const block = await work(() => connectionState(conn).scope(fs).handles.readBlock(p.handleId, p.offset, p.len));
