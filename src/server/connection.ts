@@ -77,6 +77,8 @@ const LARGE_ANSWERS: ReadonlySet<string> = new Set([
   Method.sessionList,
 ]);
 const MAX_LARGE_ANSWERS = 2;
+/** Answers longer than this go to the socket as a Buffer (see `send`). */
+const LARGE_TEXT_CHARS = 64 * 1024;
 
 
 /** Answered once their own answer's room was reserved (`reserveAnswer`): not held back at dispatch. */
@@ -408,7 +410,11 @@ export class Connection implements SessionLink {
 
   send(message: object): void {
     if (this.closed) return;
-    this.ws.send(this.dialect.encode(message), this.afterSend);
+    const text = this.dialect.encode(message);
+    // A large answer is queued as bytes, not as a string: a string waiting in the socket's
+    // queue (a client that reads slowly) lives on the V8 heap, a Buffer outside it, where the
+    // memory budget counts it and the heap limit does not.
+    this.ws.send(text.length > LARGE_TEXT_CHARS ? Buffer.from(text) : text, this.afterSend);
     this.checkBackpressure();
   }
 
