@@ -7,6 +7,7 @@
  */
 import { setMaxListeners } from 'node:events';
 import { performance } from 'node:perf_hooks';
+import type { Socket } from 'node:net';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import {
@@ -22,6 +23,7 @@ import {
 } from '../protocol/index.js';
 import { writeBinaryOutput, type FrameSocket } from './binary-output.js';
 import { BYTES_PER_JSON_VALUE, frameCost } from './frame-cost.js';
+import { ReceiveMeter } from './receive-meter.js';
 import { formatBytes } from '../util/format.js';
 import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
@@ -62,11 +64,11 @@ const MAX_GATED = 64;
 
 /**
  * Requests whose answers can be megabytes (a file, a listing, a config): at most
- * `MAX_LARGE_ANSWERS` of a connection's are handled at once, each only once its send buffer
- * is below its mark and the memory budget does not hold its session back (over its fair
- * share, fair-share.ts). So what one client can have queued for it unread is its mark plus
- * two answers, and a client holding more than its share waits for its own answers to be read
- * before more are built; nobody else waits for it.
+ * `MAX_LARGE_ANSWERS` of a connection's are handled at once (one while the memory budget is
+ * pressed), each once its send buffer is below its mark. So what one client can have queued
+ * for it unread is its mark plus two answers; and while the budget is pressed, a read whose
+ * answer would take its session past its fair share is refused (fair-share.ts
+ * `answerRefusal`). Nobody else waits for it.
  */
 const LARGE_ANSWERS: ReadonlySet<string> = new Set([
   FsMethod.readFile,
@@ -142,13 +144,26 @@ export class Connection implements SessionLink {
   /** Past this many bytes in flight, new requests are refused at once (the server sets it: the largest message). */
   maxRequestBytes = Number.POSITIVE_INFINITY;
   /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
-  private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount } | null = null;
+  private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
   private initializeTimer: NodeJS.Timeout | null = null;
   /** Large-answer requests being handled (`LARGE_ANSWERS`), and those waiting for one of the places. */
   private largeRunning = 0;
   private largeWaiters: Array<() => void> = [];
-  /** The send buffer's bytes as last told to the session's fair share. */
-  private sendReported = 0;
+  /**
+   * What this connection holds for its session — requests in flight, its send buffer,
+   * messages being received — as last told to that session's fair share (`reportHeld`).
+   */
+  private heldReported = 0;
+  private reportedTo: Session | null = null;
+  /** Messages being received (`ReceiveMeter`). */
+  private receiver: ReceiveMeter | null = null;
+  /** Why the socket is not read now (`pauseReading`): it is read again once none is left. */
+  private readonly pausedFor = new Set<string>();
+  /** Paused mid-message by the budget: closed (1013) if that lasts `receiveStallMs`. */
+  private receiveStallTimer: NodeJS.Timeout | null = null;
+  private receiveWaiting = false;
+  /** How long a connection paused mid-message by the budget may stay so (the server sets its --stall-timeout). */
+  receiveStallMs = 30_000;
   /** Requests held back until the send buffer drains (see MAX_GATED). */
   private gated = 0;
   constructor(
@@ -238,7 +253,7 @@ export class Connection implements SessionLink {
 
   /** Counts this connection's requests in flight and its send buffer in the server's memory budget. */
   useMemoryBudget(budget: MemoryBudget): void {
-    this.memory = { budget, requests: budget.account('input'), send: budget.account('send') };
+    this.memory = { budget, requests: budget.account('input'), send: budget.account('send'), receiving: budget.account('receiving') };
   }
 
   /** Why a request that is not answered at once is refused now (it would hold too much), or null. */
@@ -260,6 +275,7 @@ export class Connection implements SessionLink {
   }
 
   private onMessage(data: Buffer | Buffer[], isBinary: boolean): void {
+    this.receiver?.messageDone();
     let buf = Array.isArray(data) ? Buffer.concat(data) : data;
     if (isBinary && this.session?.extensions.has('binaryOutput')) {
       buf = binaryPayload(buf);
@@ -301,11 +317,13 @@ export class Connection implements SessionLink {
     this.inflight++;
     this.requestBytes += cost;
     this.memory?.requests.add(cost);
+    this.reportHeld();
     const ctx: ConnectionContext = { conn: this };
     const settled = () => {
       this.inflight--;
       this.requestBytes -= cost;
       this.memory?.requests.add(-cost);
+      this.reportHeld();
       if (ctx.answerBytes) this.answerSent(ctx.answerBytes);
     };
     const dispatch = () =>
@@ -339,18 +357,18 @@ export class Connection implements SessionLink {
 
   /** Waits for the send buffer to drain; false when the socket closed meanwhile (the request is dropped unanswered, undone). */
   private async gateAnswer(): Promise<boolean> {
-    if (++this.gated === MAX_GATED) this.ws.pause();
+    if (++this.gated === MAX_GATED) this.pauseReading('gated');
     try {
       await this.whenDrained();
     } finally {
-      if (this.gated-- === MAX_GATED && !this.closed) this.ws.resume();
+      if (this.gated-- === MAX_GATED) this.resumeReading('gated');
     }
     return !this.closed;
   }
 
   /** Waits for a large answer's place (see LARGE_ANSWERS); false when the socket closed meanwhile. */
   private async admitLargeAnswer(): Promise<boolean> {
-    if (++this.gated === MAX_GATED) this.ws.pause();
+    if (++this.gated === MAX_GATED) this.pauseReading('gated');
     try {
       for (;;) {
         if (this.closed) return false;
@@ -359,11 +377,10 @@ export class Connection implements SessionLink {
         const places = this.memory?.budget.pressured ? 1 : MAX_LARGE_ANSWERS;
         if (this.largeRunning >= places) await new Promise<void>((resolve) => this.largeWaiters.push(resolve));
         else if (this.backpressured) await this.whenDrained();
-        else if (this.session?.outputHeldBack) await Promise.race([this.session.whenUnheld(), this.whenClosed]);
         else break;
       }
     } finally {
-      if (this.gated-- === MAX_GATED && !this.closed) this.ws.resume();
+      if (this.gated-- === MAX_GATED) this.resumeReading('gated');
     }
     this.largeRunning++;
     return true;
@@ -377,13 +394,89 @@ export class Connection implements SessionLink {
   /** Resolves when the socket is gone. */
   private readonly whenClosed = new Promise<void>((resolve) => this.closing.signal.addEventListener('abort', () => resolve(), { once: true }));
 
-  /** Tells the session's fair share what its send buffer holds now (answers and output its client has not read). */
-  private reportSend(): void {
-    const now = this.closed ? 0 : this.ws.bufferedAmount;
-    const delta = now - this.sendReported;
+  /** Stops reading the socket for `reason` (several may hold it paused at once). */
+  pauseReading(reason: string): void {
+    if (this.closed) return;
+    if (this.pausedFor.size === 0) this.ws.pause();
+    this.pausedFor.add(reason);
+  }
+
+  /** `reason` no longer holds the socket paused; it is read again once no reason is left. */
+  resumeReading(reason: string): void {
+    if (!this.pausedFor.delete(reason) || this.closed) return;
+    if (this.pausedFor.size === 0) this.ws.resume();
+  }
+
+  /**
+   * Counts the messages this connection is still receiving (`ReceiveMeter`, on its raw
+   * socket): in the memory budget and its session's share. While the budget is pressed, a
+   * connection stops being read once the message it is receiving outgrows its session's share
+   * (a heap bomb from many connections), until that is no longer so; if that lasts
+   * `receiveStallMs`, it is closed (1013, try again later).
+   */
+  meterReceiving(socket: Socket): void {
+    this.receiver = new ReceiveMeter(socket, (bytes) => {
+      this.memory?.receiving.set(bytes);
+      this.reportHeld();
+      if (bytes > SMALL_REQUEST_BYTES && !this.receiveWaiting && this.heldBackByBudget()) void this.waitToReceive();
+    });
+    this.ws.on('ping', () => this.receiver?.messageDone());
+    this.ws.on('pong', () => this.receiver?.messageDone());
+  }
+
+  /**
+   * The budget is pressed, and the message being received has grown past its session's whole
+   * share (or it has no session yet). A message frees memory only once it has arrived (then a
+   * large one is refused with the budget's reason, or handled), so one that fits its share is
+   * let in; only past that does reading stop.
+   */
+  private heldBackByBudget(): boolean {
+    if (!this.memory?.budget.pressured) return false;
+    const session = this.session;
+    return session ? session.overShare && (this.receiver?.held ?? 0) > session.shareBytes : true;
+  }
+
+  private async waitToReceive(): Promise<void> {
+    this.receiveWaiting = true;
+    this.pauseReading('budget');
+    this.receiveStallTimer = setTimeout(() => {
+      this.ws.close(1013, `the server's memory budget is pressed and this connection's session is over its fair share: a message of ${formatBytes(this.receiver?.held ?? 0)} was left unread for ${Math.round(this.receiveStallMs / 1000)} s; try again later`);
+    }, this.receiveStallMs);
+    this.receiveStallTimer.unref?.();
+    try {
+      while (!this.closed && this.heldBackByBudget()) {
+        const budget = this.memory!.budget;
+        let unsubscribe = (): void => {};
+        await Promise.race([
+          this.session ? this.session.whenUnheld() : new Promise<void>((resolve) => (unsubscribe = budget.onPressureChange(() => resolve()))),
+          this.whenClosed,
+        ]);
+        unsubscribe();
+      }
+    } finally {
+      if (this.receiveStallTimer) clearTimeout(this.receiveStallTimer);
+      this.receiveStallTimer = null;
+      this.receiveWaiting = false;
+      this.resumeReading('budget');
+    }
+  }
+
+  /**
+   * Tells the session's fair share what this connection holds for it now: requests in flight
+   * (input queued for its children among them), answers and output its client has not read,
+   * messages still being received. A session that changed (initialize, close) is settled with.
+   */
+  private reportHeld(): void {
+    if (this.reportedTo !== this.session) {
+      this.reportedTo?.connectionHeldChanged(-this.heldReported);
+      this.heldReported = 0;
+      this.reportedTo = this.session;
+    }
+    const now = this.closed ? 0 : this.requestBytes + this.ws.bufferedAmount + (this.receiver?.held ?? 0);
+    const delta = now - this.heldReported;
     if (delta === 0) return;
-    this.sendReported = now;
-    this.session?.sendHeldChanged(delta);
+    this.heldReported = now;
+    this.session?.connectionHeldChanged(delta);
   }
 
   /**
@@ -555,7 +648,7 @@ export class Connection implements SessionLink {
   /** Above the high-water mark until it drains to the low one. */
   private checkBackpressure(): void {
     this.memory?.send.set(this.ws.bufferedAmount);
-    this.reportSend();
+    this.reportHeld();
     if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) this.backpressured = true;
   }
 
@@ -563,7 +656,7 @@ export class Connection implements SessionLink {
   private readonly afterSend = (): void => {
     this.progressAt = performance.now();
     this.memory?.send.set(this.ws.bufferedAmount);
-    this.reportSend();
+    this.reportHeld();
     if (this.ws.bufferedAmount > this.marks.lowWaterBytes) return;
     if (this.backpressured) {
       this.backpressured = false;
@@ -586,8 +679,9 @@ export class Connection implements SessionLink {
     for (const wake of this.largeWaiters.splice(0)) wake();
     this.answerSent(0);
     const session = this.session;
-    session?.sendHeldChanged(-this.sendReported);
-    this.sendReported = 0;
+    this.reportHeld();
+    if (this.receiveStallTimer) clearTimeout(this.receiveStallTimer);
+    this.memory?.receiving.close();
     this.session = null;
     session?.detach(this);
   }

@@ -376,6 +376,8 @@ export class TetherServer extends EventEmitter {
         conn.maxInflight = maxInflight;
         conn.maxRequestBytes = this.maxMessageBytes;
         conn.useMemoryBudget(this.memory);
+        conn.receiveStallMs = stallMs;
+        conn.meterReceiving(socket as Socket);
       });
     });
 

@@ -14,12 +14,13 @@
 import { formatBytes } from '../util/format.js';
 
 /** What holds the bytes (a label of `/metrics` and of the refusal text). */
-export type MemoryHolder = 'output' | 'unacked' | 'input' | 'send' | 'files' | 'http';
+export type MemoryHolder = 'output' | 'unacked' | 'input' | 'receiving' | 'send' | 'files' | 'http';
 
 const HOLDER_TEXT: Record<MemoryHolder, string> = {
   output: 'output kept for replay',
   unacked: 'output clients have not acknowledged',
   input: 'requests and input queued for children',
+  receiving: 'messages still being received',
   send: 'send buffers',
   files: 'file data',
   http: 'HTTP bodies',
@@ -35,7 +36,7 @@ export interface MemoryBudgetOptions {
 }
 
 export class MemoryBudget {
-  private readonly held: Record<MemoryHolder, number> = { output: 0, unacked: 0, input: 0, send: 0, files: 0, http: 0 };
+  private readonly held: Record<MemoryHolder, number> = { output: 0, unacked: 0, input: 0, receiving: 0, send: 0, files: 0, http: 0 };
   private total = 0;
   private _pressured = false;
   private readonly pauseBytes: number;

@@ -317,9 +317,22 @@ export class Session implements ProcessHost {
     return this.share ? this.share.hold !== null : undefined;
   }
 
-  /** Its connection's send buffer changed by `delta` bytes: answers it has not read count in its share too. */
-  sendHeldChanged(delta: number): void {
+  /**
+   * What its connection holds besides output changed by `delta` bytes: answers its client has
+   * not read (the send buffer) and messages still being received count in its share too.
+   */
+  connectionHeldChanged(delta: number): void {
     this.share?.addOther(delta);
+  }
+
+  /** Its fair share of the memory budget now, bytes (Infinity without shares). */
+  get shareBytes(): number {
+    return this.share?.shareBytes ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** The budget holds it back for holding its fair share or more (not merely because the budget is full). */
+  get overShare(): boolean {
+    return this.share?.hold === 'overShare';
   }
 
   /** Why an answer of about `bytes` is refused for this session now (the budget is pressed and it is past its share), or null. */

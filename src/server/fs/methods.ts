@@ -145,7 +145,7 @@ export function registerFsMethods(
   async function admit(conn: Connection, bytes: number): Promise<() => void> {
     const count = (waiting.get(conn) ?? 0) + 1;
     waiting.set(conn, count);
-    if (count === MAX_WAITING_PER_CONNECTION) conn.ws.pause();
+    if (count === MAX_WAITING_PER_CONNECTION) conn.pauseReading('fs');
     try {
       for (;;) {
         await conn.whenDrained();
@@ -157,7 +157,7 @@ export function registerFsMethods(
     } finally {
       const left = (waiting.get(conn) ?? 1) - 1;
       waiting.set(conn, left);
-      if (left === MAX_WAITING_PER_CONNECTION - 1 && !conn.closed) conn.ws.resume();
+      if (left === MAX_WAITING_PER_CONNECTION - 1) conn.resumeReading('fs');
     }
   }
 
