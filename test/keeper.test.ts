@@ -7,7 +7,7 @@ import { randomInt } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KeptProcess, setKeeperLaunch, type KeeperSpawnOptions } from '../src/server/keeper.js';
-import { running } from './helpers/procs.js';
+import { childrenOf, running } from './helpers/procs.js';
 import { eventually, processesWithMarker } from './helpers/server-process.js';
 
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -122,21 +122,6 @@ describe.each(['zygote', 'spawn'] as const)('tether-keeper (launched by %s)', (m
   });
 });
 
-/** Children of `pid` whose command line contains `text` (from /proc: no export of keeper.ts needed). */
-function childrenOf(pid: number, text: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes(text)) found.push(Number(entry));
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return found;
-}
 
 const openDescriptors = () => readdirSync('/proc/self/fd').length;
 

@@ -5,12 +5,11 @@
  * deadline (the error arriving is the event waited for), other requests are served meanwhile,
  * the next start runs on a new zygote, and SIGTERM still stops the server.
  */
-import { readdirSync, readFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/protocol/index.js';
-import { running } from './helpers/procs.js';
+import { childrenOf, running } from './helpers/procs.js';
 import { RawClientPool } from './helpers/raw-client.js';
 import { eventually } from './helpers/server-process.js';
 import { spawnServe, type ServeProcess } from './helpers/serve-process.js';
@@ -37,21 +36,6 @@ afterEach(async () => {
   served = undefined;
 });
 
-/** Children of `pid` whose command line contains `text`. */
-function childrenOf(pid: number, text: string): number[] {
-  const found: number[] = [];
-  for (const entry of readdirSync('/proc')) {
-    if (!/^\d+$/.test(entry)) continue;
-    try {
-      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
-      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
-      if (ppid === pid && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes(text)) found.push(Number(entry));
-    } catch {
-      /* gone meanwhile */
-    }
-  }
-  return found;
-}
 
 describe('a stopped keeper zygote', () => {
   it('fails the waiting start with a clear error, keeps serving, and the next start works', async () => {

@@ -1,5 +1,5 @@
 /** Process liveness for orphan checks: a zombie (dead, not yet reaped by init) counts as gone. */
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
 
 export function running(pid: number): boolean {
   try {
@@ -15,4 +15,20 @@ export async function waitGone(pids: number[], timeoutMs = 2000): Promise<number
   const until = Date.now() + timeoutMs;
   while (pids.some(running) && Date.now() < until) await new Promise((r) => setTimeout(r, 20));
   return pids.filter(running);
+}
+
+/** Children of `pid` whose command line contains `text` (from /proc: no export of keeper.ts needed). */
+export function childrenOf(pid: number, text: string): number[] {
+  const found: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    try {
+      const stat = readFileSync(`/proc/${entry}/stat`, 'utf8');
+      const ppid = Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[1]);
+      if (ppid === pid && readFileSync(`/proc/${entry}/cmdline`, 'latin1').includes(text)) found.push(Number(entry));
+    } catch {
+      /* gone meanwhile */
+    }
+  }
+  return found;
 }
