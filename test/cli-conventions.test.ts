@@ -35,7 +35,7 @@ function escape(text: string): string {
 
 describe('tether', () => {
   it('--version prints the package version on stdout', async () => {
-    for (const flag of ['--version', '-V']) {
+    for (const flag of ['--version', '-V', '-v']) {
       expect(await runTether([flag])).toMatchObject({ code: 0, stdout: `tether ${version}\n`, stderr: '' });
     }
   });

@@ -161,7 +161,8 @@ describe('tether cp', () => {
       expect(() => parseCpArgs([...args], env)).toThrow(message);
       expect(() => parseCpArgs([...args], env)).toThrow(UsageError);
     }
-    expect(() => parseCpArgs(['a', ':/b'], {})).toThrow(/--url is required/);
+    // No --url and no TETHER_URL: where tether serve listens by default.
+    expect(parseCpArgs(['a', ':/b'], {})).toMatchObject({ url: 'ws://127.0.0.1:8765' });
     expect(parseCpArgs(['--help'], env)).toBe('help');
   });
 });

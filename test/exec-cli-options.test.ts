@@ -1,6 +1,7 @@
 /** `tether exec` option parsing and the default remote environment (src/cli/remote-options.ts). */
 import { describe, expect, it } from 'vitest';
-import { buildRemoteEnv, parseRemoteArgs } from '../src/cli/remote-options.js';
+import { buildRemoteEnv, DEFAULT_URL, parseRemoteArgs } from '../src/cli/remote-options.js';
+import { Defaults } from '../src/server/index.js';
 import { UsageError } from '../src/cli/usage.js';
 
 describe('parseRemoteArgs', () => {
@@ -37,13 +38,17 @@ describe('parseRemoteArgs', () => {
     expect(parseRemoteArgs(['--url', url, '-e', 'A=1', 'env'], {})).toEqual(parseRemoteArgs(['--url', url, '-e', 'A=1', '--', 'env'], {}));
   });
 
-  it('takes the URL from TETHER_URL and answers help', () => {
+  it('takes the URL from --url, else TETHER_URL, else where tether serve listens by default; and answers help', () => {
     expect(parseRemoteArgs(['--', 'true'], { TETHER_URL: 'ws://127.0.0.1:1' })).toMatchObject({ url: 'ws://127.0.0.1:1' });
+    expect(parseRemoteArgs(['--url', 'ws://127.0.0.1:2', '--', 'true'], { TETHER_URL: 'ws://127.0.0.1:1' })).toMatchObject({ url: 'ws://127.0.0.1:2' });
+    expect(parseRemoteArgs(['--', 'true'], {})).toMatchObject({ url: 'ws://127.0.0.1:8765' });
+    expect(parseRemoteArgs(['--', 'true'], { TETHER_URL: '' })).toMatchObject({ url: 'ws://127.0.0.1:8765' });
+    // The same place the server binds without --listen (a contract: the two must not drift).
+    expect(DEFAULT_URL).toBe(`ws://${Defaults.host}:${Defaults.port}`);
     expect(parseRemoteArgs(['--help'], {})).toBe('help');
   });
 
   it.each([
-    [['--', 'true'], /--url is required/],
     [['--url', 'http://x', '--', 'true'], /ws:\/\/ or wss:\/\//],
     [['--url', 'ws://127.0.0.1:1'], /no remote command given/],
     [['--url', 'ws://127.0.0.1:1', '--'], /no remote command given/],

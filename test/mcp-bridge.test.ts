@@ -260,9 +260,9 @@ describe('tether mcp bridge', () => {
     const noCommand = runBridgeProcess(['--url', server.url]);
     expect(await noCommand.exited).toBe(2);
     expect(noCommand.err()).toMatch(/no remote command/);
-    const noUrl = runBridgeProcess(['--', 'x']);
+    const noUrl = runBridgeProcess(['--url']);
     expect(await noUrl.exited).toBe(2);
-    expect(noUrl.err()).toMatch(/--url is required/);
+    expect(noUrl.err()).toMatch(/--url needs a value/);
   });
 
   it('parses flags like tether exec, plus --env NAME forwarding and no --tty', () => {

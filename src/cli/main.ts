@@ -53,6 +53,7 @@ export async function main(argv: string[]): Promise<void> {
       return;
     case '--version':
     case '-V':
+    case '-v':
       process.stdout.write(`tether ${version()}\n`);
       return;
     case 'help': {

@@ -44,9 +44,13 @@ export interface RemoteOptions extends ConnectionOptions {
   command: string[];
 }
 
+/** Where a client command connects without --url or $TETHER_URL: where `tether serve` listens by default. */
+export const DEFAULT_URL = 'ws://127.0.0.1:8765';
+
 /** The connection options' help lines; `deadline`: the command's default --recovery-deadline. */
 export function connectionOptionsHelp(deadline = '25s'): string {
-  return `  --url URL                 tether (or Codex exec-server) WebSocket URL (or $TETHER_URL)
+  return `  --url URL                 tether (or Codex exec-server) WebSocket URL (default $TETHER_URL,
+                            else ${DEFAULT_URL}: where tether serve listens by default)
   --token-file FILE         file holding the bearer token (or $TETHER_TOKEN)
   --ca FILE                 for wss://: trust the CA certificate(s) in FILE (PEM), e.g.
                             the server's own self-signed certificate
@@ -124,8 +128,7 @@ export function parseLeadingOptions(
         if (eq !== -1 && !tookValue) throw new UsageError(`${name} takes no value`);
     }
   }
-  const url = out.url ?? environment.TETHER_URL;
-  if (!url) throw new UsageError('--url is required (or set TETHER_URL)');
+  const url = out.url ?? (environment.TETHER_URL || DEFAULT_URL);
   if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
   return { connection: { ...out, url }, operands: argv.slice(i) };
 }
