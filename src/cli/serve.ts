@@ -49,8 +49,8 @@ options:
                              less kernel.pty.reserve, at most the process cap)
   --memory-budget SIZE       bytes clients and children can make the server hold (output not
                              yet read, queued input, send buffers, file data): from 90% the
-                             sessions holding more than their fair share of output pause first,
-                             new sessions and processes are refused at 100% (default:
+                             sessions holding their fair share or more pause, and at 100% they
+                             are refused new processes (default:
                              a quarter of RAM or of the cgroup's memory limit, at most 1GiB)
   --max-message-size SIZE    largest incoming message (default 16MiB)
   --max-connections N        open sockets at most; more are answered HTTP 503 (default: a

@@ -99,8 +99,9 @@ export interface TetherServerOptions {
   maxProcessesPerSession?: number;
   /**
    * Bytes of everything clients and children can make the server hold (output not yet
-   * acknowledged or kept for replay, queued input, send buffers, file data): producers pause
-   * at 90 % of it, and at 100 % new sessions and processes are refused. Default: a quarter
+   * acknowledged or kept for replay, queued input, send buffers, file data): from 90 % of it
+   * the sessions over their fair share pause, and at 100 % they are refused new processes
+   * (fair-share.ts). Default: a quarter
    * of the memory limit (RAM, or the cgroup's if lower), at most 1 GiB.
    */
   memoryBudgetBytes?: number;

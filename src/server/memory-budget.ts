@@ -78,7 +78,7 @@ export class MemoryBudget {
     return this._pressured;
   }
 
-  /** The budget is spent: new sessions and processes are refused. */
+  /** The budget is spent: sessions held back by it are refused new processes (`refusal`). */
   get full(): boolean {
     return this.total >= this.limit;
   }
