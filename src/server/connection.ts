@@ -23,7 +23,8 @@ import {
 } from '../protocol/index.js';
 import { writeBinaryOutput, type FrameSocket } from './binary-output.js';
 import { BYTES_PER_JSON_VALUE, frameCost } from './frame-cost.js';
-import { ReceiveMeter } from './receive-meter.js';
+import { AnswerPlaces } from './answer-places.js';
+import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import { formatBytes } from '../util/format.js';
 import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
@@ -63,9 +64,8 @@ const SMALL_REQUEST_BYTES = 64 * 1024;
 const MAX_GATED = 64;
 
 /**
- * Requests whose answers can be megabytes (a file, a listing, a config): at most
- * `MAX_LARGE_ANSWERS` of a connection's are handled at once (one while the memory budget is
- * pressed), each once its send buffer is below its mark. So what one client can have queued
+ * Requests whose answers can be megabytes (a file, a listing, a config): they wait for one
+ * of the connection's few places (answer-places.ts), each once its send buffer is below its mark. So what one client can have queued
  * for it unread is its mark plus two answers; and while the budget is pressed, a read whose
  * answer would take its session past its fair share is refused (fair-share.ts
  * `answerRefusal`). Nobody else waits for it.
@@ -78,7 +78,6 @@ const LARGE_ANSWERS: ReadonlySet<string> = new Set([
   FsMethod.environmentConfigRead,
   Method.sessionList,
 ]);
-const MAX_LARGE_ANSWERS = 2;
 /** Answers longer than this go to the socket as a Buffer (see `send`). */
 const LARGE_TEXT_CHARS = 64 * 1024;
 
@@ -147,8 +146,7 @@ export class Connection implements SessionLink {
   private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
   private initializeTimer: NodeJS.Timeout | null = null;
   /** Large-answer requests being handled (`LARGE_ANSWERS`), and those waiting for one of the places. */
-  private largeRunning = 0;
-  private largeWaiters: Array<() => void> = [];
+  private readonly answerPlaces = new AnswerPlaces(this, () => this.memory?.budget.pressured ?? false);
   /**
    * What this connection holds for its session — requests in flight, its send buffer,
    * messages being received — as last told to that session's fair share (`reportHeld`).
@@ -159,9 +157,8 @@ export class Connection implements SessionLink {
   private receiver: ReceiveMeter | null = null;
   /** Why the socket is not read now (`pauseReading`): it is read again once none is left. */
   private readonly pausedFor = new Set<string>();
-  /** Paused mid-message by the budget: closed (1013) if that lasts `receiveStallMs`. */
-  private receiveStallTimer: NodeJS.Timeout | null = null;
-  private receiveWaiting = false;
+  /** Holds messages being received to the memory budget (receive-meter.ts). */
+  private receiveGuard: ReceiveGuard | null = null;
   /** How long a connection paused mid-message by the budget may stay so (the server sets its --stall-timeout). */
   receiveStallMs = 30_000;
   /** Requests held back until the send buffer drains (see MAX_GATED). */
@@ -345,7 +342,7 @@ export class Connection implements SessionLink {
     // handled once it drained, so a client that asks without reading has about the mark
     // queued for it, not one answer per request. The waiting requests still count above.
     if (message.kind === 'request' && LARGE_ANSWERS.has(message.method)) {
-      this.admitLargeAnswer().then((open) => (open ? void Promise.resolve(dispatch()).finally(() => this.largeAnswerDone()) : settled()));
+      this.admitLargeAnswer().then((open) => (open ? void Promise.resolve(dispatch()).finally(() => this.answerPlaces.give()) : settled()));
       return;
     }
     if (message.kind === 'request' && this.backpressured && !atOnce && !RESERVES_ITS_ANSWER.has(message.method)) {
@@ -370,25 +367,10 @@ export class Connection implements SessionLink {
   private async admitLargeAnswer(): Promise<boolean> {
     if (++this.gated === MAX_GATED) this.pauseReading('gated');
     try {
-      for (;;) {
-        if (this.closed) return false;
-        // While the budget is pressed, one at a time: each is weighed against the session's share
-        // (fair-share.ts `answerRefusal`) only once the one before it is in the send buffer.
-        const places = this.memory?.budget.pressured ? 1 : MAX_LARGE_ANSWERS;
-        if (this.largeRunning >= places) await new Promise<void>((resolve) => this.largeWaiters.push(resolve));
-        else if (this.backpressured) await this.whenDrained();
-        else break;
-      }
+      return await this.answerPlaces.take();
     } finally {
       if (this.gated-- === MAX_GATED) this.resumeReading('gated');
     }
-    this.largeRunning++;
-    return true;
-  }
-
-  private largeAnswerDone(): void {
-    this.largeRunning--;
-    this.largeWaiters.shift()?.();
   }
 
   /** Resolves when the socket is gone. */
@@ -409,56 +391,32 @@ export class Connection implements SessionLink {
 
   /**
    * Counts the messages this connection is still receiving (`ReceiveMeter`, on its raw
-   * socket): in the memory budget and its session's share. While the budget is pressed, a
-   * connection stops being read once the message it is receiving outgrows its session's share
-   * (a heap bomb from many connections), until that is no longer so; if that lasts
-   * `receiveStallMs`, it is closed (1013, try again later).
+   * socket) in the memory budget and its session's share, and holds them to it (`ReceiveGuard`).
    */
   meterReceiving(socket: Socket): void {
-    this.receiver = new ReceiveMeter(socket, (bytes) => {
+    const conn = this;
+    // The meter reports to the guard, which reads the meter: the callback runs only on data, once both exist.
+    const receiver = new ReceiveMeter(socket, (bytes) => {
       this.memory?.receiving.set(bytes);
       this.reportHeld();
-      if (bytes > SMALL_REQUEST_BYTES && !this.receiveWaiting && this.heldBackByBudget()) void this.waitToReceive();
+      if (bytes > SMALL_REQUEST_BYTES) guard.check();
     });
-    this.ws.on('ping', () => this.receiver?.messageDone());
-    this.ws.on('pong', () => this.receiver?.messageDone());
-  }
-
-  /**
-   * The budget is pressed, and the message being received has grown past its session's whole
-   * share (or it has no session yet). A message frees memory only once it has arrived (then a
-   * large one is refused with the budget's reason, or handled), so one that fits its share is
-   * let in; only past that does reading stop.
-   */
-  private heldBackByBudget(): boolean {
-    if (!this.memory?.budget.pressured) return false;
-    const session = this.session;
-    return session ? session.overShare && (this.receiver?.held ?? 0) > session.shareBytes : true;
-  }
-
-  private async waitToReceive(): Promise<void> {
-    this.receiveWaiting = true;
-    this.pauseReading('budget');
-    this.receiveStallTimer = setTimeout(() => {
-      this.ws.close(1013, `the server's memory budget is pressed and this connection's session is over its fair share: a message of ${formatBytes(this.receiver?.held ?? 0)} was left unread for ${Math.round(this.receiveStallMs / 1000)} s; try again later`);
+    const guard = new ReceiveGuard(receiver, this.memory?.budget ?? null, {
+      get closed() {
+        return conn.closed;
+      },
+      get session() {
+        return conn.session;
+      },
+      whenClosed: this.whenClosed,
+      pause: () => this.pauseReading('budget'),
+      resume: () => this.resumeReading('budget'),
+      close: (reason) => this.ws.close(1013, reason),
     }, this.receiveStallMs);
-    this.receiveStallTimer.unref?.();
-    try {
-      while (!this.closed && this.heldBackByBudget()) {
-        const budget = this.memory!.budget;
-        let unsubscribe = (): void => {};
-        await Promise.race([
-          this.session ? this.session.whenUnheld() : new Promise<void>((resolve) => (unsubscribe = budget.onPressureChange(() => resolve()))),
-          this.whenClosed,
-        ]);
-        unsubscribe();
-      }
-    } finally {
-      if (this.receiveStallTimer) clearTimeout(this.receiveStallTimer);
-      this.receiveStallTimer = null;
-      this.receiveWaiting = false;
-      this.resumeReading('budget');
-    }
+    this.receiver = receiver;
+    this.receiveGuard = guard;
+    this.ws.on('ping', () => receiver.messageDone());
+    this.ws.on('pong', () => receiver.messageDone());
   }
 
   /**
@@ -676,11 +634,11 @@ export class Connection implements SessionLink {
     if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();
     this.wakeDrainWaiters();
-    for (const wake of this.largeWaiters.splice(0)) wake();
+    this.answerPlaces.closeAll();
     this.answerSent(0);
     const session = this.session;
     this.reportHeld();
-    if (this.receiveStallTimer) clearTimeout(this.receiveStallTimer);
+    this.receiveGuard?.dispose();
     this.memory?.receiving.close();
     this.session = null;
     session?.detach(this);
