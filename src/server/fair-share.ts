@@ -139,22 +139,25 @@ export class SessionShare {
   }
 
   /**
-   * Bytes held for it that are not output (its send buffer): they count in its decision, as
-   * output does, but do not make it one of the holders the pool is split between (a send
-   * buffer comes and goes with every frame).
+   * Bytes its connection holds for it (requests in flight, its unread send buffer, a message
+   * being received): they count in its decision, as output does, but make it one of the
+   * holders the pool is split between only from `SMALL_ANSWER_BYTES` (a send buffer comes
+   * and goes with every frame).
    */
   addOther(delta: number): void {
-    if (this.closed || delta === 0) return;
-    const before = this.holding;
-    this.other = Math.max(0, this.other + delta);
-    if (before !== this.holding) this.shares.holdingChanged(this.owner, this.holding);
-    else this.refresh();
+    this.change(() => (this.other = Math.max(0, this.other + delta)), delta);
   }
 
+  /** Its output changed by `delta` bytes. */
   add(delta: number): void {
+    this.change(() => (this.held = Math.max(0, this.held + delta)), delta);
+  }
+
+  /** Applies a change of its bytes; re-splits the pool when it starts or stops holding, else re-decides it alone. */
+  private change(apply: () => void, delta: number): void {
     if (this.closed || delta === 0) return;
     const before = this.holding;
-    this.held = Math.max(0, this.held + delta);
+    apply();
     if (before !== this.holding) this.shares.holdingChanged(this.owner, this.holding);
     else this.refresh();
   }
