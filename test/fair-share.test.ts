@@ -143,3 +143,35 @@ describe('OutputShares', () => {
     expect(gone.heldBytes).toBe(0);
   });
 });
+
+describe('answers weighed against the share (answerRefusal)', () => {
+  it('refuses, while the budget is pressed, an answer that would take its session past its share; a session holding nothing gets a small one', () => {
+    const budget = new MemoryBudget(100 * MiB); // pool 80 MiB, pause mark 90 MiB
+    const elsewhere = budget.account('input');
+    const shares = new OutputShares(budget);
+    const deaf = shares.register('tok', () => {});
+    const victim = shares.register('tok', () => {});
+    // Not pressed, and this answer would not press it: nothing is weighed.
+    expect(deaf.answerRefusal(11 * MiB)).toBeNull();
+    // This one would take the budget to its pause mark: weighed (alone, the whole pool is its share).
+    elsewhere.set(85 * MiB);
+    expect(deaf.answerRefusal(11 * MiB)).toBeNull();
+    // Pressed; the deaf client holds 80 MiB of answers it has not read: the whole pool, its
+    // share while it is the only holder. A newcomer would get half of it.
+    elsewhere.set(91 * MiB);
+    deaf.addOther(80 * MiB);
+    expect(deaf.shareBytes).toBe(80 * MiB);
+    expect(victim.shareBytes).toBe(40 * MiB);
+    expect(victim.answerRefusal(100)).toBeNull();
+    expect(victim.answerRefusal(11 * MiB)).toBeNull();
+    expect(deaf.answerRefusal(11 * MiB)).toMatch(
+      /^server memory budget pressed: an answer of about 11MiB would take this session past its fair share \(80MiB held for it of 80MiB; --memory-budget\)/,
+    );
+    expect(deaf.answerRefusal(100)).not.toBeNull(); // at its share: even a small one waits for it to read
+    expect(shares.refusedAnswers).toBe(2);
+    // It reads its answers: below the resume mark nothing is weighed again.
+    deaf.addOther(-80 * MiB);
+    elsewhere.set(0);
+    expect(deaf.answerRefusal(11 * MiB)).toBeNull();
+  });
+});
