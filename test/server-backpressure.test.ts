@@ -10,6 +10,7 @@ import { pathToFileURL } from 'node:url';
 import type { Socket } from 'node:net';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { Connection, ManagedProcess } from '../src/server/index.js';
+import { blockedWriting } from './helpers/procs.js';
 import { RawClient } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
@@ -51,8 +52,9 @@ describe('backpressure', () => {
     const proc = session.processes.get('dump') as ManagedProcess;
     await until(() => proc.isPaused, 'the server paused the child');
     const readAtPause = proc.bytesRead;
-    // Still paused a moment later, having read a bounded amount: the child is blocked on its pipe.
-    await new Promise((r) => setTimeout(r, 200));
+    // The child ends up asleep in write(2) on its full stdout (an event, not a fixed wait), the
+    // server still paused, having read a bounded amount since it paused.
+    await until(() => blockedWriting(proc.pid, 1), 'the child is blocked writing its stdout');
     expect(proc.isPaused).toBe(true);
     expect(proc.bytesRead).toBeLessThan(readAtPause + 256 * KiB);
     expect(proc.bytesRead).toBeLessThan(24 * MiB);
@@ -92,7 +94,8 @@ describe('backpressure', () => {
     const proc = target.server.sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
     await until(() => proc.isPaused, 'the detached child was paused');
     const read = proc.bytesRead;
-    await new Promise((r) => setTimeout(r, 200));
+    await until(() => blockedWriting(proc.pid, 1), 'the detached child is blocked writing its stdout');
+    expect(proc.isPaused).toBe(true);
     expect(proc.bytesRead).toBeLessThan(read + 128 * KiB); // blocked, not read and dropped
     expect(proc.unacknowledged).toBeGreaterThanOrEqual(128 * KiB);
     expect(proc.retained).toBeLessThan(128 * KiB + 64 * KiB + 256 * KiB); // window + retention + one read (256 KiB at most)

@@ -46,11 +46,12 @@ describe('supervisor with a real Streamable HTTP server', () => {
     expect(names()).toEqual(['server_failed']);
     expect(events[0]![1]).toMatchObject({ status: 'requires_reauth', reason: expect.stringContaining('HTTP 401') });
     const seen = b.requests;
-    // With a 50 ms backoff, a retry loop would have made several requests by now.
-    await new Promise((r) => setTimeout(r, 400));
-    expect(b.requests).toBe(seen);
     const err = await sup.callTool('add', { a: 1, b: 1 }).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServerUnavailableError);
+    // No retry is scheduled (every retry goes through one timer, which the error reports):
+    // nothing will ask again until someone calls retry().
+    expect((err as ServerUnavailableError).nextRetryMs).toBeNull();
+    expect(names()).toEqual(['server_failed']);
     expect(b.requests).toBe(seen);
 
     // Credentials fixed on the server side: a manual retry connects.
@@ -69,9 +70,9 @@ describe('supervisor with a real Streamable HTTP server', () => {
     expect(sup.status).toBe('requires_reauth');
     expect(names().slice(-2)).toEqual(['server_disconnected', 'server_failed']);
     expect(events.at(-1)![1]).toMatchObject({ status: 'requires_reauth' });
-    const seen = b.requests;
-    await new Promise((r) => setTimeout(r, 400));
-    expect(b.requests).toBe(seen);
+    // No retry is scheduled: the error reports no next retry, and none was announced.
+    expect((err as ServerUnavailableError).nextRetryMs).toBeNull();
+    expect(names()).not.toContain('server_reconnecting');
   });
 
   it('wrong credentials (missing header) are also requires_reauth, and 403 too', async () => {

@@ -32,3 +32,22 @@ export function childrenOf(pid: number, text: string): number[] {
   }
   return found;
 }
+
+/** write(2)'s syscall number, as /proc/PID/syscall shows it (x86_64 and the generic table of arm64). */
+const WRITE_SYSCALL = process.arch === 'x64' ? 1 : 64;
+
+/**
+ * Whether `pid` is asleep inside write(2) on descriptor `fd`: a writer blocked on a full pipe
+ * or socket. Read from /proc/PID/syscall (an event to wait for, instead of a fixed wait that
+ * "sees nothing happen"); false when the process is running, in another call, or gone.
+ */
+export function blockedWriting(pid: number, fd: number): boolean {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    if (!stat.slice(stat.lastIndexOf(')') + 2).startsWith('S')) return false;
+    const [nr, arg0] = readFileSync(`/proc/${pid}/syscall`, 'utf8').trim().split(' ');
+    return Number(nr) === WRITE_SYSCALL && Number(arg0) === fd;
+  } catch {
+    return false;
+  }
+}
