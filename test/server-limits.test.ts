@@ -126,7 +126,17 @@ describe('limits', () => {
     const session = target.server.sessions.get(sessionId)!;
     const proc = session.processes.get('x')!;
     await proc.whenClosed;
-    await new Promise((r) => setTimeout(r, 150)); // longer than closedRetentionMs: what is checked is that nothing happens
+    // A witness: an attached session's process closed after x is forgotten once the retention
+    // time is over (an event), so x's retention time is over too; x must still be there.
+    const w = await client();
+    await w.handshake('witness');
+    const witness = [...target.server.sessions.values()].find((s) => s !== session)!;
+    await w.request('process/start', { processId: 'w', argv: ['/bin/true'], cwd: CWD, env: ENV, tty: false });
+    await w.waitClosed('w');
+    const start = Date.now();
+    while (witness.processes.has('w') && Date.now() - start < 5_000) await new Promise((r) => setTimeout(r, 10));
+    expect(witness.processes.has('w')).toBe(false);
+    expect(session.processes.has('x')).toBe(true);
     const b = await client();
     await b.handshake('b', sessionId);
     const r = await b.request('process/read', { processId: 'x' });

@@ -4,9 +4,11 @@
  * credential that created it.
  */
 import type { Socket } from 'node:net';
-import { afterEach, describe, expect, it } from 'vitest';
+import { once } from 'node:events';
+import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from '../src/protocol/index.js';
 import { digest } from '../src/server/auth.js';
+import type { Connection } from '../src/server/index.js';
 import { Session } from '../src/server/session.js';
 import { RawClient, RawClientPool } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
@@ -59,11 +61,23 @@ describe('resume', () => {
 
   it('does not take a session away from a live connection', async () => {
     target = await startTetherServer({ livenessProbeMs: 100 });
+    const connections: Connection[] = [];
+    target.server.on('connection', (conn: Connection) => connections.push(conn));
     const a = await client();
     const { sessionId } = await a.handshake();
     const b = await client();
-    expect((await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId })).error?.code).toBe(ErrorCode.SessionAttached);
-    await new Promise((r) => setTimeout(r, 300)); // longer than the probe: a live socket answers it
+    // The resume attempt probes the attached socket, and a live one answers the ping. Its
+    // deadline runs on fake time, so "long past it nothing is dropped" needs no real wait.
+    const [connA] = connections;
+    const answered = once(connA!.ws, 'pong');
+    vi.useFakeTimers({ toFake: ['setTimeout', 'clearTimeout'] });
+    try {
+      expect((await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId })).error?.code).toBe(ErrorCode.SessionAttached);
+      await answered;
+      vi.advanceTimersByTime(60_000);
+    } finally {
+      vi.useRealTimers();
+    }
     expect((await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId })).error?.code).toBe(ErrorCode.SessionAttached);
     expect(await a.request('environment/status', {})).toEqual({ status: 'ready' });
   });
