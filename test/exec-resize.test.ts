@@ -7,6 +7,7 @@ import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ExecProcess } from '../src/client/index.js';
 import { startServer, type TetherServer } from '../src/server/index.js';
+import { requireProgram } from './helpers/prerequisites.js';
 import { RawClient } from './helpers/raw-client.js';
 import { TETHER_BIN } from './helpers/serve-process.js';
 
@@ -98,11 +99,7 @@ describe('tether exec --tty in a real terminal (tmux)', () => {
   let server: TetherServer;
 
   beforeAll(async () => {
-    try {
-      execFileSync('tmux', ['-V']);
-    } catch {
-      throw new Error('this test needs tmux (apt-get install -y tmux; .ci/run installs it)');
-    }
+    requireProgram('tmux');
     server = await startServer({ port: 0 });
   });
 

@@ -4,22 +4,19 @@
  * turns its row to `reconnecting` without a reload, the retry button brings it back. With
  * TETHER_SCREENSHOT=path the page is saved there (the README's docs/gateway-status.png).
  */
-import { copyFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { chromium, type BrowserContext, type Page } from 'playwright-core';
 import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
 import { everything, memoryServer, node, repoRoot } from './helpers/mcp-peers.js';
+import { CHROMIUM, requireProgram } from './helpers/prerequisites.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
-const CHROMIUM = '/usr/bin/chromium';
 // Without the background-networking flags Chromium dials out, which this network refuses.
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
-// CI installs Chromium (.ci/run): there a missing browser is a failure, not a skip.
-const haveBrowser = existsSync(CHROMIUM) || Boolean(process.env.CI);
-
-describe.skipIf(!haveBrowser)('the status page in headless Chromium', () => {
+describe('the status page in headless Chromium', () => {
   const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-page-'));
   const token = 'page-token-123';
   const memory = memoryServer();
@@ -30,6 +27,8 @@ describe.skipIf(!haveBrowser)('the status page in headless Chromium', () => {
   let page: Page;
 
   beforeAll(async () => {
+    // A missing browser is a failure that says how to install it, never a silent skip.
+    requireProgram('chromium');
     tether = await startTetherServer({});
     gateway = new Gateway(
       parseConfig({

@@ -12,6 +12,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, expect, it } from 'vitest';
+import { requireProgram } from './helpers/prerequisites.js';
 import { waitGone } from './helpers/procs.js';
 import { RawClient } from './helpers/raw-client.js';
 import { spawnServe, type ServeProcess } from './helpers/serve-process.js';
@@ -26,6 +27,7 @@ afterEach(async () => {
 });
 
 it('SIGTERM stops the server, and its children, while a thread-pool thread is stuck in a system call', async () => {
+  requireProgram('pgrep');
   dir = mkdtempSync(join(tmpdir(), 'tether-stuck-'));
   const fifo = join(dir, 'fifo');
   execFileSync('mkfifo', [fifo]);

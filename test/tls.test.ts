@@ -11,6 +11,7 @@ import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import WebSocket from 'ws';
 import { ExecClient } from '../src/client/index.js';
 import { collect } from './helpers/client-util.js';
+import { requireProgram } from './helpers/prerequisites.js';
 import { spawnServe, TETHER_BIN, type ServeProcess } from './helpers/serve-process.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
@@ -31,6 +32,7 @@ function makeCertificates(into: string): typeof pem {
 }
 
 beforeAll(() => {
+  requireProgram('openssl');
   dir = mkdtempSync(join(tmpdir(), 'tether-tls-'));
   pem = makeCertificates(dir);
 });
