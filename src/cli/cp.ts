@@ -166,7 +166,10 @@ async function copy(client: ExecClient, options: CpOptions): Promise<CopyReport 
     return undefined;
   }
   if (source.side === 'remote' && destination.side === 'stdio') {
-    await pipeline(client.fs.createReadStream(source.path), process.stdout);
+    // Not ended: when stdout is a socket (a Node parent's 'pipe' is a socketpair), ending it
+    // shuts the socket down for every process sharing it, and the commands after this one in
+    // the same script could no longer write there. Writes to pipes and sockets are synchronous.
+    await pipeline(client.fs.createReadStream(source.path), process.stdout, { end: false });
     return undefined;
   }
   if (source.side === 'local' && destination.side === 'remote') return copyToRemote(client.fs, source.path, destination.path);
