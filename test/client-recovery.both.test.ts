@@ -1,5 +1,5 @@
 /**
- * ExecClient recovery through the chaos proxy (PROTOCOL.md section 6), against the target
+ * ExecClient recovery through the chaos proxy (docs/protocol.md, "How a client recovers"), against the target
  * server: tether in `npm test`, the real Codex exec-server in `npm run test:interop`.
  * Every wait is on an event (state change, file appearing, output); no timing guesses.
  */

@@ -1,5 +1,5 @@
 /**
- * The wire protocol (PROTOCOL.md sections 1-5) over a raw WebSocket, written once and run
+ * The wire protocol (docs/protocol.md: transport, error codes, handshake, processes) over a raw WebSocket, written once and run
  * against tether (`npm test`) and the real Codex exec-server (`npm run test:interop`).
  * Cases where tether is deliberately better are `it.skipIf(isCodex)` with a comment.
  */
@@ -60,7 +60,7 @@ async function run(c: RawClient, argv: string[], extra: Record<string, unknown> 
   return id;
 }
 
-/** Codex's serde messages do not always name the field (PROTOCOL.md asks it of tether). */
+/** Codex's serde messages do not always name the field (docs/protocol.md promises it of tether). */
 const names = (field: RegExp): RegExp | undefined => (isCodex ? undefined : field);
 
 function expectError(frame: Frame, code: number, message?: string | RegExp): void {
@@ -133,7 +133,7 @@ describe('transport', () => {
     const isNullId = (f: Frame) => f.error !== undefined && (f.id === null || f.id === -1);
     c.sendRaw('this is not json');
     const notJson = await c.waitFor(isNullId);
-    // tether: -32700 (parse error); Codex: -32600 with id -1. Both are allowed by PROTOCOL.md.
+    // tether: -32700 (parse error); Codex: -32600 with id -1. Both are allowed by docs/protocol.md.
     expect([ErrorCode.ParseError, ErrorCode.InvalidRequest]).toContain(notJson.error!.code);
     if (!isCodex) expect(notJson).toMatchObject({ id: null, error: { code: ErrorCode.ParseError } });
     for (const bad of ['[{"id":1,"method":"environment/status"}]', '42', '"str"', 'null']) {
@@ -237,7 +237,7 @@ describe('process/start', () => {
     await c.waitClosed(id);
     const arrival = eventsOf(c, id);
     // beyond: tether sends events in seq order; Codex may swap neighbours (stdout and stderr
-    // are read separately), which PROTOCOL.md allows: clients order by seq.
+    // are read separately), which docs/protocol.md allows: clients order by seq.
     if (!isCodex) expect(arrival.map((e) => e.params.seq)).toEqual([1, 2, 3, 4]);
     const events = [...arrival].sort((a, b) => (a.params.seq as number) - (b.params.seq as number));
     expect(events.map((e) => e.params.seq)).toEqual([1, 2, 3, 4]);
@@ -551,7 +551,7 @@ describe('big output', () => {
     const sorted = [...arrival].sort((a, b) => a - b);
     expect(sorted).toEqual(sorted.map((_, i) => i + 1)); // one seq per event, no gap, no duplicate
     // beyond: tether sends every event in seq order; Codex sometimes swaps two neighbours
-    // (seen in CI), which PROTOCOL.md allows ("clients order events by seq").
+    // (seen in CI), which docs/protocol.md allows (clients order events by seq).
     if (!isCodex) expect(arrival).toEqual(sorted);
   });
 });

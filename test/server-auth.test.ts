@@ -1,4 +1,4 @@
-/** tether-only: the upgrade checks, header by header (PROTOCOL.md sections 1-2). */
+/** tether-only: the upgrade checks, header by header (docs/protocol.md, "Transport"). */
 import type { IncomingMessage } from 'node:http';
 import { describe, expect, it } from 'vitest';
 import { AuthMessages, checkUpgrade, digest } from '../src/server/auth.js';

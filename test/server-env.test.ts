@@ -1,4 +1,4 @@
-/** tether-only: the envPolicy rules of PROTOCOL.md section 4, step by step. */
+/** tether-only: the envPolicy rules of docs/protocol.md ("process/start"), step by step. */
 import { describe, expect, it } from 'vitest';
 import { EnvPolicySchema } from '../src/protocol/index.js';
 import { buildChildEnv } from '../src/server/env.js';

@@ -1,6 +1,6 @@
 /**
  * tether-only: limits answer with clear errors and never crash the server; retention
- * behaves as PROTOCOL.md says while attached (oldest evicted, a visible gap).
+ * behaves as docs/protocol.md says while attached (oldest evicted, a visible gap).
  */
 import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';

@@ -1,5 +1,5 @@
 /**
- * tether-only: process/read against a model of PROTOCOL.md section 4, for arbitrary
+ * tether-only: process/read against a model of docs/protocol.md ("process/read"), for arbitrary
  * afterSeq / maxBytes over a closed process with many chunks of varied sizes.
  */
 import { tmpdir } from 'node:os';

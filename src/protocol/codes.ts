@@ -1,4 +1,4 @@
-/** JSON-RPC error codes used on the wire (PROTOCOL.md section 5). */
+/** JSON-RPC error codes used on the wire (docs/protocol.md, "Error codes"). */
 export const ErrorCode = {
   /** Unparsable JSON (tether; Codex answers -32600 with id -1). */
   ParseError: -32700,

@@ -1,5 +1,5 @@
 /**
- * The JSON-RPC dialect of the Codex exec-server (PROTOCOL.md section 1), as a thin layer in
+ * The JSON-RPC dialect of the Codex exec-server (docs/protocol.md, "Transport"), as a thin layer in
  * front of `json-rpc-2.0`, which insists on `jsonrpc: "2.0"`:
  * - incoming frames may omit `jsonrpc`; `decodeFrame` adds it so the library accepts them;
  * - outgoing messages carry `jsonrpc` only if the peer's first message did (`Dialect`);

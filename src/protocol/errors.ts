@@ -28,7 +28,7 @@ export const internalError = (message: string): RpcError => new RpcError(ErrorCo
 export const methodNotFound = (method: string): RpcError =>
   new RpcError(ErrorCode.MethodNotFound, `method not found: ${method}`);
 
-/** The exact texts of PROTOCOL.md, shared by server and tests so they cannot drift. */
+/** The exact texts of the Codex exec-server (docs/protocol.md), shared by server and tests so they cannot drift. */
 export const Messages = {
   notInitialized: 'client must call initialize before using exec methods',
   notInitializedNotified: 'client must send initialized before using exec methods',

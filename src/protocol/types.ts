@@ -29,7 +29,7 @@ export interface InitializeResult {
   tether?: TetherInitializeResult;
 }
 
-/** Codex's field names and types (PROTOCOL.md section 3). */
+/** Codex's field names and types (docs/protocol.md). */
 export interface EnvironmentInfo {
   shell: { name: string; path: string };
   executorVersion: string;

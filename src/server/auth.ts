@@ -1,5 +1,5 @@
 /**
- * Upgrade-time checks (PROTOCOL.md sections 1-2): a browser `Origin` is refused with 403
+ * Upgrade-time checks (docs/protocol.md, "Transport"): a browser `Origin` is refused with 403
  * (unless allow-listed), then the bearer token is checked in constant time. The texts are
  * Codex's, byte for byte.
  */

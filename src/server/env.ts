@@ -1,5 +1,5 @@
 /**
- * The child environment (PROTOCOL.md section 4, process/start): exactly `env` without an
+ * The child environment (docs/protocol.md, "process/start"): exactly `env` without an
  * `envPolicy`; with one, built from the server's own environment in the documented order,
  * then `env` laid over it.
  */
@@ -8,7 +8,7 @@ import type { EnvPolicySchema } from '../protocol/index.js';
 
 type EnvPolicy = z.infer<typeof EnvPolicySchema>;
 
-// LANG: Codex 0.169 keeps it too (observed), beyond the list in PROTOCOL.md.
+// LANG: Codex 0.169 keeps it too (observed), beyond the core list Codex's reference names.
 const CORE_NAMES = ['HOME', 'LANG', 'LOGNAME', 'PATH', 'SHELL', 'USER', 'USERNAME', 'TMPDIR', 'TEMP', 'TMP'];
 const DEFAULT_EXCLUDES = ['*KEY*', '*SECRET*', '*TOKEN*'];
 

@@ -1,6 +1,6 @@
 /**
  * `environment/info`: the host description with Codex's field names and types
- * (PROTOCOL.md section 3). Capabilities Codex advertises and tether lacks are reported false,
+ * (docs/protocol.md, "Handshake, sessions and extensions"). Capabilities Codex advertises and tether lacks are reported false,
  * so a Codex agent does not reach for them.
  */
 import { createHash } from 'node:crypto';

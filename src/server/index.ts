@@ -1,6 +1,6 @@
 /**
  * The tether exec-server: HTTP (`/readyz`) and WebSocket on one port, Codex-compatible
- * JSON-RPC, sessions that outlive their socket. See PROTOCOL.md.
+ * JSON-RPC, sessions that outlive their socket. See docs/protocol.md.
  */
 import { EventEmitter } from 'node:events';
 import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';

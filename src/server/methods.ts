@@ -1,5 +1,5 @@
 /**
- * The exec-server methods (PROTOCOL.md sections 3-4), registered on one shared
+ * The exec-server methods (docs/protocol.md, "Handshake, sessions and extensions" and "Processes"), registered on one shared
  * `json-rpc-2.0` server. Handlers throw `RpcError`; `createRpcServer` maps it to the wire
  * error and anything else to -32603.
  */

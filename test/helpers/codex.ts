@@ -1,5 +1,5 @@
 /**
- * The reference peer: the real Codex exec-server (PROTOCOL.md section 7), installed on
+ * The reference peer: the real Codex exec-server (docs/development.md: npm run test:interop), installed on
  * demand into a cache directory — never a dependency of tether.
  */
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';

@@ -309,7 +309,7 @@ export class FrameGenerator {
     };
   }
 
-  /** What PROTOCOL.md section 1 says the server does with this text (independent of the server's code). */
+  /** What docs/protocol.md ("Transport") says the server does with this text (independent of the server's code). */
   oracle(text: string): Expectation {
     let value: unknown;
     try {

@@ -1,6 +1,6 @@
 /**
  * A deliberately small raw-WebSocket JSON-RPC client for protocol tests: it speaks exactly
- * what PROTOCOL.md shows (no `jsonrpc` member unless asked), exposes every frame it gets,
+ * what docs/protocol.md shows (no `jsonrpc` member unless asked), exposes every frame it gets,
  * and hides nothing (no retries, no resume), so tests see the server's real answers.
  */
 import { EventEmitter } from 'node:events';
@@ -145,7 +145,7 @@ export class RawClient extends EventEmitter {
     return this.outputBuffer(processId, stream).toString('utf8');
   }
 
-  /** The process's output in `seq` order, as PROTOCOL.md tells clients to order events (Codex may send them out of order). */
+  /** The process's output in `seq` order, as docs/protocol.md tells clients to order events (Codex may send them out of order). */
   outputBuffer(processId: string, stream?: string): Buffer {
     const parts = this.notifications
       .filter((f) => f.method === 'process/output' && f.params.processId === processId && (!stream || f.params.stream === stream))
