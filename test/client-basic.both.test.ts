@@ -2,10 +2,12 @@
  * ExecClient basics against the target server (tether in `npm test`, Codex in interop):
  * spawn, ordered output on the right streams, exit codes, stdin, tty, errors.
  */
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ProcessEvent } from '../src/client/index.js';
 import { RpcError } from '../src/protocol/index.js';
-import { startTarget, type Target } from './helpers/target.js';
+import { isCodex, startTarget, type Target } from './helpers/target.js';
 import { collect } from './helpers/client-util.js';
 
 let target: Target;
@@ -96,6 +98,24 @@ describe('ExecClient basics', () => {
     const proc = client.spawn(['/nonexistent/program']);
     await expect(proc.exited).rejects.toBeInstanceOf(RpcError);
     expect(proc.error).toBeInstanceOf(RpcError);
+  });
+
+  // Issue #23: a relative cwd resolves on the server; the error must say what failed. Codex's
+  // message is the OS's alone; tether names the program or the directory before it.
+  it('a start failure names the missing program, or the missing cwd with its path on the server', async () => {
+    const ENOENT = 'No such file or directory (os error 2)';
+    const program = client.spawn(['/nonexistent/program']);
+    const programError = await program.exited.then(() => undefined, (err: unknown) => err);
+    expect(programError).toBeInstanceOf(RpcError);
+    expect((programError as RpcError).message).toBe(isCodex ? ENOENT : `cannot start '/nonexistent/program': ${ENOENT}`);
+    if (!isCodex) expect((programError as RpcError).data).toEqual({ stage: 'exec', code: 'ENOENT' });
+
+    const serverCwd = fileURLToPath((await client.environmentInfo()).cwd);
+    const directory = client.spawn(['true'], { cwd: 'no-such-dir-23' });
+    const directoryError = await directory.exited.then(() => undefined, (err: unknown) => err);
+    expect(directoryError).toBeInstanceOf(RpcError);
+    expect((directoryError as RpcError).message).toBe(isCodex ? ENOENT : `cannot start 'true': cwd '${join(serverCwd, 'no-such-dir-23')}': ${ENOENT}`);
+    if (!isCodex) expect((directoryError as RpcError).data).toEqual({ stage: 'cwd', code: 'ENOENT' });
   });
 
   it('keeps output that arrives before the start answer (client-chosen id)', async () => {

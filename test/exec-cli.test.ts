@@ -3,8 +3,11 @@
  * server through the chaos proxy, with a cut in the middle of the output.
  */
 import { spawn } from 'node:child_process';
+import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ChaosProxy } from '../src/chaos/proxy.js';
+import { describeStartFailure } from '../src/cli/start-failure.js';
+import { ErrorCode, RpcError } from '../src/protocol/index.js';
 import { runShell, tetherShell } from './helpers/cli.js';
 import { waitGone } from './helpers/procs.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
@@ -93,15 +96,26 @@ describe('tether exec', () => {
     expect(run.stdout).toContain('on-a-tty');
   });
 
-  it('a start failure exits 127 naming the real problem: no such command, no such directory', async () => {
+  it("a start failure exits 127 with the server's message, which names the program or the directory", async () => {
     const program = await tether(['exec', '--url', proxy.url, '/no/such/program']);
     expect(program.code).toBe(127);
-    expect(program.stderr).toBe('tether exec: no such command: /no/such/program\n');
+    expect(program.stderr).toBe("tether exec: cannot start '/no/such/program': No such file or directory (os error 2)\n");
     const directory = await tether(['exec', '--url', proxy.url, '--cwd', '/no/such/dir', 'pwd']);
     expect(directory.code).toBe(127);
-    expect(directory.stderr).toBe('tether exec: no such directory: /no/such/dir (--cwd)\n');
+    expect(directory.stderr).toBe("tether exec: cannot start 'pwd': cwd '/no/such/dir': No such file or directory (os error 2)\n");
+    // A relative --cwd resolves on the server: the message says where it looked.
+    const relative = await tether(['exec', '--url', proxy.url, '--cwd', 'no/such/dir', 'pwd']);
+    expect(relative.stderr).toBe(`tether exec: cannot start 'pwd': cwd '${join(process.cwd(), 'no/such/dir')}': No such file or directory (os error 2)\n`);
     const notDirectory = await tether(['exec', '--url', proxy.url, '--cwd', '/etc/passwd', 'pwd']);
-    expect(notDirectory.stderr).toBe('tether exec: not a directory: /etc/passwd (--cwd)\n');
+    expect(notDirectory.stderr).toBe("tether exec: cannot start 'pwd': cwd '/etc/passwd': Not a directory (os error 20)\n");
+    const notExecutable = await tether(['exec', '--url', proxy.url, '/etc/passwd']);
+    expect(notExecutable.stderr).toBe("tether exec: cannot start '/etc/passwd': Permission denied (os error 13) (not executable, or a directory)\n");
+  });
+
+  it("names the program (and the --cwd given) before a Codex server's bare OS message", () => {
+    const bare = new RpcError(ErrorCode.InternalError, 'No such file or directory (os error 2)');
+    expect(describeStartFailure(bare, 'foo', undefined)).toBe("cannot start 'foo': No such file or directory (os error 2)");
+    expect(describeStartFailure(bare, 'pwd', 'x/y')).toBe("cannot start 'pwd' (--cwd 'x/y'): No such file or directory (os error 2)");
   });
 
   it('an unreachable server exits 255 with a clear message; usage errors exit 2', async () => {

@@ -324,11 +324,20 @@ describe('process/start', () => {
     expectError(await start(c, id, ['/bin/true']), ErrorCode.InvalidRequest, Messages.processExists(id));
   });
 
-  it('reports spawn failures as -32603 with the OS message and does not register the id', async () => {
+  // beyond: Codex's message is the OS's alone, the same for a missing program and a missing
+  // directory; tether's says which failed and names it, then the same OS message.
+  it('reports spawn failures as -32603 naming the program or the cwd, with the OS message, and does not register the id', async () => {
     const c = await ready();
     const id = pid();
-    expectError(await start(c, id, ['/no/such/binary']), ErrorCode.InternalError, 'No such file or directory (os error 2)');
-    expectError(await start(c, id, ['/bin/true'], { cwd: 'file:///no/such/dir' }), ErrorCode.InternalError, 'No such file or directory (os error 2)');
+    const ENOENT = 'No such file or directory (os error 2)';
+    expectError(await start(c, id, ['/no/such/binary']), ErrorCode.InternalError, isCodex ? ENOENT : `cannot start '/no/such/binary': ${ENOENT}`);
+    expectError(
+      await start(c, id, ['/bin/true'], { cwd: 'file:///no/such/dir' }),
+      ErrorCode.InternalError,
+      isCodex ? ENOENT : `cannot start '/bin/true': cwd '/no/such/dir': ${ENOENT}`,
+    );
+    // A session without extension startErrorDetail gets no `data`, as from Codex.
+    expect((await start(c, id, ['/no/such/binary'])).error).not.toHaveProperty('data');
     expectError(await c.call('process/read', { processId: id }), ErrorCode.InvalidRequest, Messages.unknownProcess(id));
     expect((await start(c, id, ['/bin/true'])).result).toEqual({ processId: id, sandboxType: 'none' });
   });

@@ -1,29 +1,25 @@
 /**
- * What to tell a user whose remote command could not start. The OS says "No such file or
- * directory" both for a missing program and for a missing working directory; a tether
- * server says which (extension `startErrorDetail`), so the message can name the real problem.
- * Against a Codex server the OS text is all there is.
+ * What to tell a user whose remote command could not start: the server's message. A tether
+ * server's names what failed ("cannot start 'prog': …", "cannot start 'prog': cwd '/x': …");
+ * a Codex server's is the OS's text alone ("No such file or directory (os error 2)", for a
+ * missing program and a missing directory alike), so the program (and the --cwd given) are
+ * put before it here. With extension `startErrorDetail` a tether server also says which step
+ * failed and its errno name, which adds a hint where the OS's text is obscure.
  */
 import { RpcError } from '../protocol/errors.js';
 import type { StartErrorDetail } from '../protocol/extensions.js';
+import { quoted } from '../util/format.js';
 
-const CWD_PROBLEMS: Record<string, string> = {
-  ENOENT: 'no such directory',
-  ENOTDIR: 'not a directory',
-  EACCES: 'permission denied entering the directory',
-};
-
-const EXEC_PROBLEMS: Record<string, string> = {
-  ENOENT: 'no such command',
-  EACCES: 'permission denied (not executable, or a directory)',
-  ENOEXEC: 'not an executable the server can run (no #! line, or another architecture)',
-  ENOTDIR: 'no such command (a part of its path is not a directory)',
+const EXEC_HINTS: Record<string, string> = {
+  EACCES: 'not executable, or a directory',
+  ENOEXEC: 'not an executable the server can run: no #! line, or built for another architecture',
 };
 
 export function describeStartFailure(err: RpcError, program: string, cwd: string | undefined): string {
+  const named = err.message.startsWith('cannot start ')
+    ? err.message
+    : `cannot start ${quoted(program)}${cwd === undefined ? '' : ` (--cwd ${quoted(cwd)})`}: ${err.message}`;
   const detail = err.data as Partial<StartErrorDetail> | undefined;
-  const code = typeof detail?.code === 'string' ? detail.code : '';
-  if (detail?.stage === 'cwd') return `${CWD_PROBLEMS[code] ?? err.message}: ${cwd ?? "the server's working directory"} (--cwd)`;
-  if (detail?.stage === 'exec') return `${EXEC_PROBLEMS[code] ?? err.message}: ${program}`;
-  return `cannot start ${JSON.stringify(program)}: ${err.message}`;
+  const hint = detail?.stage === 'exec' && typeof detail.code === 'string' ? EXEC_HINTS[detail.code] : undefined;
+  return hint ? `${named} (${hint})` : named;
 }

@@ -47,8 +47,9 @@ export const KnownExtensions = [
   'acks',
   /**
    * `process/start` failures carry `data: {stage, code}`: whether the working directory
-   * (`cwd`) or the program (`exec`) failed, and the errno name, so a client can say "no such
-   * directory" rather than the OS's ambiguous "No such file or directory".
+   * (`cwd`) or the program (`exec`) failed, and the errno name, so a client can tell the two
+   * apart without parsing the message (which, from tether, names the program or the
+   * directory whatever the extensions: "cannot start 'prog': cwd '/x': No such file…").
    */
   'startErrorDetail',
   /**

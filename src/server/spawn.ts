@@ -12,6 +12,7 @@ import { ErrorCode, internalError, RpcError, type StartErrorDetail } from '../pr
 import type { OutputStream } from '../protocol/index.js';
 import { KeptProcess } from './keeper.js';
 import { osErrorMessage } from './os-error.js';
+import { quoted } from '../util/format.js';
 
 export interface ChildSpec {
   argv: string[];
@@ -63,7 +64,7 @@ export interface SpawnedChild {
 const DEFAULT_TTY_SIZE = { cols: 80, rows: 24 } as const;
 
 /**
- * Spawns the child; rejects with -32603 and the OS message if it cannot start (nothing is
+ * Spawns the child; rejects with -32603 naming what failed (spawnError) if it cannot start (nothing is
  * left behind). Its events reach `events` only after the microtasks that follow the
  * resolution — in which the caller registers the process and answers process/start — so no
  * client hears of a process (and signals it) before the server knows it by its id.
@@ -83,7 +84,7 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
       stdin: spec.pipeStdin,
     });
   } catch (err) {
-    throw spawnError(err);
+    throw spawnError(err, spec);
   }
   let begun = false;
   const held: (() => void)[] = [];
@@ -112,7 +113,7 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
     // Nothing will read them: let them drain to end of file and close, as before the pause.
     child.stdout.resume();
     child.stderr?.resume();
-    throw spawnError(err);
+    throw spawnError(err, spec);
   }
   setImmediate(() => {
     begun = true;
@@ -142,12 +143,19 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
 }
 
 /**
- * -32603 with the OS message (Codex's text), and the detail of extension `startErrorDetail`
- * (methods.ts drops it for sessions that did not ask): which step failed and its errno name.
+ * -32603 naming what failed, then the OS message (Codex's text, which is all Codex says):
+ *   cannot start 'prog': No such file or directory (os error 2)
+ *   cannot start 'prog': cwd '/x/y': No such file or directory (os error 2)
+ * The OS says "No such file or directory" for a missing program and a missing working
+ * directory alike, so the message says which, and where. The detail of extension
+ * `startErrorDetail` (methods.ts drops it for sessions that did not ask) says it for
+ * programs: which step failed and its errno name.
  */
-function spawnError(err: unknown): Error {
+function spawnError(err: unknown, spec: Pick<ChildSpec, 'argv' | 'cwd'>): Error {
   const { code, syscall } = err as { code?: unknown; syscall?: unknown };
-  if (typeof code !== 'string') return internalError(osErrorMessage(err));
+  const what = `cannot start ${quoted(spec.argv[0] ?? '')}`;
+  if (typeof code !== 'string') return internalError(`${what}: ${osErrorMessage(err)}`);
   const stage: StartErrorDetail['stage'] = syscall === 'chdir' ? 'cwd' : typeof syscall === 'string' && syscall.startsWith('spawn') ? 'exec' : 'setup';
-  return new RpcError(ErrorCode.InternalError, osErrorMessage(err), { stage, code } satisfies StartErrorDetail);
+  const where = stage === 'cwd' ? `cwd ${quoted(spec.cwd)}: ` : '';
+  return new RpcError(ErrorCode.InternalError, `${what}: ${where}${osErrorMessage(err)}`, { stage, code } satisfies StartErrorDetail);
 }

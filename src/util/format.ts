@@ -1,4 +1,4 @@
-/** Human-readable sizes and durations for logs and tables. */
+/** Human-readable sizes, durations and names for logs, tables and messages. */
 
 /** 512B, 1.5KiB, 12MiB: binary units, one decimal below 10. */
 export function formatBytes(n: number): string {
@@ -27,4 +27,10 @@ export function formatAge(ms: number): string {
   if (s < 3600) return `${Math.floor(s / 60)}m${String(s % 60).padStart(2, '0')}s`;
   if (s < 86_400) return `${Math.floor(s / 3600)}h${String(Math.floor((s % 3600) / 60)).padStart(2, '0')}m`;
   return `${Math.floor(s / 86_400)}d${Math.floor((s % 86_400) / 3600)}h`;
+}
+
+/** 'text' in single quotes, for a name in a message; a control character in it (a newline) escaped, JSON's way. */
+export function quoted(text: string): string {
+  const safe = /[\x00-\x1f\x7f]/.test(text) ? JSON.stringify(text).slice(1, -1) : text;
+  return `'${safe}'`;
 }
