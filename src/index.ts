@@ -48,5 +48,5 @@ export {
   type GatewayHttpOptions,
 } from './gateway/index.js';
 export { ChaosProxy } from './chaos/index.js';
-export { RpcError, ErrorCode } from './protocol/index.js';
+export { RpcError, ErrorCode, type StartErrorDetail } from './protocol/index.js';
 export type { Logger } from './util/logger.js';

@@ -73,24 +73,33 @@ describe('the packed package', () => {
     // The library from plain Node: the root export and a subpath, no TypeScript loader.
     writeFileSync(
       path.join(app, 'use.mjs'),
-      `import { ExecClient, startServer, ExecStdioClientTransport, Gateway, ChaosProxy } from 'tether-exec';
-import { ExecClient as SameClient } from 'tether-exec/client';
-if (ExecClient !== SameClient) throw new Error('two ExecClient classes');
+      `import * as root from 'tether-exec';
+import * as sub from 'tether-exec/client';
+const { ExecClient, startServer, ExecStdioClientTransport, Gateway, ChaosProxy } = root;
 for (const [name, value] of Object.entries({ startServer, ExecStdioClientTransport, Gateway, ChaosProxy })) {
   if (typeof value !== 'function') throw new Error(name + ' is not exported');
 }
+// What a client user catches comes from the client subpath too, the same classes as the root's.
+const clientExports = ['ExecClient', 'ExecProcess', 'RpcError', 'ErrorCode', 'SessionLostError', 'OutputLostError', 'AuthRefusedError', 'RemoteFsError', 'OutcomeUnknownError'];
+for (const name of clientExports) {
+  if (sub[name] === undefined) throw new Error(name + ' is not exported from tether-exec/client');
+  if (name in root && root[name] !== sub[name]) throw new Error('two ' + name + ' from tether-exec and tether-exec/client');
+}
+if (!('RpcError' in root) || !('ErrorCode' in root)) throw new Error('RpcError or ErrorCode gone from tether-exec');
 const client = await ExecClient.connect(process.argv[2]);
 const proc = client.spawn(['echo', 'from a plain .mjs']);
 let out = '';
 proc.stdout.on('data', (chunk) => (out += chunk));
 const code = await proc.exited;
 await proc.closed;
+// A start failure is an RpcError a user can test for with the class from tether-exec/client.
+const failed = await client.spawn(['/no/such/program']).exited.then(() => 'started', (err) => err instanceof sub.RpcError && err.code === sub.ErrorCode.InternalError ? err.message : 'other: ' + err);
 await client.close();
-process.stdout.write(code + ' ' + out);
+process.stdout.write(code + ' ' + out + failed + '\\n');
 `,
     );
     const { stdout: libOut } = await run(process.execPath, ['use.mjs', url], { cwd: app, env });
-    expect(libOut).toBe('0 from a plain .mjs\n');
+    expect(libOut).toBe("0 from a plain .mjs\ncannot start '/no/such/program': No such file or directory (os error 2)\n");
   }, 120_000);
 
   it('ships types that resolve through the exports map', async () => {
@@ -98,6 +107,10 @@ process.stdout.write(code + ' ' + out);
       path.join(app, 'consumer.ts'),
       `import { ExecClient, SessionLostError, type ExecClientOptions } from 'tether-exec';
 import { ExecStdioClientTransport } from 'tether-exec/mcp';
+import { ErrorCode, RpcError, type StartErrorDetail } from 'tether-exec/client';
+export function stage(err: unknown): string | undefined {
+  return err instanceof RpcError && err.code === ErrorCode.InternalError ? (err.data as StartErrorDetail | undefined)?.stage : undefined;
+}
 const options: ExecClientOptions = { recoveryDeadlineMs: 5000 };
 export async function main(url: string): Promise<number> {
   const client = await ExecClient.connect(url, options);

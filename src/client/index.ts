@@ -10,5 +10,10 @@ export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } fro
 export type { ProcessEvent } from './process.js';
 export { SessionLostError, OutputLostError, AuthRefusedError } from './errors.js';
 export type { SessionLostReason } from './errors.js';
+// What a failed request rejects with (a process/start refused, say): the server's JSON-RPC
+// error, its code one of ErrorCode; `data` is StartErrorDetail for a start that failed.
+export { RpcError } from '../protocol/errors.js';
+export { ErrorCode } from '../protocol/codes.js';
+export type { StartErrorDetail } from '../protocol/extensions.js';
 export { reconnectDelayMs } from './backoff.js';
 export type { TrustedCa } from './connection.js';
