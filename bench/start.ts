@@ -1,6 +1,8 @@
 /**
- * Start-up benchmark (issue 9): what a command costs before it does anything, measured the
- * way users run it (`node bin/tether.js …`, the compiled dist/), each beside its floor:
+ * Start-up benchmark (issues 9, 23): what a command costs before it does anything, measured
+ * the way users run it (`node bin/tether.js …`, the bundled dist/bundle/: `npm run bench`
+ * builds it, `prebench`; run alone, build first: `npx tsc -p tsconfig.build.json && node
+ * scripts/bundle-cli.mjs`), each beside its floor:
  *   - `node -e 0`: Node itself;
  *   - `tether exec --url U -- true` vs a minimal Node WebSocket client doing the same
  *     exchange (bench/lib/min-exec-client.mjs: connect, initialize, start `true`, wait for
@@ -111,7 +113,7 @@ export async function run(): Promise<void> {
     const p50 = (name: string) => summarize(samples[name]!).p50;
     const base = p50('node -e 0');
     const beside = (name: string, floor: string) => `${(p50(name) / p50(floor)).toFixed(2)}x ${floor}`;
-    process.stdout.write(`\nstart-up, wall time spawn → done (${SAMPLES} interleaved samples each, p50; compiled dist/)\n`);
+    process.stdout.write(`\nstart-up, wall time spawn → done (${SAMPLES} interleaved samples each, p50; bundled dist/bundle/, ${process.version})\n`);
     process.stdout.write(
       table([
         ['command', 'p50', 'min', 'vs node -e 0', 'vs its floor'],

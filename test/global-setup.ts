@@ -1,8 +1,9 @@
 /**
- * Tests run the `tether` command as users do (bin/tether.js → dist/), so dist/ must be the
- * current sources: rebuild it (tsc, incremental) when any source is newer than the last
- * build. That way `npm test`, `npm run test:interop` and a single `npx vitest run FILE` all
- * test what is in src/, and the CLI starts as fast in tests as it does installed.
+ * Tests run the `tether` command as users do (bin/tether.js → dist/bundle/), so dist/ must be
+ * the current sources: rebuild it (tsc, incremental) when any source is newer than the last
+ * build, and bundle the CLI again (scripts/bundle-cli.mjs) when dist/ or the bundler is newer
+ * than the bundle. That way `npm test`, `npm run test:interop` and a single `npx vitest run
+ * FILE` all test what is in src/, and the CLI starts as fast in tests as it does installed.
  */
 import { execFileSync } from 'node:child_process';
 import { existsSync, readdirSync, statSync } from 'node:fs';
@@ -20,13 +21,18 @@ function newestSource(dir: string): number {
   return newest;
 }
 
-function builtAt(): number {
+function mtime(path: string): number {
   try {
-    return statSync(join(root, 'dist', '.tsbuildinfo')).mtimeMs;
+    return statSync(path).mtimeMs;
   } catch {
     return 0;
   }
 }
+
+const builtAt = () => mtime(join(root, 'dist', '.tsbuildinfo'));
+/** The bundler writes meta.json last: a bundle without it is unfinished. */
+const bundledAt = () => mtime(join(root, 'dist', 'bundle', 'meta.json'));
+const bundler = join(root, 'scripts', 'bundle-cli.mjs');
 
 /**
  * As root, several suites run the server as nobody (uid 65534) from this checkout. Under a
@@ -51,15 +57,17 @@ export default function setup(): void {
     newestSource(join(root, 'src')),
     ...['tsconfig.json', 'tsconfig.build.json'].map((f) => statSync(join(root, f)).mtimeMs),
   );
-  if (builtAt() >= sources) return;
-  const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
-  try {
-    execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'pipe' });
-  } catch (err) {
-    // Type errors still emit JavaScript (the tests then run the current code); `npm run
-    // typecheck` is where they fail. Anything else (tsc missing) is fatal.
-    const out = `${(err as { stdout?: Buffer }).stdout ?? ''}`;
-    if (!/error TS\d+/.test(out)) throw err;
-    process.stderr.write(`global-setup: dist/ built with type errors (see npm run typecheck):\n${out}`);
+  if (builtAt() < sources) {
+    const tsc = createRequire(import.meta.url).resolve('typescript/bin/tsc');
+    try {
+      execFileSync(process.execPath, [tsc, '-p', join(root, 'tsconfig.build.json')], { cwd: root, stdio: 'pipe' });
+    } catch (err) {
+      // Type errors still emit JavaScript (the tests then run the current code); `npm run
+      // typecheck` is where they fail. Anything else (tsc missing) is fatal.
+      const out = `${(err as { stdout?: Buffer }).stdout ?? ''}`;
+      if (!/error TS\d+/.test(out)) throw err;
+      process.stderr.write(`global-setup: dist/ built with type errors (see npm run typecheck):\n${out}`);
+    }
   }
+  if (bundledAt() < Math.max(builtAt(), mtime(bundler))) execFileSync(process.execPath, [bundler], { cwd: root, stdio: 'pipe' });
 }

@@ -33,7 +33,7 @@ export function usage(): string {
   ].join('\n');
 }
 
-/** The package's version (package.json sits two levels up from src/cli and dist/cli alike). */
+/** The package's version (package.json sits two levels up from src/cli, dist/cli and dist/bundle alike). */
 export function version(): string {
   const pkg = JSON.parse(readFileSync(new URL('../../package.json', import.meta.url), 'utf8')) as { version: string };
   return pkg.version;
