@@ -222,6 +222,6 @@ describe('supervisor, exec kind: status true within a second (issue 15)', () => 
     await failed;
     expect(sup.status).toBe('failed');
     expect(sup.detail().recentCrashes).toBe(3);
-    expect(sup.summary().lastError).toMatch(/no-such-mcp-server-xyz/);
+    expect(sup.summary().lastError).toBe("the tether server cannot start 'no-such-mcp-server-xyz': No such file or directory (os error 2)");
   });
 });

@@ -81,7 +81,9 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     });
   } catch (error) {
     unlisten();
-    say(`could not start '${program}' on the remote host: ${message(error)}`);
+    // A tether server's message names the program (or the cwd) itself: not twice.
+    const text = message(error);
+    say(text.startsWith('cannot start ') ? `the remote host ${text}` : `could not start '${program}' on the remote host: ${text}`);
     return { exitCode: EXIT_START_FAILED, reason: 'start-failed' };
   }
 

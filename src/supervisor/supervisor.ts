@@ -527,8 +527,12 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const remoteExit = err instanceof Error && err.name === 'ServerProcessExitedError' ? /^remote MCP server process exited with code \d+/.exec(err.message)?.[0] : undefined;
     // "Connection closed" says nothing when we know how the process ended.
     const spawnRefused = this.spec.kind === 'exec' && err instanceof Error && err.name === 'RpcError';
+    // A tether server's message names the command (or the cwd) itself: not twice.
+    const refusal = spawnRefused ? errorText(err) : '';
     const text = spawnRefused
-      ? `the tether server could not start ${JSON.stringify(this.spec.command)}: ${errorText(err)}`
+      ? refusal.startsWith('cannot start ')
+        ? `the tether server ${refusal}`
+        : `the tether server could not start ${JSON.stringify(this.spec.command)}: ${refusal}`
       : (remoteExit ?? (exit && (isConnectionClosed(err) || /server process exited|Not connected/.test(errorText(err))) ? exit : errorText(err)));
     const parts = [text];
     // A server's stderr usually says why it died or hangs (missing key, bad flag): the error
