@@ -17,9 +17,11 @@ const USAGE = `usage: tether mcp [options] <command> [args…]
 Runs <command> on a tether server as a stdio MCP server and relays MCP messages between it
 and this process's stdin/stdout, surviving network drops. Options end at the first argument
 that is not one: everything from <command> on is the remote server's (a '--' before it is
-allowed, not needed). Use it as the command of any MCP host:
-  "command": "npx",
-  "args": ["-y", "tether-exec", "mcp", "--url", "ws://HOST:8765", "npx", "-y", "@modelcontextprotocol/server-everything"]
+allowed, not needed). Use it as the command of any MCP host (with tether on its PATH):
+  "command": "tether",
+  "args": ["mcp", "--url", "ws://HOST:8765", "npx", "-y", "@modelcontextprotocol/server-everything"]
+or, without installing: "command": "npx", "args": ["-y", "--package=/abs/path/tether-exec-X.tgz",
+"tether", "mcp", …] (once published: "args": ["-y", "tether-exec", "mcp", …]).
 
 options:
 ${REMOTE_OPTIONS_HELP.split('\n')

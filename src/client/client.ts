@@ -1,6 +1,6 @@
 /**
  * `ExecClient`: one logical client of an exec-server that outlives its connections
- * (PROTOCOL.md section 6). States: connected → recovering → connected, or → failed.
+ * (docs/protocol.md, "How a client recovers"). States: connected → recovering → connected, or → failed.
  *
  * - Every connection is a numbered generation; only the current one can start a recovery.
  * - While recovering, calls wait; process handles stay open.
@@ -96,7 +96,7 @@ export interface SpawnOptions {
   cwd?: string;
   /** Without `envPolicy`, exactly the child's environment. Default (neither given): the server's core variables (`envPolicy {inherit: "core"}`). */
   env?: Record<string, string>;
-  /** Build the environment from the server's own, then lay `env` over it (PROTOCOL.md section 4). */
+  /** Build the environment from the server's own, then lay `env` over it (docs/protocol.md, `process/start`). */
   envPolicy?: EnvPolicy | null;
   /** Run on a pseudo-terminal (all output arrives on `stdout`). */
   tty?: boolean;

@@ -1,5 +1,5 @@
 /**
- * The reconnect engine of one logical client (PROTOCOL.md section 6), apart from sockets and
+ * The reconnect engine of one logical client (docs/protocol.md, "How a client recovers"), apart from sockets and
  * from the protocol: connection generations, callers waiting for a usable connection, the
  * recovery loop (immediate first attempt, jittered backoff, one deadline), and the single
  * failure that ends it all. What one recovery attempt does — open a socket, resume the

@@ -1,6 +1,6 @@
 /**
  * The tether client: one logical exec-server client across connection generations,
- * exactly-once process I/O through drops (PROTOCOL.md section 6).
+ * exactly-once process I/O through drops (docs/protocol.md, "How a client recovers").
  */
 export { ExecClient } from './client.js';
 export type { ClientState, ExecClientOptions, RecoveredEvent, SpawnOptions, StateChange } from './client.js';

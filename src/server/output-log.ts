@@ -83,7 +83,7 @@ export interface ReadChunk {
 
 export interface ReadAnswer {
   chunks: ReadChunk[];
-  /** As `process/read` reports it (PROTOCOL.md section 4). */
+  /** As `process/read` reports it (docs/protocol.md, `process/read`). */
   nextSeq: number;
 }
 

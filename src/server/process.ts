@@ -71,7 +71,7 @@ const SIGNALS: Record<SignalName, NodeJS.Signals> = {
 const EXIT_WITHOUT_EOF_GRACE_MS = 20;
 /** Largest chunk joined from reads for a client without extensions (what one pipe read gives). */
 const CODEX_MAX_CHUNK_BYTES = 64 * 1024;
-/** Remembered writeIds per process (PROTOCOL.md: at least 4096). */
+/** Remembered writeIds per process (docs/protocol.md, "What tether adds to these": the last 4096). */
 const WRITE_ID_MEMORY = 4096;
 
 export class ManagedProcess {
