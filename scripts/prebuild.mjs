@@ -2,13 +2,18 @@
 /**
  * Builds the native parts the package ships, so that installing it needs no compiler:
  *
- *   prebuilds/linux-<arch>/tether-keeper             static (musl): one binary for every Linux libc
+ *   prebuilds/linux-<arch>/tether-keeper             static (glibc's libc.a): one binary for every Linux libc
  *   prebuilds/linux-<arch>/tether_native.glibc.node  the addon for glibc (no symbol newer than GLIBC_2.17)
  *   prebuilds/linux-<arch>/tether_native.musl.node   the addon for musl (Alpine)
  *
  * for <arch> x64 and arm64, with plain compiler commands (no node-gyp: no headers to download;
  * node_api.h comes from the node-api-headers dev dependency). The addon uses N-API version 8
  * only, so one build loads in Node 20, 22 and 24.
+ *
+ * The keeper is linked statically against glibc, not musl (which also works and is ten times
+ * smaller): glibc's execvp runs a file without a #! line through /bin/sh, as POSIX asks and as
+ * a source build on a glibc system does; musl's answers ENOEXEC. Linked statically it needs no
+ * C library on the machine it runs on (Alpine included), only Linux 3.2 or later.
  *
  *   node scripts/prebuild.mjs              all four targets (needs the cross toolchains)
  *   node scripts/prebuild.mjs --host-only  this machine's architecture only
@@ -48,7 +53,7 @@ const TARGETS = {
     machine: 'AArch64',
     glibc: ['aarch64-linux-gnu-gcc'],
     musl: ['aarch64-linux-gnu-gcc', '-specs', '/usr/lib/aarch64-linux-musl/musl-gcc.specs'],
-    glibcApt: ['gcc-aarch64-linux-gnu'],
+    glibcApt: ['gcc-aarch64-linux-gnu', 'libc6-dev-arm64-cross'],
     muslApt: ['gcc-aarch64-linux-gnu', 'musl-dev:arm64'],
   },
 };
@@ -75,6 +80,8 @@ function missing(arch) {
   const glibc = compiler(arch, 'glibc');
   const musl = compiler(arch, 'musl');
   if (!glibc || !onPath(glibc[0])) lacks.push(...t.glibcApt);
+  // The static keeper links glibc's libc.a (gcc prints the bare name when it has none).
+  else if (!path.isAbsolute(execFileSync(glibc[0], [...glibc.slice(1), '-print-file-name=libc.a'], { encoding: 'utf8' }).trim())) lacks.push(...t.glibcApt);
   if (!musl || !onPath(musl[0])) lacks.push(...t.muslApt);
   // The cross musl build needs musl's own files for that architecture (its gcc specs file).
   const specs = musl?.includes('-specs') ? musl[musl.indexOf('-specs') + 1] : undefined;
@@ -143,7 +150,7 @@ function build(arch, include) {
   const [muslCc, ...muslArgs] = compiler(arch, 'musl');
   const addon = ['-shared', '-fPIC', `-DNAPI_VERSION=${NAPI_VERSION}`, '-I', include, path.join(NATIVE, 'addon.c')];
   const files = {
-    'tether-keeper': [muslCc, [...muslArgs, ...CFLAGS, '-static', '-o', path.join(tmp, 'tether-keeper'), path.join(NATIVE, 'keeper.c')], 'keeper'],
+    'tether-keeper': [gcc, [...gccArgs, ...CFLAGS, '-static', '-o', path.join(tmp, 'tether-keeper'), path.join(NATIVE, 'keeper.c')], 'keeper'],
     'tether_native.glibc.node': [gcc, [...gccArgs, ...CFLAGS, ...addon.slice(0, -1), '-o', path.join(tmp, 'tether_native.glibc.node'), addon.at(-1)], 'glibc'],
     'tether_native.musl.node': [muslCc, [...muslArgs, ...CFLAGS, ...addon.slice(0, -1), '-o', path.join(tmp, 'tether_native.musl.node'), addon.at(-1)], 'musl'],
   };
