@@ -34,9 +34,15 @@ function escape(text: string): string {
 }
 
 describe('tether', () => {
-  it('--version prints the package version on stdout', async () => {
+  it('--version prints the package version on stdout, and the native build it picked', async () => {
+    // A checkout runs its source build (npm install compiles it) or, after `npm run
+    // build:prebuilds`, a prebuild; the installed package's answers are in test/*.install.test.ts.
     for (const flag of ['--version', '-V', '-v']) {
-      expect(await runTether([flag])).toMatchObject({ code: 0, stdout: `tether ${version}\n`, stderr: '' });
+      expect(await runTether([flag])).toMatchObject({
+        code: 0,
+        stdout: expect.stringMatching(new RegExp(`^tether ${escape(version)} \\(native: (source build|prebuild linux-(x64|arm64) (glibc|musl))\\)\n$`)),
+        stderr: '',
+      });
     }
   });
 

@@ -67,11 +67,11 @@ describe('start-up loads only what a command needs', () => {
     expect(sources.filter((m) => m.includes('node_modules/zod/'))).toEqual([]);
   });
 
-  it('tether --version loads nothing but the command table', async () => {
+  it('tether --version loads nothing but the command table and the native build locator', async () => {
     const { files, sources } = await loadedBy(['--version']);
     expect(files.filter((f) => f !== 'bin/tether.js' && !/^dist\/bundle\/[^/]+\.js$/.test(f))).toEqual([]);
     expect(sources).toContain('dist/cli/main.js');
-    expect(sources.filter((m) => !/^dist\/cli\/(main|usage)\.js$/.test(m))).toEqual([]);
+    expect(sources.filter((m) => !/^dist\/(cli\/(main|usage)|server\/native)\.js$/.test(m))).toEqual([]);
   });
 
   it("without dist/ built, the command says to build it", async () => {

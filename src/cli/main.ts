@@ -54,7 +54,7 @@ export async function main(argv: string[]): Promise<void> {
     case '--version':
     case '-V':
     case '-v':
-      process.stdout.write(`tether ${version()}\n`);
+      process.stdout.write(`tether ${version()} (native: ${(await import('../server/native.js')).nativeSummary()})\n`);
       return;
     case 'help': {
       const [topic, ...extra] = rest;

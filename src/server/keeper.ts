@@ -27,7 +27,7 @@ import { EventEmitter } from 'node:events';
 import { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { assertKeeperBuilt, KEEPER_PATH, nativeAddon } from './native.js';
+import { assertKeeperBuilt, keeperPath, nativeAddon } from './native.js';
 
 export interface KeeperSpawnOptions {
   file: string;
@@ -461,7 +461,7 @@ function startZygote(): Zygote {
   const [channel, keeperEnd] = addon.socketPair(true);
   let child: ChildProcess;
   try {
-    child = spawn(KEEPER_PATH, ['--zygote', ' '.repeat(TITLE_ROOM)], {
+    child = spawn(keeperPath(), ['--zygote', ' '.repeat(TITLE_ROOM)], {
       detached: true,
       cwd: '/',
       env: {},
@@ -559,7 +559,7 @@ function launchKeeper(spec: Buffer): KeeperChannels {
 }
 
 function spawnKeeper(): KeeperChannels {
-  const child = spawn(KEEPER_PATH, [], {
+  const child = spawn(keeperPath(), [], {
     // The keeper leads its own session: a terminal's signals to the server's group miss it.
     detached: true,
     cwd: '/',
