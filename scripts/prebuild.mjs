@@ -154,10 +154,15 @@ function build(arch, include) {
     'tether_native.glibc.node': [gcc, [...gccArgs, ...CFLAGS, ...addon.slice(0, -1), '-o', path.join(tmp, 'tether_native.glibc.node'), addon.at(-1)], 'glibc'],
     'tether_native.musl.node': [muslCc, [...muslArgs, ...CFLAGS, ...addon.slice(0, -1), '-o', path.join(tmp, 'tether_native.musl.node'), addon.at(-1)], 'musl'],
   };
-  for (const [name, [command, args, kind]] of Object.entries(files)) {
-    run(command, args);
-    check(path.join(tmp, name), arch, kind);
-    chmodSync(path.join(tmp, name), 0o755);
+  try {
+    for (const [name, [command, args, kind]] of Object.entries(files)) {
+      run(command, args);
+      check(path.join(tmp, name), arch, kind);
+      chmodSync(path.join(tmp, name), 0o755);
+    }
+  } catch (err) {
+    rmSync(tmp, { recursive: true, force: true });
+    throw err;
   }
   rmSync(dir, { recursive: true, force: true });
   renameSync(tmp, dir);
