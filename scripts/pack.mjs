@@ -64,6 +64,7 @@ function main(argv) {
 
   rmSync(path.join(root, 'dist'), { recursive: true, force: true });
   step('dist/ (tsc -p tsconfig.build.json)', process.execPath, [createRequire(import.meta.url).resolve('typescript/bin/tsc'), '-p', 'tsconfig.build.json']);
+  step('dist/bundle/ (the CLI, scripts/bundle-cli.mjs)', process.execPath, [path.join(root, 'scripts', 'bundle-cli.mjs')]);
   // Built afresh: a --host-only pack must not ship another architecture's older build.
   rmSync(path.join(root, 'prebuilds'), { recursive: true, force: true });
   step(`prebuilds (${opts.hostOnly ? 'this machine only' : 'linux-x64 and linux-arm64'})`, process.execPath, [path.join(root, 'scripts', 'prebuild.mjs'), ...(opts.hostOnly ? ['--host-only'] : [])]);
