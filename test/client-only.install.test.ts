@@ -13,7 +13,7 @@ import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { everything } from './helpers/mcp-peers.js';
-import { cleanEnv, emptyProject, npmInstall, repoRoot, requireTools, run, startServe } from './helpers/install.js';
+import { cleanEnv, emptyProject, firstLineOf, npmInstall, repoRoot, requireTools, run, startServe } from './helpers/install.js';
 
 const version = (JSON.parse(readFileSync(path.join(repoRoot, 'package.json'), 'utf8')) as { version: string }).version;
 const dir = mkdtempSync(path.join(tmpdir(), 'tether-client-only-'));
@@ -38,19 +38,10 @@ afterAll(async () => {
 });
 
 /** Starts a long-running command; resolves with its first stdout line. */
-function firstLine(args: string[]): Promise<{ line: string; child: ChildProcess }> {
+async function firstLine(args: string[]): Promise<{ line: string; child: ChildProcess }> {
   const child = spawn(bin, args, { cwd: app, env, stdio: ['ignore', 'pipe', 'pipe'] });
   children.push(child);
-  return new Promise((resolve, reject) => {
-    let out = '';
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    child.stdout!.on('data', (d: Buffer) => {
-      out += d.toString();
-      if (out.includes('\n')) resolve({ line: out.split('\n')[0]!, child });
-    });
-    child.once('exit', (code) => reject(new Error(`tether ${args.join(' ')} exited ${code}: ${err}`)));
-  });
+  return { line: await firstLineOf(child, `tether ${args.join(' ')}`), child };
 }
 
 describe('installed without any native part', () => {

@@ -90,17 +90,22 @@ export async function npmInstall(dir: string, env: NodeJS.ProcessEnv, ...extra: 
   return `${stdout}${stderr}`;
 }
 
-/** `tether serve --port 0` from an installed copy; resolves with its URL (first stdout line). */
-export function startServe(bin: string, env: NodeJS.ProcessEnv, cwd: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(bin, ['serve', '--port', '0'], { cwd, env: { ...env, TETHER_TOKEN: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+/** Resolves with the first line `child` prints on stdout; rejects with its stderr if it exits first. */
+export function firstLineOf(child: ChildProcess, what: string): Promise<string> {
   return new Promise((resolve, reject) => {
     let out = '';
     let err = '';
     child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
     child.stdout!.on('data', (d: Buffer) => {
       out += d.toString();
-      if (out.includes('\n')) resolve({ url: out.split('\n')[0]!, child });
+      if (out.includes('\n')) resolve(out.split('\n')[0]!);
     });
-    child.once('exit', (code) => reject(new Error(`tether serve exited ${code}: ${err}`)));
+    child.once('exit', (code) => reject(new Error(`${what} exited ${code}: ${err}`)));
   });
+}
+
+/** `tether serve --port 0` from an installed copy; resolves with its URL (first stdout line). */
+export async function startServe(bin: string, env: NodeJS.ProcessEnv, cwd: string): Promise<{ url: string; child: ChildProcess }> {
+  const child = spawn(bin, ['serve', '--port', '0'], { cwd, env: { ...env, TETHER_TOKEN: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  return { url: await firstLineOf(child, 'tether serve'), child };
 }
