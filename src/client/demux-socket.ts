@@ -12,6 +12,7 @@
  */
 import { connect, type NetConnectOpts, type Socket } from 'node:net';
 import { FrameDemux, type DemuxTarget } from './frame-demux.js';
+import { netConnectOptions, passToWs, type WsConnectOptions } from '../util/ws-internals.js';
 
 /** One read buffer for every client socket: each read is consumed (copied) before the next. */
 const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
@@ -34,10 +35,9 @@ export class DemuxSocket {
   ) {}
 
   /** For `ws`'s `createConnection` (what its own netConnect does, plus `onread`). */
-  readonly connect = (options: NetConnectOpts & { socketPath?: string }): Socket => {
+  readonly connect = (options: WsConnectOptions): Socket => {
     const socket = connect({
-      ...options,
-      path: options.socketPath,
+      ...netConnectOptions(options),
       onread: {
         buffer: READ_BUFFER,
         callback: (bytes: number, buffer: Uint8Array) => {
@@ -54,14 +54,15 @@ export class DemuxSocket {
   start(): void {
     const socket = this.socket;
     if (!socket || this.bytesAfterHeaders) return;
-    this.demux = new FrameDemux({ ...this.receiver, passOn: (bytes) => socket.emit('data', bytes) }, this.maxMessageBytes);
+    this.demux = new FrameDemux({ ...this.receiver, passOn: (bytes) => passToWs(socket, bytes) }, this.maxMessageBytes);
   }
 
   private read(view: Buffer): void {
     this.onRead();
     if (this.demux) return this.demux.push(view);
     if (this.headerMatch < END_OF_HEADERS.length) this.scanHeaders(view);
-    this.socket?.emit('data', Buffer.from(view));
+    // To Node's HTTP parser until the upgrade, then to `ws` (when the demux is not used).
+    if (this.socket) passToWs(this.socket, Buffer.from(view));
   }
 
   private scanHeaders(view: Buffer): void {

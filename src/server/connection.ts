@@ -21,11 +21,12 @@ import {
   Method,
   withJsonrpc,
 } from '../protocol/index.js';
-import { writeBinaryOutput, type FrameSocket } from './binary-output.js';
+import { writeBinaryOutput } from './binary-output.js';
 import { BYTES_PER_JSON_VALUE, frameCost } from './frame-cost.js';
 import { AnswerPlaces } from './answer-places.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import { formatBytes } from '../util/format.js';
+import { rawSocketOf } from '../util/ws-internals.js';
 import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
@@ -518,7 +519,7 @@ export class Connection implements SessionLink {
   private sendBinaryOutput(proc: ManagedProcess, entry: OutputEntry): void {
     // A socket whose close handshake began takes no more data frames.
     if (this.ws.readyState !== this.ws.OPEN) return;
-    const socket = (this.ws as unknown as { _socket: FrameSocket })._socket;
+    const socket = rawSocketOf(this.ws);
     const parts = outputParts(entry).length > MAX_FRAGMENTS ? [proc.outputData(entry)] : outputParts(entry);
     const seq = entry.seq;
     const written = this.session?.clientAcks ? undefined : proc;

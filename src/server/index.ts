@@ -27,6 +27,7 @@ import type { OutputLimits } from './process.js';
 import type { Session } from './session.js';
 import type { Logger } from '../util/logger.js';
 import { invalidDuration } from '../util/timeouts.js';
+import { giveCloseReason } from '../util/ws-internals.js';
 
 export type { LogLevel } from '../util/logger.js';
 
@@ -417,10 +418,7 @@ export class TetherServer extends EventEmitter {
   ): Connection {
     const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
     // ws closes an oversized message with a bare 1009; give the peer a reason it can act on.
-    const close = ws.close.bind(ws);
-    const limit = this.maxMessageBytes;
-    ws.close = (code?: number, reason?: string | Buffer) =>
-      close(code, code === 1009 && !reason ? `message exceeds the server's ${formatBytes(limit)} limit (max payload)` : reason);
+    giveCloseReason(ws, 1009, `message exceeds the server's ${formatBytes(this.maxMessageBytes)} limit (max payload)`);
     const conn = new Connection(ws, credential, rpc, marks, remote);
     this.connections.add(conn);
     this.state.log('debug', `connection from ${remote}`);

@@ -11,6 +11,7 @@
  */
 import type { Socket } from 'node:net';
 import { formatBytes } from '../util/format.js';
+import { afterWsReads } from '../util/ws-internals.js';
 import type { MemoryBudget } from './memory-budget.js';
 import type { Session } from './session.js';
 
@@ -22,7 +23,7 @@ export class ReceiveMeter {
     /** Called with the bytes held now, whenever they change. */
     private readonly onChange: (bytes: number) => void,
   ) {
-    socket.on('data', (chunk: Buffer) => this.set(this.bytes + chunk.length));
+    afterWsReads(socket, (chunk) => this.set(this.bytes + chunk.length));
   }
 
   /** Bytes of messages being received now (at most one socket read more than the truth). */
