@@ -26,8 +26,10 @@
  *    callback runs after `ws` has seen the same chunk (server/receive-meter.ts).
  *
  * Client side (websocket.js initAsClient):
- * 4. `netConnectOptions`: `ws` calls `options.createConnection` with its own request options,
- *    a unix socket's path as `socketPath` (its own `netConnect` copies it to `path`).
+ * 4. `netConnectOptions`: `ws` calls `options.createConnection` with its request options
+ *    (through Node's http client), options net.connect takes: host and port, or for
+ *    `ws+unix:` the socket's path as `socketPath` (Node 20's http client already copies it to
+ *    `path`; `ws`'s own `netConnect` copies it again, and so does this).
  * 5. `passToWs`: once the upgrade is done `ws` reads its socket only through a 'data'
  *    listener (`socketOnData`), added in `setSocket` before it emits 'open' (and any bytes
  *    that came with the upgrade response are `unshift`ed back first), so bytes emitted as
