@@ -13,7 +13,9 @@
  *
  * Only for a server socket (frames are not masked) with no permessage-deflate (tether never
  * negotiates it) and nothing of ws's own queued (ws queues only while compressing), so these
- * frames cannot interleave with another message.
+ * frames cannot interleave with another message. The socket comes from rawSocketOf
+ * (util/ws-internals.ts, which lists what this relies on in `ws`; test/ws-contract.test.ts
+ * checks it against the installed version).
  */
 import type { OutputStream } from '../protocol/index.js';
 import { outputFrameHeader } from '../protocol/binary-frames.js';
