@@ -12,6 +12,7 @@ import { ExecClient, OutcomeUnknownError, reconnectDelayMs, SessionLostError, ty
 import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
+import { formatBytes } from '../util/format.js';
 
 /** Like ssh and `tether exec`: 255 is tether's own failure (cannot connect, session lost). */
 const EXIT_TETHER_ERROR = 255;
@@ -125,7 +126,7 @@ export async function run(argv: string[]): Promise<void> {
     if (report) {
       for (const skipped of report.skipped) say(`skipped ${skipped}`);
       const seconds = (performance.now() - started) / 1000;
-      say(`copied ${report.files} file${report.files === 1 ? '' : 's'}${report.directories ? ` in ${report.directories} director${report.directories === 1 ? 'y' : 'ies'}` : ''}, ${formatBytes(report.bytes)} in ${seconds.toFixed(1)} s${recoveries ? ` through ${recoveries} reconnect${recoveries === 1 ? '' : 's'}` : ''}`);
+      say(`copied ${report.files} file${report.files === 1 ? '' : 's'}${report.directories ? ` in ${report.directories} director${report.directories === 1 ? 'y' : 'ies'}` : ''}, ${formatBytes(report.bytes, 'long')} in ${seconds.toFixed(1)} s${recoveries ? ` through ${recoveries} reconnect${recoveries === 1 ? '' : 's'}` : ''}`);
     }
   } catch (err) {
     process.stderr.write(`tether cp: ${describe(err)}\n`);
@@ -180,11 +181,4 @@ async function copy(client: ExecClient, options: CpOptions): Promise<CopyReport 
 function describe(err: unknown): string {
   if (err instanceof OutcomeUnknownError) return `${err.message}`;
   return err instanceof Error ? err.message : String(err);
-}
-
-function formatBytes(n: number): string {
-  if (n >= 1024 ** 3) return `${(n / 1024 ** 3).toFixed(1)} GiB`;
-  if (n >= 1024 ** 2) return `${(n / 1024 ** 2).toFixed(1)} MiB`;
-  if (n >= 1024) return `${(n / 1024).toFixed(1)} KiB`;
-  return `${n} bytes`;
 }

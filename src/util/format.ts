@@ -1,15 +1,21 @@
 /** Human-readable sizes, durations and names for logs, tables and messages. */
 
-/** 512B, 1.5KiB, 12MiB: binary units, one decimal below 10. */
-export function formatBytes(n: number): string {
-  if (n < 1024) return `${n}B`;
-  const units = ['KiB', 'MiB', 'GiB', 'TiB'];
+/**
+ * A byte count in binary units. 'short' (logs, tables): 512B, 1.5KiB, 12MiB, one decimal
+ * below 10, up to TiB. 'long' (a sentence, like tether cp's summary): 512 bytes, 1.5 KiB,
+ * 12.0 MiB, always one decimal, up to GiB.
+ */
+export function formatBytes(n: number, style: 'short' | 'long' = 'short'): string {
+  const long = style === 'long';
+  if (n < 1024) return long ? `${n} bytes` : `${n}B`;
+  const units = long ? ['KiB', 'MiB', 'GiB'] : ['KiB', 'MiB', 'GiB', 'TiB'];
   let value = n / 1024;
   let unit = 0;
   while (value >= 1024 && unit < units.length - 1) {
     value /= 1024;
     unit++;
   }
+  if (long) return `${value.toFixed(1)} ${units[unit]}`;
   return `${value < 10 ? value.toFixed(1) : Math.round(value)}${units[unit]}`;
 }
 
