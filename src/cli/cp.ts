@@ -8,8 +8,9 @@
  *   tether cp :/etc/hostname -                to stdout;  `tether cp - :/tmp/x` from stdin
  */
 import { pipeline } from 'node:stream/promises';
-import { ExecClient, OutcomeUnknownError, reconnectDelayMs, SessionLostError, type RecoveredEvent } from '../client/index.js';
+import { OutcomeUnknownError, reconnectDelayMs, SessionLostError, type ExecClient, type RecoveredEvent } from '../client/index.js';
 import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
+import { connectClient } from './connect.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 import { formatBytes } from '../util/format.js';
@@ -145,13 +146,7 @@ async function connectPatiently(options: CpOptions, token: string | undefined, c
   const deadline = Date.now() + (options.recoveryDeadlineMs ?? 25_000);
   for (let attempt = 1; ; attempt++) {
     try {
-      return await ExecClient.connect(options.url, {
-        token,
-        ca,
-        clientName: 'tether-cp',
-        recoveryDeadlineMs: options.recoveryDeadlineMs,
-        keepaliveTimeoutMs: options.keepaliveTimeoutMs,
-      });
+      return await connectClient(options, { token, ca }, { clientName: 'tether-cp' });
     } catch (err) {
       const wait = reconnectDelayMs(attempt + 1);
       if (err instanceof SessionLostError || Date.now() + wait >= deadline) throw err;

@@ -6,8 +6,9 @@
  * signal killed it), and a dropped link is survived with a one-line notice on stderr.
  */
 import { finished } from 'node:stream/promises';
-import { ExecClient, SessionLostError, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
+import { SessionLostError, type ExecClient, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
 import { RpcError } from '../protocol/errors.js';
+import { connectClient } from './connect.js';
 import { catchEarlySignals, type EarlySignals } from './early-signals.js';
 import { describeStartFailure } from './start-failure.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
@@ -53,12 +54,8 @@ export async function run(argv: string[]): Promise<void> {
   const early = catchEarlySignals();
   let client: ExecClient;
   try {
-    client = await ExecClient.connect(options.url, {
-      token,
-      ca,
+    client = await connectClient(options, { token, ca }, {
       clientName: 'tether-exec',
-      recoveryDeadlineMs: options.recoveryDeadlineMs,
-      keepaliveTimeoutMs: options.keepaliveTimeoutMs,
       // Both output streams are always consumed here, so a slow local reader (a pager, a
       // slow pipe) may safely slow the remote command instead of filling our memory.
       outputHighWaterMark: 8 * 1024 * 1024,

@@ -6,8 +6,9 @@
  * else (usage errors, reconnect notices, the remote server's stderr) goes to stderr.
  * Connection, environment and cwd flags are those of `tether exec` (remote-options.ts).
  */
-import { ExecClient } from '../client/index.js';
+import type { ExecClient } from '../client/index.js';
 import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
+import { connectClient } from './connect.js';
 import { catchEarlySignals } from './early-signals.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
 import { UsageError } from './usage.js';
@@ -61,12 +62,8 @@ export async function run(argv: string[]): Promise<void> {
   const early = catchEarlySignals();
   let client: ExecClient;
   try {
-    client = await ExecClient.connect(options.url, {
-      token,
-      ca,
+    client = await connectClient(options, { token, ca }, {
       clientName: 'tether-mcp',
-      recoveryDeadlineMs: options.recoveryDeadlineMs,
-      keepaliveTimeoutMs: options.keepaliveTimeoutMs,
       signal: early.signal,
       // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.
       logger: (level, message) => {

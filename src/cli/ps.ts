@@ -2,9 +2,10 @@
  * `tether ps --url ws://…`: what runs on a tether server. Lists the sessions of the token
  * it presents (all of them with the server's admin token), one line per process, like ps.
  */
-import { ExecClient } from '../client/index.js';
+import type { ExecClient } from '../client/index.js';
 import type { SessionListResult, SessionListing } from '../protocol/index.js';
 import { formatAge, formatBytes } from '../util/format.js';
+import { connectClient } from './connect.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 
@@ -114,13 +115,7 @@ export async function run(argv: string[]): Promise<void> {
   }
   let client: ExecClient;
   try {
-    client = await ExecClient.connect(options.url, {
-      token,
-      ca,
-      clientName: 'tether-ps',
-      recoveryDeadlineMs: options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS,
-      keepaliveTimeoutMs: options.keepaliveTimeoutMs,
-    });
+    client = await connectClient(options, { token, ca }, { clientName: 'tether-ps', recoveryDeadlineMs: DEFAULT_DEADLINE_MS });
   } catch (err) {
     process.stderr.write(`tether ps: cannot connect to ${options.url}: ${(err as Error).message}\n`);
     process.exitCode = EXIT_TETHER_ERROR;
