@@ -16,6 +16,7 @@ import { readFileSync } from 'node:fs';
 import { homedir } from 'node:os';
 import path from 'node:path';
 import { z } from 'zod';
+import { formatZodIssue } from '../util/zod-issues.js';
 import type { ServerSpec, SupervisorOptionsInput } from '../supervisor/index.js';
 
 export class ConfigError extends Error {
@@ -255,7 +256,7 @@ export function expand(value: string, env: NodeJS.ProcessEnv, where: string): st
   });
 }
 
+/** The first issue: `field 'args[0]': …`, or its message alone for the value itself. */
 function formatIssue(issue: z.core.$ZodIssue): string {
-  const field = issue.path.reduce<string>((acc, p) => (typeof p === 'number' ? `${acc}[${p}]` : acc ? `${acc}.${String(p)}` : String(p)), '');
-  return field ? `field '${field}': ${issue.message}` : issue.message;
+  return formatZodIssue(issue, { path: 'indexed', field: true });
 }

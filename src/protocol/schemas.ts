@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { invalidParams } from './errors.js';
+import { formatZodIssues } from '../util/zod-issues.js';
 
 /** The `tether` member of `initialize` params (protocol/extensions.ts). Unknown extension names are ignored, not refused. */
 export const TetherInitializeSchema = z.object({
@@ -122,12 +123,7 @@ export const EmptyParamsSchema = z.object({}).passthrough();
 
 /** "field `argv`: argv must name a program" — a message a person can act on. */
 export function formatZodError(error: z.ZodError): string {
-  return error.issues
-    .map((issue) => {
-      const path = issue.path.length ? issue.path.join('.') : '(params)';
-      return `${path}: ${issue.message}`;
-    })
-    .join('; ');
+  return formatZodIssues(error.issues, { path: 'dots', root: '(params)' });
 }
 
 /** Validates params for `method`; throws -32602 `invalid params for <method>: <field>: <reason>`. */
