@@ -1,13 +1,9 @@
 import { EventEmitter } from 'node:events';
 import type { Server } from '@modelcontextprotocol/sdk/server/index.js';
-import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
   ErrorCode,
   McpError,
-  ResultSchema,
   type CallToolResult,
-  type ClientNotification,
-  type ClientRequest,
   type LoggingLevel,
   type Prompt,
   type Resource,
@@ -15,36 +11,35 @@ import {
   type Result,
   type Root,
   type ServerNotification,
-  type ServerRequest,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
 import {
-  ServerSupervisor,
-  ServerUnavailableError,
   SUPERVISOR_EVENT_NAMES,
+  ServerUnavailableError,
   errorText,
-  isMethodNotFound,
   isRequestTimeout,
   type Logger,
   type ServerDetail,
   type ServerLists,
   type ServerSummary,
+  type ServerSupervisor,
   type SupervisorEventName,
   type SupervisorEvents,
   type TransportFactory,
-  type CallOptions,
 } from '../supervisor/index.js';
-import type { GatewayConfig, GatewayServerConfig } from './config.js';
-import { managementTools } from './management-tools.js';
-import { ResourceIndex } from './resources.js';
+import type { GatewayConfig } from './config.js';
+import { HostSessions, type HostSession } from './hosts.js';
+import { callManagementTool } from './management-tools.js';
+import { ServerRegistry } from './registry.js';
+import { HostRelay, type HostContext } from './relay.js';
+import { Router, TOOL_SEPARATOR } from './routing.js';
+import { asRpc, passOn, rpcError, toolError } from './rpc-errors.js';
 import { settleWithin } from '../util/timeouts.js';
 
-/** `<server>__<tool>` (and `<server>__<prompt>`): the aggregate's name for a server's tool. */
-export const TOOL_SEPARATOR = '__';
-
-export function aggregateToolName(server: string, tool: string): string {
-  return `${server}${TOOL_SEPARATOR}${tool}`;
-}
+export { TOOL_SEPARATOR, aggregateToolName } from './routing.js';
+export { rpcError } from './rpc-errors.js';
+export type { HostSession } from './hosts.js';
+export type { HostContext } from './relay.js';
 
 /** One event as the gateway reports it (SSE, logs): the supervisor event plus its name and time. */
 export interface GatewayEvent {
@@ -73,95 +68,56 @@ interface GatewayEvents {
   status: [ServerSummary];
 }
 
-type HostExtra = RequestHandlerExtra<ServerRequest, ServerNotification>;
-type BackendExtra = RequestHandlerExtra<ClientRequest, ClientNotification>;
-
-/** One MCP client of the gateway (the stdio host, or one Streamable HTTP session). */
-export interface HostSession {
-  readonly id: number;
-  readonly server: Server;
-  /** What logging/setLevel asked for, or null (no filtering). */
-  logLevel: LoggingLevel | null;
-  /** The roots it announced (if it supports roots). */
-  roots: Root[];
-  /** Exposed resource URIs it subscribed to. */
-  readonly subscriptions: Set<string>;
-}
-
-/** What a forwarded request carries from the host: who asked, the SDK's extra, its progress token. */
-export interface HostContext {
-  host?: HostSession;
-  extra?: HostExtra;
-  progressToken?: string | number;
-}
-
-interface InFlight {
-  host: HostSession;
-  extra: HostExtra;
-}
-
-const LOG_SEVERITY: LoggingLevel[] = ['debug', 'info', 'notice', 'warning', 'error', 'critical', 'alert', 'emergency'];
-
-/** A JSON-RPC error whose message is said once (McpError prefixes "MCP error N:" to it, and the host's SDK does again). */
-export function rpcError(code: number, message: string, data?: unknown): Error {
-  return Object.assign(new Error(message), { code, data });
-}
-
-/** A server's own error answer, passed on with its code, its message said once. */
-function passOn(err: McpError): Error {
-  return rpcError(err.code, err.message.replace(/^(MCP error -?\d+: )+/, ''), err.data);
-}
-
 /**
  * The servers behind one gateway: a supervisor each, the aggregated tools, prompts and
  * resources, request routing both ways, and the management operations. Transport-free:
  * src/gateway/mcp-server.ts and http.ts put it on stdio / HTTP.
  *
- * Server-to-client requests (sampling, elicitation) go to the host whose calls are in flight
- * to that server: when every request in flight to it comes from one host, that host answers
- * (on the stream of the call, when there is exactly one); with none or several hosts the
- * answer is an error that says so ("ambiguous"). roots/list is answered with the union of
- * the roots the hosts announce, and the log level asked of the servers is the most verbose
- * one any host set.
+ * A coordinator: registry.ts holds the supervisors and reloads the config, routing.ts maps
+ * aggregated names and URIs to servers, relay.ts carries requests between hosts and servers
+ * (sampling and elicitation go to the one host with calls in flight, roots/list is the
+ * hosts' union), hosts.ts keeps the hosts and what they asked for (log level, roots,
+ * subscriptions), management-tools.ts runs the gateway's own tools. This class starts and
+ * stops the servers, turns their events into the gateway's, and answers the hosts.
  */
 export class Gateway extends EventEmitter<GatewayEvents> {
-  readonly supervisors = new Map<string, ServerSupervisor>();
-  private readonly configs = new Map<string, string>();
+  readonly supervisors: Map<string, ServerSupervisor>;
+  private readonly registry: ServerRegistry;
+  private readonly router: Router;
+  private readonly hosts: HostSessions;
+  private readonly relay: HostRelay;
   private readonly log: Logger;
   private readonly startupWaitMs: number;
-  private readonly hostRequestTimeoutMs: number;
-  private readonly opts: GatewayOptions;
   private ready: Promise<void> = Promise.resolve();
   private started = false;
   private listsChangedTimer: NodeJS.Timeout | undefined;
   private readonly pendingLists = new Set<HostList>();
-  private readonly hosts = new Set<HostSession>();
-  private hostSeq = 0;
-  private readonly inflight = new Map<string, Set<InFlight>>();
-  private rootsKey = '[]';
 
   constructor(config: GatewayConfig, opts: GatewayOptions = {}) {
     super();
     // One listener per MCP session and per /events subscriber: many is normal, not a leak.
     this.setMaxListeners(0);
-    this.opts = opts;
     this.log = opts.logger ?? (() => {});
     this.startupWaitMs = opts.startupWaitMs ?? 10_000;
-    this.hostRequestTimeoutMs = opts.hostRequestTimeoutMs ?? 600_000;
-    for (const server of config.servers) this.addServer(server);
-  }
-
-  private addServer({ spec, supervisor }: GatewayServerConfig): ServerSupervisor {
-    const s = new ServerSupervisor(spec, {
-      ...supervisor,
+    this.hosts = new HostSessions();
+    this.relay = new HostRelay({ roots: () => this.hosts.roots(), hostRequestTimeoutMs: opts.hostRequestTimeoutMs ?? 600_000 });
+    this.registry = new ServerRegistry({
       logger: this.log,
-      transportFactory: this.opts.transportFactory,
-      random: this.opts.random,
+      transportFactory: opts.transportFactory,
+      random: opts.random,
       hooks: {
-        onRequest: (server, request, extra) => this.fromServer(server, request, extra),
+        onRequest: (server, request, extra) => this.relay.fromServer(server, request, extra),
         onNotification: (server, notification) => this.notificationFromServer(server, notification),
       },
+      onAdded: (s) => this.wire(s),
     });
+    this.supervisors = this.registry.supervisors;
+    this.router = new Router(this.supervisors);
+    for (const server of config.servers) this.registry.add(server);
+  }
+
+  /** A new supervisor's events become the gateway's; it gets the hosts' log level. */
+  private wire(s: ServerSupervisor): void {
     for (const name of SUPERVISOR_EVENT_NAMES) {
       s.on(name, (payload: object) => {
         this.forward(name, payload);
@@ -171,11 +127,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     }
     s.on('list_changed', ({ list }) => this.listChanged(list));
     s.on('status', () => this.emit('status', s.summary()));
-    this.supervisors.set(spec.name, s);
-    this.configs.set(spec.name, JSON.stringify({ spec, supervisor }));
-    const level = this.effectiveLogLevel();
+    const level = this.hosts.effectiveLogLevel();
     if (level) void s.setLogLevel(level);
-    return s;
   }
 
   private forward(name: SupervisorEventName | 'servers_changed', payload: object): void {
@@ -199,40 +152,7 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * are stopped, servers whose entry changed are restarted; the others are not touched.
    */
   async reconfigure(config: GatewayConfig): Promise<{ added: string[]; removed: string[]; changed: string[] }> {
-    const next = new Map(config.servers.map((s) => [s.spec.name, s]));
-    const added: string[] = [];
-    const removed: string[] = [];
-    const changed: string[] = [];
-    for (const name of [...this.supervisors.keys()]) {
-      const entry = next.get(name);
-      if (!entry) removed.push(name);
-      else if (JSON.stringify({ spec: entry.spec, supervisor: entry.supervisor }) !== this.configs.get(name)) changed.push(name);
-    }
-    for (const name of next.keys()) if (!this.supervisors.has(name)) added.push(name);
-    await Promise.all(
-      [...removed, ...changed].map(async (name) => {
-        const s = this.supervisors.get(name)!;
-        this.supervisors.delete(name);
-        this.configs.delete(name);
-        s.removeAllListeners();
-        await s.stop();
-      }),
-    );
-    // Keep the config's order (it decides which server keeps a shared resource URI).
-    const old = new Map(this.supervisors);
-    const oldConfigs = new Map(this.configs);
-    this.supervisors.clear();
-    this.configs.clear();
-    const fresh: ServerSupervisor[] = [];
-    for (const [name, entry] of next) {
-      const kept = old.get(name);
-      if (kept) {
-        this.supervisors.set(name, kept);
-        this.configs.set(name, oldConfigs.get(name)!);
-      } else {
-        fresh.push(this.addServer(entry));
-      }
-    }
+    const { added, removed, changed, fresh } = await this.registry.reload(config);
     if (added.length || removed.length || changed.length) {
       this.log('info', `config reloaded: added ${added.join(', ') || 'none'}; removed ${removed.join(', ') || 'none'}; changed ${changed.join(', ') || 'none'}`);
       this.forward('servers_changed', { servers: [...this.supervisors.keys()] });
@@ -295,14 +215,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** A host connected (createGatewayServer calls this); the returned session is its handle. */
   attachHost(server: Server): HostSession {
-    const host: HostSession = { id: ++this.hostSeq, server, logLevel: null, roots: [], subscriptions: new Set() };
-    this.hosts.add(host);
-    return host;
+    return this.hosts.attach(server);
   }
 
   /** The host went away: its log level, roots and subscriptions no longer count. */
   detachHost(host: HostSession): void {
-    if (!this.hosts.delete(host)) return;
+    if (!this.hosts.detach(host)) return;
     for (const uri of host.subscriptions) void this.unsubscribe(host, uri).catch(() => {});
     this.applyLogLevel();
     this.rootsChanged();
@@ -314,15 +232,8 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     this.applyLogLevel();
   }
 
-  /** The most verbose level any host asked for, or null when none asked. */
-  private effectiveLogLevel(): LoggingLevel | null {
-    let best: number | null = null;
-    for (const h of this.hosts) if (h.logLevel) best = Math.min(best ?? Infinity, LOG_SEVERITY.indexOf(h.logLevel));
-    return best === null ? null : LOG_SEVERITY[best]!;
-  }
-
   private applyLogLevel(): void {
-    const level = this.effectiveLogLevel();
+    const level = this.hosts.effectiveLogLevel();
     for (const s of this.supervisors.values()) void s.setLogLevel(level);
   }
 
@@ -334,88 +245,36 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** The union of the hosts' roots, by URI. */
   roots(): Root[] {
-    const byUri = new Map<string, Root>();
-    for (const h of this.hosts) for (const r of h.roots) if (!byUri.has(r.uri)) byUri.set(r.uri, r);
-    return [...byUri.values()];
+    return this.hosts.roots();
   }
 
   private rootsChanged(): void {
-    const key = JSON.stringify(this.roots());
-    if (key === this.rootsKey) return;
-    this.rootsKey = key;
-    for (const s of this.supervisors.values()) s.notifyRootsChanged();
+    if (this.hosts.rootsChanged()) for (const s of this.supervisors.values()) s.notifyRootsChanged();
   }
 
   // ---------------------------------------------------------------- lists
 
   /** Management tools first, then every server's last known tools, prefixed. */
   tools(): Tool[] {
-    return [...managementTools, ...this.prefixed((s) => s.tools)];
+    return this.router.tools();
   }
 
   /** Every server's last known prompts, named `<server>__<prompt>`. */
   prompts(): Prompt[] {
-    return this.prefixed((s) => s.prompts);
-  }
-
-  private prefixed<T extends { name: string }>(items: (s: ServerSupervisor) => T[]): T[] {
-    const out: T[] = [];
-    const seen = new Set(managementTools.map((t) => t.name));
-    for (const s of this.supervisors.values()) {
-      for (const item of items(s)) {
-        const name = aggregateToolName(s.name, item.name);
-        // Two servers can only collide through odd names (a + _x vs a_ + x): first one wins.
-        if (seen.has(name)) continue;
-        seen.add(name);
-        out.push({ ...item, name });
-      }
-    }
-    return out;
-  }
-
-  private resourceIndex(): ResourceIndex {
-    return new ResourceIndex(
-      [...this.supervisors.values()].map((s) => ({
-        name: s.name,
-        resources: s.resources,
-        resourceTemplates: s.resourceTemplates,
-        offersResources: s.serverCapabilities ? Boolean(s.serverCapabilities.resources) : true,
-      })),
-    );
+    return this.router.prompts();
   }
 
   resources(): Resource[] {
-    return this.resourceIndex().resources;
+    return this.router.resources();
   }
 
   resourceTemplates(): ResourceTemplate[] {
-    return this.resourceIndex().templates;
+    return this.router.resourceTemplates();
   }
 
-  /**
-   * Which server and name an aggregated name stands for: a listed item first (names like
-   * `a___x` could split two ways), else the longest server-name prefix (a server whose list
-   * is not known yet still gets the request, and with it an immediate connection attempt).
-   */
+  /** Which server and tool an aggregated name stands for (routing.ts). */
   resolveTool(name: string): { server: ServerSupervisor; tool: string } | undefined {
-    const r = this.resolveName(name, (s) => s.tools);
-    return r && { server: r.server, tool: r.name };
-  }
-
-  private resolveName(name: string, items: (s: ServerSupervisor) => { name: string }[]): { server: ServerSupervisor; name: string } | undefined {
-    for (const s of this.supervisors.values()) {
-      const prefix = s.name + TOOL_SEPARATOR;
-      if (name.startsWith(prefix) && items(s).some((t) => t.name === name.slice(prefix.length))) return { server: s, name: name.slice(prefix.length) };
-    }
-    const candidates = [...this.supervisors.values()].filter((s) => name.startsWith(s.name + TOOL_SEPARATOR));
-    const best = candidates.sort((a, b) => b.name.length - a.name.length)[0];
-    return best ? { server: best, name: name.slice(best.name.length + TOOL_SEPARATOR.length) } : undefined;
-  }
-
-  private resolveResource(uri: string): { server: ServerSupervisor; uri: string } {
-    const r = this.resourceIndex().resolve(uri, (name) => this.supervisors.has(name));
-    if (!r) throw rpcError(ErrorCode.InvalidParams, `unknown resource '${uri}': no server behind this gateway lists it or a template that matches it`);
-    return { server: this.supervisors.get(r.server)!, uri: r.uri };
+    return this.router.resolveTool(name);
   }
 
   // ---------------------------------------------------------------- requests from hosts
@@ -425,12 +284,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
    * (isError) so the model reads why; a server's own JSON-RPC error passes through.
    */
   async callTool(name: string, args: Record<string, unknown> | undefined, ctx: HostContext = {}): Promise<CallToolResult> {
-    const management = await this.callManagementTool(name, args);
+    const management = await callManagementTool(this, name, args);
     if (management) return management;
-    const target = this.resolveTool(name);
-    if (!target) throw rpcError(ErrorCode.InvalidParams, `unknown tool '${name}': gateway tools are named <server>${TOOL_SEPARATOR}<tool>; servers: ${[...this.supervisors.keys()].join(', ') || 'none'}`);
+    const target = this.router.resolveTool(name);
+    if (!target) throw rpcError(ErrorCode.InvalidParams, `unknown tool '${name}': gateway tools are named <server>${TOOL_SEPARATOR}<tool>; servers: ${this.router.serverList()}`);
     try {
-      return (await this.relay(target.server, 'tools/call', { name: target.tool, arguments: args ?? {} }, ctx)) as CallToolResult;
+      return (await this.relay.send(target.server, 'tools/call', { name: target.tool, arguments: args ?? {} }, ctx)) as CallToolResult;
     } catch (err) {
       if (err instanceof ServerUnavailableError) return toolError(err.message);
       if (isRequestTimeout(err)) return toolError(`MCP server '${target.server.name}': tool '${target.tool}' timed out (${errorText(err)})`);
@@ -440,13 +299,13 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   async getPrompt(name: string, args: Record<string, string> | undefined, ctx: HostContext = {}): Promise<Result> {
-    const target = this.resolveName(name, (s) => s.prompts);
-    if (!target) throw rpcError(ErrorCode.InvalidParams, `unknown prompt '${name}': gateway prompts are named <server>${TOOL_SEPARATOR}<prompt>; servers: ${[...this.supervisors.keys()].join(', ') || 'none'}`);
+    const target = this.router.resolvePrompt(name);
+    if (!target) throw rpcError(ErrorCode.InvalidParams, `unknown prompt '${name}': gateway prompts are named <server>${TOOL_SEPARATOR}<prompt>; servers: ${this.router.serverList()}`);
     return this.request(target.server, 'prompts/get', { name: target.name, ...(args ? { arguments: args } : {}) }, ctx);
   }
 
   async readResource(uri: string, ctx: HostContext = {}): Promise<Result> {
-    const target = this.resolveResource(uri);
+    const target = this.router.resolveResource(uri);
     const result = await this.request(target.server, 'resources/read', { uri: target.uri }, ctx);
     // The contents name the URI the host asked for.
     const contents = (result as { contents?: { uri?: string }[] }).contents;
@@ -457,17 +316,16 @@ export class Gateway extends EventEmitter<GatewayEvents> {
   }
 
   async subscribe(host: HostSession, uri: string): Promise<void> {
-    const target = this.resolveResource(uri);
-    const already = [...this.hosts].some((h) => h.subscriptions.has(uri));
-    if (!already) await this.asRpc(target.server, () => target.server.subscribe(target.uri));
+    const target = this.router.resolveResource(uri);
+    if (!this.hosts.subscribed(uri)) await asRpc(target.server, () => target.server.subscribe(target.uri));
     host.subscriptions.add(uri);
   }
 
   async unsubscribe(host: HostSession, uri: string): Promise<void> {
     if (!host.subscriptions.delete(uri)) return;
-    if ([...this.hosts].some((h) => h.subscriptions.has(uri))) return;
-    const target = this.resolveResource(uri);
-    await this.asRpc(target.server, () => target.server.unsubscribe(target.uri));
+    if (this.hosts.subscribed(uri)) return;
+    const target = this.router.resolveResource(uri);
+    await asRpc(target.server, () => target.server.unsubscribe(target.uri));
   }
 
   /** completion/complete: a prompt's (by its aggregated name) or a resource template's arguments. */
@@ -475,12 +333,12 @@ export class Gateway extends EventEmitter<GatewayEvents> {
     let server: ServerSupervisor;
     let ref: Record<string, unknown>;
     if (params.ref.type === 'ref/prompt') {
-      const target = this.resolveName(params.ref.name ?? '', (s) => s.prompts);
+      const target = this.router.resolvePrompt(params.ref.name ?? '');
       if (!target) throw rpcError(ErrorCode.InvalidParams, `unknown prompt '${params.ref.name}'`);
       server = target.server;
       ref = { ...params.ref, name: target.name };
     } else {
-      const target = this.resolveResource(params.ref.uri ?? '');
+      const target = this.router.resolveResource(params.ref.uri ?? '');
       server = target.server;
       ref = { ...params.ref, uri: target.uri };
     }
@@ -495,121 +353,16 @@ export class Gateway extends EventEmitter<GatewayEvents> {
 
   /** A request to one server for a host, its errors turned into JSON-RPC errors said once. */
   private async request(server: ServerSupervisor, method: string, params: Record<string, unknown>, ctx: HostContext): Promise<Result> {
-    return this.asRpc(server, () => this.relay(server, method, params, ctx));
-  }
-
-  private async asRpc<T>(server: ServerSupervisor, fn: () => Promise<T>): Promise<T> {
-    try {
-      return await fn();
-    } catch (err) {
-      if (err instanceof ServerUnavailableError) throw rpcError(ErrorCode.InternalError, err.message);
-      if (err instanceof McpError) {
-        if (isMethodNotFound(err)) throw rpcError(err.code, `MCP server '${server.name}': ${passOn(err).message}`);
-        throw passOn(err);
-      }
-      throw rpcError(ErrorCode.InternalError, `MCP server '${server.name}': ${errorText(err)}`);
-    }
-  }
-
-  /**
-   * Sends a host's request to a server: registered as in flight (for the routing of the
-   * server's own requests), progress relayed under the host's token, cancellation passed on.
-   */
-  private async relay(server: ServerSupervisor, method: string, params: Record<string, unknown>, ctx: HostContext): Promise<Result> {
-    const entry = ctx.host && ctx.extra ? { host: ctx.host, extra: ctx.extra } : undefined;
-    let set = this.inflight.get(server.name);
-    if (entry) {
-      if (!set) this.inflight.set(server.name, (set = new Set()));
-      set.add(entry);
-    }
-    const { progressToken, extra } = ctx;
-    const onprogress: CallOptions['onprogress'] =
-      progressToken === undefined || !extra
-        ? undefined
-        : (p) => void extra.sendNotification({ method: 'notifications/progress', params: { progressToken, ...p } }).catch(() => {});
-    try {
-      return await server.request(method, params, { signal: extra?.signal, onprogress });
-    } finally {
-      if (entry) set!.delete(entry);
-    }
+    return asRpc(server, () => this.relay.send(server, method, params, ctx));
   }
 
   // ---------------------------------------------------------------- from servers
 
-  /** sampling/createMessage, elicitation/create, roots/list from a server: see the class comment. */
-  private async fromServer(serverName: string, request: ServerRequest, backendExtra: BackendExtra): Promise<Result> {
-    if (request.method === 'roots/list') return { roots: this.roots() };
-    const entries = [...(this.inflight.get(serverName) ?? [])];
-    const hosts = new Set(entries.map((e) => e.host));
-    const what = request.method === 'sampling/createMessage' ? 'sampling' : request.method === 'elicitation/create' ? 'elicitation' : request.method;
-    if (hosts.size === 0) {
-      throw rpcError(ErrorCode.InvalidRequest, `${what} from '${serverName}' cannot be forwarded: no host has a request in flight to it, so the gateway cannot tell which host should answer`);
-    }
-    if (hosts.size > 1) {
-      throw rpcError(ErrorCode.InvalidRequest, `${what} from '${serverName}' is ambiguous: ${hosts.size} hosts have requests in flight to it; the gateway forwards it only when they all come from one host`);
-    }
-    const [host] = hosts as Set<HostSession>;
-    const caps = host!.server.getClientCapabilities();
-    const supported = request.method === 'sampling/createMessage' ? caps?.sampling : request.method === 'elicitation/create' ? caps?.elicitation : undefined;
-    if (!supported) throw rpcError(ErrorCode.InvalidRequest, `${what} from '${serverName}': the host does not support ${what}`);
-    const options = { signal: backendExtra.signal, timeout: this.hostRequestTimeoutMs };
-    try {
-      // With exactly one request in flight, on that request's stream (Streamable HTTP hosts
-      // then see it beside the call that caused it).
-      if (entries.length === 1) return await entries[0]!.extra.sendRequest(request as never, ResultSchema, options);
-      return await host!.server.request(request as never, ResultSchema, options);
-    } catch (err) {
-      if (err instanceof McpError) throw passOn(err);
-      throw err;
-    }
-  }
-
   private notificationFromServer(serverName: string, notification: ServerNotification): void {
     if (notification.method === 'notifications/message') {
-      const p = notification.params;
-      const severity = LOG_SEVERITY.indexOf(p.level);
-      const params = { ...p, logger: p.logger ? `${serverName}/${p.logger}` : serverName };
-      for (const h of this.hosts) {
-        if (h.logLevel && severity < LOG_SEVERITY.indexOf(h.logLevel)) continue;
-        if (h.server.transport && h.server.getClientCapabilities()) void h.server.notification({ method: 'notifications/message', params }).catch(() => {});
-      }
+      this.hosts.deliverLog(serverName, notification.params);
     } else if (notification.method === 'notifications/resources/updated') {
-      const uri = this.resourceIndex().exposed(serverName, notification.params.uri);
-      for (const h of this.hosts) {
-        if (h.subscriptions.has(uri)) void h.server.sendResourceUpdated({ ...notification.params, uri }).catch(() => {});
-      }
+      this.hosts.deliverResourceUpdated(this.router.exposedUri(serverName, notification.params.uri), notification.params);
     }
   }
-
-  // ---------------------------------------------------------------- management tools
-
-  private async callManagementTool(name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult | undefined> {
-    const serverArg = () => {
-      const server = args?.name;
-      if (typeof server !== 'string') throw rpcError(ErrorCode.InvalidParams, `${name}: argument 'name' (the server name) is required`);
-      if (!this.supervisors.has(server)) throw rpcError(ErrorCode.InvalidParams, `${name}: no server named '${server}'; servers: ${[...this.supervisors.keys()].join(', ') || 'none'}`);
-      return server;
-    };
-    switch (name) {
-      case 'list_servers':
-        return jsonResult({ servers: this.summaries() });
-      case 'get_server_status':
-        return jsonResult(this.detail(serverArg())!);
-      case 'reconnect_server':
-      case 'retry_server':
-        return jsonResult((await this.retry(serverArg()))!);
-      case 'retry_all_servers':
-        return jsonResult({ servers: await this.retryAll() });
-      default:
-        return undefined;
-    }
-  }
-}
-
-function toolError(text: string): CallToolResult {
-  return { isError: true, content: [{ type: 'text', text }] };
-}
-
-function jsonResult(value: object): CallToolResult {
-  return { content: [{ type: 'text', text: JSON.stringify(value, null, 2) }], structuredContent: value as Record<string, unknown> };
 }

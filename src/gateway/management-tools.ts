@@ -1,4 +1,6 @@
-import type { Tool } from '@modelcontextprotocol/sdk/types.js';
+import { ErrorCode, type CallToolResult, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { ServerDetail, ServerSummary } from '../supervisor/index.js';
+import { rpcError } from './rpc-errors.js';
 
 const serverName = {
   type: 'object' as const,
@@ -41,3 +43,39 @@ export const managementTools: Tool[] = [
     annotations: { readOnlyHint: false, destructiveHint: false, idempotentHint: true, openWorldHint: false },
   },
 ];
+
+/** What the management tools act on (the Gateway). */
+export interface ManagedServers {
+  readonly supervisors: ReadonlyMap<string, unknown>;
+  summaries(): ServerSummary[];
+  detail(name: string): ServerDetail | undefined;
+  retry(name: string): Promise<ServerDetail | undefined>;
+  retryAll(): Promise<ServerSummary[]>;
+}
+
+/** Runs a management tool; undefined when `name` is not one (it is a server's tool then). */
+export async function callManagementTool(servers: ManagedServers, name: string, args: Record<string, unknown> | undefined): Promise<CallToolResult | undefined> {
+  const serverArg = () => {
+    const server = args?.name;
+    if (typeof server !== 'string') throw rpcError(ErrorCode.InvalidParams, `${name}: argument 'name' (the server name) is required`);
+    if (!servers.supervisors.has(server)) throw rpcError(ErrorCode.InvalidParams, `${name}: no server named '${server}'; servers: ${[...servers.supervisors.keys()].join(', ') || 'none'}`);
+    return server;
+  };
+  switch (name) {
+    case 'list_servers':
+      return jsonResult({ servers: servers.summaries() });
+    case 'get_server_status':
+      return jsonResult(servers.detail(serverArg())!);
+    case 'reconnect_server':
+    case 'retry_server':
+      return jsonResult((await servers.retry(serverArg()))!);
+    case 'retry_all_servers':
+      return jsonResult({ servers: await servers.retryAll() });
+    default:
+      return undefined;
+  }
+}
+
+function jsonResult(value: object): CallToolResult {
+  return { content: [{ type: 'text', text: JSON.stringify(value, null, 2) }], structuredContent: value as Record<string, unknown> };
+}
