@@ -19,6 +19,17 @@ export function formatBytes(n: number, style: 'short' | 'long' = 'short'): strin
   return `${value < 10 ? value.toFixed(1) : Math.round(value)}${units[unit]}`;
 }
 
+/**
+ * 16 MiB, 512 KiB, 1000 bytes: a configured limit as written, in the largest binary unit it
+ * is a whole multiple of (for limits quoted in messages; no rounding, so never "1.5MiB").
+ */
+export function formatExactBytes(n: number): string {
+  for (const [unit, size] of [['GiB', 1024 ** 3], ['MiB', 1024 ** 2], ['KiB', 1024]] as const) {
+    if (n >= size && n % size === 0) return `${n / size} ${unit}`;
+  }
+  return `${n} bytes`;
+}
+
 /** 450ms, 2.5s, 1.2m: for spans of a run. */
 export function formatMs(ms: number): string {
   if (ms < 1000) return `${Math.round(ms)}ms`;

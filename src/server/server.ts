@@ -1,0 +1,341 @@
+/**
+ * The tether exec-server: HTTP (`/readyz`, `/metrics`) and WebSocket on one port,
+ * Codex-compatible JSON-RPC, sessions that outlive their socket. See docs/protocol.md.
+ * The options are in options.ts, the HTTP side before an upgrade (cap, Host/Origin/token,
+ * routes) in http-gate.ts.
+ */
+import { EventEmitter } from 'node:events';
+import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { isIP, type AddressInfo, type Socket } from 'node:net';
+import { performance } from 'node:perf_hooks';
+import type { Duplex } from 'node:stream';
+import { WebSocketServer, type WebSocket } from 'ws';
+import { isLoopbackName } from '../util/loopback.js';
+import { formatExactBytes } from '../util/format.js';
+import { digest } from './auth.js';
+import { serverCapacity } from './capacity.js';
+import { defaultMaxConnections, defaultMaxHttpSockets, DescriptorBudget, descriptorLimit } from './descriptors.js';
+import { Connection, type BackpressureMarks } from './connection.js';
+import type { MemoryBudget } from './memory-budget.js';
+import { OutputShares } from './fair-share.js';
+import { FsDefaults, type FsServerLimits } from './fs/methods.js';
+import { HttpGate } from './http-gate.js';
+import { createRpcServer, type ServerState } from './methods.js';
+import { prepareKeepers } from './keeper.js';
+import { protectServerProcess } from './native.js';
+import { createMetricsRegistry } from './metrics.js';
+import { ServerMonitor } from './monitor.js';
+import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
+import type { Session } from './session.js';
+import { invalidDuration } from '../util/timeouts.js';
+import { giveCloseReason } from '../util/ws-internals.js';
+
+/** The events of a `TetherServer` (names and payloads as they always were). */
+export interface TetherServerEvents {
+  /** A WebSocket passed the gate and became a connection (before `initialize`). */
+  connection: [conn: Connection];
+  /** A detached session was not resumed in time: it and its processes are gone. */
+  'session-expired': [sessionId: string];
+  /** A session lost its connection; it lives `sessionTtlMs` unless resumed. */
+  'session-detached': [sessionId: string];
+  /** `close()` finished: nothing listens, every child is gone. */
+  close: [];
+}
+
+export class TetherServer extends EventEmitter<TetherServerEvents> {
+  readonly url: string;
+  readonly port: number;
+  /** Bound to a loopback address (decided on the address bound, not on the name given). */
+  readonly loopback: boolean;
+  private readonly connections = new Set<Connection>();
+  private readonly state: ServerState;
+  private readonly wss: WebSocketServer;
+  private readonly gate: HttpGate;
+  private readonly pingTimer: NodeJS.Timeout;
+  private readonly stallTimer: NodeJS.Timeout;
+  readonly maxConnections: number;
+  /** The server-wide memory budget (what every byte holder reports to). */
+  readonly memory: MemoryBudget;
+  private closing: Promise<void> | null = null;
+  private readonly maxMessageBytes: number;
+
+  /** Use `startServer`. */
+  constructor(
+    private readonly http: HttpServer,
+    opts: TetherServerOptions,
+    host: string,
+  ) {
+    super();
+    const address = http.address();
+    this.port = typeof address === 'object' && address ? address.port : (opts.port ?? Defaults.port);
+    this.loopback = typeof address === 'object' && address !== null && isLoopbackName(address.address);
+    const secure = opts.tls !== undefined;
+    this.url = `${secure ? 'wss' : 'ws'}://${host.includes(':') ? `[${host}]` : host}:${this.port}`;
+    const log = opts.logger ?? (() => {});
+    this.maxMessageBytes = opts.maxMessageBytes ?? Defaults.maxMessageBytes;
+    const descriptorLimitNow = descriptorLimit();
+    this.maxConnections = opts.maxConnections ?? defaultMaxConnections(descriptorLimitNow);
+    const descriptors = new DescriptorBudget(descriptorLimitNow, () => Math.max(0, this.maxConnections - this.socketCount));
+    const fs: FsServerLimits = {
+      ...FsDefaults,
+      // Descriptors held by fs scale with the limit, so they leave room for connections and processes.
+      maxOpenFiles: Math.max(16, Math.min(FsDefaults.maxOpenFiles, Math.floor(descriptorLimitNow / 8))),
+      maxOperations: Math.max(8, Math.min(FsDefaults.maxOperations, Math.floor(descriptorLimitNow / 32))),
+      ...opts.fs,
+    };
+    const httpSockets = defaultMaxHttpSockets(descriptorLimitNow);
+    const capacity = serverCapacity({
+      descriptorLimit: descriptorLimitNow,
+      maxConnections: this.maxConnections,
+      filesDescriptors: fs.maxOpenFiles + fs.maxOperations,
+      httpSockets,
+      memoryBudgetBytes: opts.memoryBudgetBytes,
+      maxServerProcesses: opts.maxServerProcesses,
+      maxPtys: opts.maxPtys,
+    });
+    log('info', capacity.summary);
+    this.memory = capacity.memory;
+    this.state = {
+      sessions: new Map(),
+      descriptors,
+      memory: capacity.memory,
+      capacity: capacity.processes,
+      maxSessions: opts.maxSessions ?? Defaults.maxSessions,
+      maxSessionsPerToken: opts.maxSessionsPerToken ?? Defaults.maxSessionsPerToken,
+      shares: new OutputShares(capacity.memory),
+      livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
+      limits: {
+        ttlMs: opts.sessionTtlMs ?? Defaults.sessionTtlMs,
+        resumeGraceMs: opts.resumeGraceMs ?? Defaults.resumeGraceMs,
+        closedRetentionMs: opts.closedRetentionMs ?? Defaults.closedRetentionMs,
+        output: outputLimits(opts),
+        maxProcesses: opts.maxProcessesPerSession ?? Defaults.maxProcessesPerSession,
+      },
+      fs,
+      httpSockets,
+      log,
+      monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
+      adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,
+      sessionHooks: {
+        expired: (s) => {
+          this.state.sessions.delete(s.id);
+          this.state.monitor.sessionEnded(s);
+          log('info', `session ${s.shortId} expired; its processes were killed`);
+          this.emit('session-expired', s.id);
+        },
+        detached: (s) => {
+          this.state.monitor.sessionDetached(s);
+          log('info', `session ${s.shortId} detached; expires in ${s.limits.ttlMs} ms unless resumed`);
+          this.emit('session-detached', s.id);
+        },
+      },
+    };
+    const rpc = createRpcServer(this.state);
+    const marks: BackpressureMarks = {
+      highWaterBytes: opts.backpressure?.highWaterBytes ?? Defaults.highWaterBytes,
+      lowWaterBytes: opts.backpressure?.lowWaterBytes ?? Defaults.lowWaterBytes,
+    };
+    this.wss = new WebSocketServer({
+      noServer: true,
+      perMessageDeflate: false,
+      maxPayload: this.maxMessageBytes,
+      clientTracking: false,
+    });
+
+    const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
+    const maxInflight = opts.maxInflightRequests ?? Defaults.maxInflightRequests;
+    // A socket that never finishes its request headers is closed (408) as soon as it is late.
+    http.headersTimeout = initializeTimeoutMs;
+    http.requestTimeout = initializeTimeoutMs;
+    this.gate = new HttpGate(http, opts, {
+      secure,
+      maxConnections: this.maxConnections,
+      loopback: this.loopback,
+      host,
+      admin: this.state.adminCredential,
+      log,
+    });
+
+    const metrics = createMetricsRegistry({
+      monitor: this.state.monitor,
+      sessions: this.state.sessions,
+      connections: () => this.connections.size,
+      sockets: () => this.socketCount,
+      limits: {
+        sessions: this.state.maxSessions,
+        connections: this.maxConnections,
+        processesPerSession: this.state.limits.maxProcesses,
+        outputRetentionBytes: this.state.limits.output.retentionBytes,
+      },
+      memory: capacity.memory,
+      capacity: capacity.processes,
+      shares: this.state.shares,
+    });
+
+    this.gate.serveRequests(metrics);
+
+    http.on('upgrade', (req: IncomingMessage, socket: Duplex, head: Buffer) => {
+      const verdict = this.gate.admitUpgrade(req, socket, this.closing !== null);
+      if (!verdict) return;
+      this.wss.handleUpgrade(req, socket, head, (ws) => {
+        const conn = this.onConnection(ws, verdict.credential, req, rpc, marks);
+        conn.requireInitializeWithin(initializeTimeoutMs);
+        conn.maxInflight = maxInflight;
+        conn.maxRequestBytes = this.maxMessageBytes;
+        conn.useMemoryBudget(this.memory);
+        conn.receiveStallMs = stallMs;
+        conn.meterReceiving(socket as Socket);
+      });
+    });
+
+    const interval = opts.pingIntervalMs ?? Defaults.pingIntervalMs;
+    this.pingTimer = setInterval(() => {
+      for (const conn of this.connections) {
+        if (conn.heartbeat()) continue;
+        // Two pings unanswered: a half-open TCP connection. Drop it so its session detaches.
+        log('info', `connection ${conn.remote} missed two pongs: dropped`);
+        conn.ws.terminate();
+      }
+    }, interval);
+    this.pingTimer.unref();
+
+    const stallMs = opts.stallTimeoutMs ?? Defaults.stallTimeoutMs;
+    this.stallTimer = setInterval(
+      () => {
+        const now = performance.now();
+        for (const conn of this.connections) {
+          if (conn.stalledFor(now) < stallMs) continue;
+          log('info', `connection ${conn.remote} stopped reading (${conn.ws.bufferedAmount} bytes unsent for ${stallMs} ms): dropped`);
+          conn.ws.terminate();
+        }
+      },
+      Math.max(20, Math.min(1000, stallMs / 4)),
+    );
+    this.stallTimer.unref();
+  }
+
+  private onConnection(
+    ws: WebSocket,
+    credential: Buffer,
+    req: IncomingMessage,
+    rpc: ReturnType<typeof createRpcServer>,
+    marks: BackpressureMarks,
+  ): Connection {
+    const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
+    // ws closes an oversized message with a bare 1009; give the peer a reason it can act on.
+    giveCloseReason(ws, 1009, `message exceeds the server's ${formatExactBytes(this.maxMessageBytes)} limit (max payload)`);
+    const conn = new Connection(ws, credential, rpc, marks, remote);
+    this.connections.add(conn);
+    this.state.log('debug', `connection from ${remote}`);
+    ws.on('error', (err) => this.state.log('warn', `connection ${remote}: ${err.message}`));
+    ws.on('close', (code, reason) => {
+      this.connections.delete(conn);
+      this.state.log('debug', `connection ${remote} closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
+      conn.onClosed();
+    });
+    this.emit('connection', conn);
+    return conn;
+  }
+
+  /** Open TCP sockets (WebSocket and HTTP), as the connection cap counts them. */
+  get socketCount(): number {
+    return this.gate.openSockets;
+  }
+
+  /** Live sessions (attached or detached). */
+  get sessionCount(): number {
+    return this.state.sessions.size;
+  }
+
+  /** Sessions by id, for tests and diagnostics. */
+  get sessions(): ReadonlyMap<string, Session> {
+    return this.state.sessions;
+  }
+
+  /** Pids of every process of every session (for orphan checks). */
+  childPids(): number[] {
+    const pids: number[] = [];
+    for (const s of this.state.sessions.values()) for (const p of s.processes.values()) if (p.pid) pids.push(p.pid);
+    return pids;
+  }
+
+  /**
+   * Last resort, synchronous (the CLI calls it on an uncaught exception and on exit): every
+   * process's keeper is told to kill its tree. A server that dies without calling it loses
+   * nothing either: each keeper sees its control socket close and does the same.
+   */
+  killAllChildrenSync(): void {
+    for (const s of this.state.sessions.values()) s.killAllSync();
+  }
+
+  /** Stops listening, drops every connection and kills every child and its descendants. */
+  close(): Promise<void> {
+    this.closing ??= (async () => {
+      clearInterval(this.pingTimer);
+      clearInterval(this.stallTimer);
+      const closedHttp = new Promise<void>((resolve) => this.http.close(() => resolve()));
+      for (const conn of this.connections) conn.ws.terminate();
+      const sessions = [...this.state.sessions.values()];
+      for (const s of sessions) s.expire();
+      await Promise.all(sessions.map((s) => s.waitAllClosed(2_000)));
+      this.http.closeAllConnections?.();
+      this.gate.destroySockets();
+      await closedHttp;
+      this.emit('close');
+    })();
+    return this.closing;
+  }
+}
+
+/** `startServer` refused an unsafe configuration (before listening). */
+export class InsecureConfigError extends Error {
+  override readonly name = 'InsecureConfigError';
+}
+
+export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
+  // Before anything of a session exists: children must not reach the server's memory or descriptors.
+  protectServerProcess();
+  prepareKeepers();
+  for (const [key, value] of Object.entries(opts)) {
+    const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
+    if (invalid) throw new RangeError(`startServer: ${key} ${invalid} (got ${String(value)})`);
+  }
+  const host = opts.host ?? Defaults.host;
+  const guarded = opts.token !== undefined || opts.insecureNoToken === true;
+  const refuse = (where: string) =>
+    new InsecureConfigError(
+      `refusing to listen on ${where} without a token: anyone who reaches this port could run commands as this user ` +
+        `(give a token with --token-file or TETHER_TOKEN, or accept the risk with --insecure-no-token)`,
+    );
+  if (!guarded && !isLoopbackName(host)) throw refuse(host);
+  // A loopback *name* is only a claim (a resolver, /etc/hosts, can point it anywhere): decide
+  // on the address it resolves to, and bind that very address, before anything listens.
+  let bindAddress = host;
+  if (!guarded && isIP(host.replace(/^\[(.*)\]$/, '$1')) === 0) {
+    const resolved = await (opts.lookup ?? dnsLookup)(host);
+    if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
+    bindAddress = resolved.address;
+  }
+  const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
+  const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
+  const http: HttpServer = opts.tls
+    ? // A TLS handshake that never finishes is an idle socket too.
+      createHttpsServer({ ...opts.tls, handshakeTimeout: initializeTimeoutMs, connectionsCheckingInterval: checkEvery })
+    : createServer({ connectionsCheckingInterval: checkEvery });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    http.listen(opts.port ?? Defaults.port, bindAddress, () => {
+      http.off('error', reject);
+      resolve();
+    });
+  });
+  // And once more on what was actually bound.
+  const bound = (http.address() as AddressInfo | null)?.address ?? '';
+  if (!guarded && !isLoopbackName(bound)) {
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
+  }
+  return new TetherServer(http, opts, host);
+}
