@@ -20,7 +20,7 @@ import { ChaosProxy, type ConnectionReport } from '../src/chaos/proxy.js';
 import { seededRandom } from '../src/chaos/random.js';
 import { ExecClient, type ExecProcess } from '../src/client/index.js';
 import { KnownExtensions } from '../src/protocol/index.js';
-import type { ManagedProcess } from '../src/server/index.js';
+import type { ManagedProcess } from '../src/server/process.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { tetherShell } from './helpers/cli.js';
 

@@ -8,7 +8,7 @@ import { once } from 'node:events';
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from '../src/protocol/index.js';
 import { digest } from '../src/server/auth.js';
-import type { Connection } from '../src/server/index.js';
+import type { Connection } from '../src/server/connection.js';
 import { Session } from '../src/server/session.js';
 import { RawClient, RawClientPool } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';

@@ -7,7 +7,7 @@ import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import type { ChildProcess } from 'node:child_process';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
-import type { ManagedProcess } from '../src/server/index.js';
+import type { ManagedProcess } from '../src/server/process.js';
 import { setKeeperLaunch } from '../src/server/keeper.js';
 import { RawClientPool, b64, type RawClient } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';

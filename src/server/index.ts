@@ -5,6 +5,3 @@
 export { startServer, TetherServer, InsecureConfigError, type TetherServerEvents } from './server.js';
 export { Defaults, type TetherServerOptions } from './options.js';
 export type { LogLevel } from '../util/logger.js';
-export { Connection } from './connection.js';
-export { Session } from './session.js';
-export { ManagedProcess } from './process.js';
