@@ -49,6 +49,7 @@ import { defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from './descri
 import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
 import { ManagedProcess } from './process.js';
+import type { ProcessBackend } from './backend.js';
 import { Session } from './session.js';
 import { shareOwner, type OutputShares } from './fair-share.js';
 import type { SessionLimits } from './session.js';
@@ -81,6 +82,8 @@ export interface ServerState {
   monitor: ServerMonitor;
   /** Digest of the admin token: a connection holding it lists every session. */
   adminCredential: Buffer | null;
+  /** Where processes run (backend.ts); local keeper processes when not given. */
+  processes?: ProcessBackend;
 }
 
 /** Which words Codex uses in its "client must call initialize before using … methods" texts. */
@@ -317,6 +320,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           handle,
         },
         session,
+        state.processes,
       ).catch((err: unknown) => {
         state.monitor.processStartFailed(session, p.processId, p.argv, err instanceof Error ? err.message : String(err));
         // The failure's detail is an extension: a Codex client gets Codex's error exactly.

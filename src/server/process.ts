@@ -10,7 +10,8 @@ import { performance } from 'node:perf_hooks';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import { OutputLog, shouldReadChild, type LogEntry, type OutputEntry } from './output-log.js';
-import { spawnChild, type ChildSpec, type SpawnedChild } from './spawn.js';
+import type { ChildSpec, SpawnedChild } from './spawn.js';
+import { localProcesses, type ProcessBackend } from './backend.js';
 import { settleWithin } from '../util/timeouts.js';
 import { ByteArena } from '../util/byte-arena.js';
 
@@ -138,10 +139,13 @@ export class ManagedProcess {
     }
   }
 
-  /** Spawns the child; rejects with -32603 and the OS message if it cannot start (nothing is left behind). */
-  static async start(spec: SpawnSpec, host: ProcessHost): Promise<ManagedProcess> {
+  /**
+   * Spawns the child through `backend` (local keeper processes by default); rejects with
+   * -32603 and the OS message if it cannot start (nothing is left behind).
+   */
+  static async start(spec: SpawnSpec, host: ProcessHost, backend: ProcessBackend = localProcesses): Promise<ManagedProcess> {
     const proc = new ManagedProcess(spec, host);
-    const child = await spawnChild(spec, {
+    const child = await backend.spawn(spec, {
       output: (stream, data) => proc.onOutput(stream, data),
       exit: (rawExitCode) => proc.onExit(rawExitCode, spec.tty),
       close: () => {

@@ -23,8 +23,7 @@ import { OutputShares } from './fair-share.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { HttpGate } from './http-gate.js';
 import { createRpcServer, type ServerState } from './methods.js';
-import { prepareKeepers } from './keeper.js';
-import { protectServerProcess } from './native.js';
+import { localProcesses, type ProcessBackend } from './backend.js';
 import { createMetricsRegistry } from './metrics.js';
 import { ServerMonitor } from './monitor.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
@@ -61,11 +60,12 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   private closing: Promise<void> | null = null;
   private readonly maxMessageBytes: number;
 
-  /** Use `startServer`. */
+  /** Use `startServer`. `processes`: where commands run (backend.ts), prepared already. */
   constructor(
     private readonly http: HttpServer,
     opts: TetherServerOptions,
     host: string,
+    processes: ProcessBackend = localProcesses,
   ) {
     super();
     const address = http.address();
@@ -118,6 +118,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       log,
       monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,
+      processes,
       sessionHooks: {
         expired: (s) => {
           this.state.sessions.delete(s.id);
@@ -295,9 +296,9 @@ export class InsecureConfigError extends Error {
 }
 
 export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
-  // Before anything of a session exists: children must not reach the server's memory or descriptors.
-  protectServerProcess();
-  prepareKeepers();
+  const processes = localProcesses;
+  // Before anything of a session exists (local: the server made non-dumpable, keepers checked).
+  processes.prepare();
   for (const [key, value] of Object.entries(opts)) {
     const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
     if (invalid) throw new RangeError(`startServer: ${key} ${invalid} (got ${String(value)})`);
@@ -337,5 +338,5 @@ export async function startServer(opts: TetherServerOptions = {}): Promise<Tethe
     await new Promise<void>((resolve) => http.close(() => resolve()));
     throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
   }
-  return new TetherServer(http, opts, host);
+  return new TetherServer(http, opts, host, processes);
 }
