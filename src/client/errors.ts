@@ -84,3 +84,11 @@ function causeText(cause: unknown): string {
   if (cause instanceof Error) return cause.message;
   return cause === undefined ? '' : String(cause);
 }
+
+/** A resume answered with another session id than ours: that session is gone (internal). */
+export class WrongSessionError extends Error {
+  override readonly name = 'WrongSessionError';
+  constructor(got: unknown) {
+    super(`the server resumed a different session (${String(got)})`);
+  }
+}

@@ -13,7 +13,7 @@ import type { EnvironmentInfo, ExtensionName } from '../protocol/index.js';
 import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError, toFsError } from './fs-errors.js';
 
-/** What the filesystem API needs from its client (ExecClient implements it). */
+/** What the filesystem API needs from its client (ExecClient hands it a private one). */
 export interface FsHost {
   /** One attempt on the current connection (waiting while recovering): a lost answer rejects with ConnectionLostError. */
   requestOnce<T>(method: string, params: object): Promise<T>;

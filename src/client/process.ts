@@ -78,8 +78,6 @@ export class ExecProcess extends EventEmitter {
   /** @internal */ readonly sequencer = new Sequencer();
   /** @internal true once the server confirmed (or was found to have) the process. */
   started = false;
-  /** @internal Extension `binaryOutput`: the handle its binary output frames carry (0: none). */
-  handle = 0;
   /** @internal resolves when started; rejects if the start failed. */
   readonly startedPromise: Promise<void>;
 

@@ -1,0 +1,126 @@
+/**
+ * Inbound routing: the processes a client follows, and the server's JSON notifications and
+ * binary output frames (extension `binaryOutput`) delivered to them.
+ */
+import { decodeBinaryFragments, peekOutputHeader } from '../protocol/binary-frames.js';
+import { Method, type OutputStream } from '../protocol/types.js';
+import type { ByteArena } from '../util/byte-arena.js';
+import type { ExecProcess } from './process.js';
+import { outputEvent } from './sequencer.js';
+
+export interface InboundHost {
+  /** `fs/missingChanged` arrived for a watch. */
+  missingChanged(watchId: number): void;
+  /** A close arrived for a process already forgotten (its close ack was lost with a socket). */
+  forgottenClose(processId: string, seq: number): void;
+}
+
+export class ProcessTable {
+  private readonly processes = new Map<string, ExecProcess>();
+  /** Extension `binaryOutput`: the processes by the handle their frames carry (chosen here, sent with process/start). */
+  private readonly byHandle = new Map<number, ExecProcess>();
+  private readonly handles = new Map<ExecProcess, number>();
+  private nextHandle = 1;
+
+  constructor(private readonly host: InboundHost) {}
+
+  has(processId: string): boolean {
+    return this.processes.has(processId);
+  }
+
+  /** Every followed process (live or not yet forgotten). */
+  all(): ExecProcess[] {
+    return [...this.processes.values()];
+  }
+
+  live(): ExecProcess[] {
+    return this.all().filter((p) => p.live);
+  }
+
+  /** Registers before the start is sent (output may arrive before its answer); `binary`: give it a frame handle. */
+  add(proc: ExecProcess, binary: boolean): void {
+    this.processes.set(proc.id, proc);
+    if (binary) {
+      // Chosen here, so frames that overtake (or outlive) the start answer still find their process.
+      const handle = this.nextHandle++;
+      this.handles.set(proc, handle);
+      this.byHandle.set(handle, proc);
+    }
+  }
+
+  /** Extension `binaryOutput`: the handle of `proc`'s frames (0: none). */
+  handleOf(proc: ExecProcess): number {
+    return this.handles.get(proc) ?? 0;
+  }
+
+  /** The handle of a followed process by id (0: none, or forgotten). */
+  handleOfId(processId: string): number {
+    const proc = this.processes.get(processId);
+    return proc ? this.handleOf(proc) : 0;
+  }
+
+  forget(proc: ExecProcess): void {
+    if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+    const handle = this.handles.get(proc);
+    if (handle !== undefined && this.byHandle.get(handle) === proc) this.byHandle.delete(handle);
+  }
+
+  clear(): void {
+    this.processes.clear();
+    this.byHandle.clear();
+  }
+
+  onNotification(method: string, params: unknown): void {
+    if (!params || typeof params !== 'object') return;
+    const p = params as Record<string, unknown>;
+    if (method === 'fs/missingChanged') {
+      if (typeof p.watchId === 'number') this.host.missingChanged(p.watchId);
+      return;
+    }
+    if (typeof p.processId !== 'string' || typeof p.seq !== 'number') return;
+    const proc = this.processes.get(p.processId);
+    if (!proc) {
+      // Closed and forgotten: tell the server again, so it can forget the process too.
+      if (method === Method.processClosed) this.host.forgottenClose(p.processId, p.seq);
+      return;
+    }
+    switch (method) {
+      case Method.processOutput:
+        if (typeof p.chunk !== 'string') return;
+        proc.accept({ type: 'output', seq: p.seq, stream: (p.stream as OutputStream) ?? 'stdout', data: Buffer.from(p.chunk, 'base64') });
+        return;
+      case Method.processExited:
+        proc.accept({ type: 'exit', seq: p.seq, exitCode: typeof p.exitCode === 'number' ? p.exitCode : -1 });
+        return;
+      case Method.processClosed:
+        proc.accept({ type: 'close', seq: p.seq });
+        return;
+    }
+  }
+
+  /** Extension `binaryOutput`: one output frame (anything else from a server is ignored, like garbage JSON). */
+  onBinaryFrame(fragments: Buffer[]): void {
+    const decoded = decodeBinaryFragments(fragments);
+    if (!decoded.ok || decoded.frame.kind !== 'output') return;
+    const frame = decoded.frame;
+    this.byHandle.get(frame.handle)?.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]));
+  }
+
+  /** Extension `binaryOutput`, taken off the socket whole (client/demux-socket.ts): where its bytes may go. */
+  outputMemoryFor(header: Buffer): ByteArena | null {
+    const target = peekOutputHeader(header);
+    return (target && this.byHandle.get(target.handle)?.outputMemory(target.stream)) ?? null;
+  }
+
+  /** Extension `binaryOutput`, taken off the socket whole: one output message, its bytes in `memory` (or its own). */
+  onBinaryOutput(header: Buffer, pieces: Buffer[], memory: ByteArena | null): void {
+    const decoded = decodeBinaryFragments([header, ...pieces]);
+    const frame = decoded.ok && decoded.frame.kind === 'output' ? decoded.frame : null;
+    const proc = frame ? this.byHandle.get(frame.handle) : undefined;
+    if (!frame || !proc) {
+      memory?.releaseAll(pieces);
+      return;
+    }
+    proc.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]), memory);
+  }
+}

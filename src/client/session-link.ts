@@ -1,0 +1,281 @@
+/**
+ * The session link: the first connect (retried until the recovery deadline), and each
+ * recovery attempt (a new connection, the session resumed on it, every live process caught
+ * up). Connection generations and the recovery state machine are `ReconnectEngine`'s
+ * (engine.ts); this supplies its `resume`.
+ */
+import { Method, type InitializeParams, type InitializeResult, type ProcessReadResult } from '../protocol/types.js';
+import { RpcError } from '../protocol/errors.js';
+import { EXTENSIONS_VERSION, KnownExtensions, type ExtensionName } from '../protocol/extensions.js';
+import type { ByteArena } from '../util/byte-arena.js';
+import type { Logger, LogLevel } from '../util/logger.js';
+import { sleep } from '../util/timeouts.js';
+import { reconnectDelayMs } from './backoff.js';
+import { Connection } from './connection.js';
+import { ReconnectEngine } from './engine.js';
+import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
+import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, WrongSessionError } from './errors.js';
+import type { ExecClientOptions } from './client.js';
+import type { ExecProcess } from './process.js';
+import { STILL_STARTING_MS } from './process-ops.js';
+
+const DEFAULT_DEADLINE_MS = 25_000;
+const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
+/** The first connect's last attempt, made at its deadline, still gets this long. */
+const MIN_ATTEMPT_MS = 250;
+
+/** What the link needs from the rest of the client. */
+export interface LinkHost {
+  /** The processes the client follows. */
+  processes(): ExecProcess[];
+  /** Inbound traffic of every connection. */
+  onNotification(method: string, params: unknown): void;
+  onBinaryFrame(fragments: Buffer[]): void;
+  outputMemoryFor(header: Buffer): ByteArena | null;
+  onBinaryOutput(header: Buffer, pieces: Buffer[], memory: ByteArena | null): void;
+  /** The first `initialize` was answered (extensions known). */
+  initialized(init: InitializeResult): void;
+  /** The first connect failed one attempt and will try again. */
+  retry(attempt: number, error: Error): void;
+}
+
+export class SessionLink {
+  readonly engine: ReconnectEngine<Connection>;
+  sessionId = '';
+  /** The extensions the server accepted for this session. */
+  extensions: ReadonlySet<ExtensionName> = new Set();
+  readonly recoveryDeadlineMs: number;
+  private readonly keepaliveTimeoutMs: number;
+  private readonly keepaliveIntervalMs: number;
+  private readonly clientName: string;
+  /** What `initialize` asks for (the same on every resume: the server keeps the set fixed). */
+  private readonly extensionRequest: InitializeParams['tether'];
+  private nextGeneration = 1;
+
+  constructor(
+    readonly url: string,
+    private readonly options: ExecClientOptions,
+    private readonly host: LinkHost,
+  ) {
+    this.recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;
+    this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
+    this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
+    this.clientName = options.clientName ?? 'tether-client';
+    const wanted = options.extensions ?? KnownExtensions;
+    this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted] } : undefined;
+    this.engine = new ReconnectEngine<Connection>({
+      recoveryDeadlineMs: this.recoveryDeadlineMs,
+      resume: (attempt, remainingMs, signal) => this.resume(remainingMs, signal),
+      fatal: (err) => (err instanceof AuthRefusedError ? 'auth' : isUnknownSession(err) || err instanceof WrongSessionError ? 'expired' : undefined),
+      sessionId: () => this.sessionId,
+      logger: options.logger,
+    });
+  }
+
+  /** The session acknowledges output (extension `acks`): per-process flow control, replay on resume. */
+  get acks(): boolean {
+    return this.extensions.has('acks');
+  }
+
+  /** The current connection, waiting while recovering; rejects once failed. */
+  ready(): Promise<Connection> {
+    return this.engine.ready();
+  }
+
+  /** The current connection if connected and open. */
+  openConnection(): Connection | undefined {
+    const connection = this.engine.current;
+    return this.engine.state === 'connected' && connection?.isOpen ? connection : undefined;
+  }
+
+  /**
+   * Creates the session. A transport failure (refused, reset, a handshake cut, no answer)
+   * is retried like any reconnect, with the same backoff, until the recovery deadline
+   * counted from the first attempt: a server restarting or a link flapping at that moment
+   * is the same fault as a later drop. Auth refusals, JSON-RPC refusals (too many
+   * sessions) and 4xx answers end it at once.
+   */
+  async firstConnect(): Promise<void> {
+    const signal = this.options.signal;
+    signal?.throwIfAborted();
+    const deadline = Date.now() + this.recoveryDeadlineMs;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        await this.connectOnce(Math.max(MIN_ATTEMPT_MS, deadline - Date.now()));
+        break;
+      } catch (err) {
+        if (signal?.aborted) throw signal.reason;
+        if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
+        if (!isTransportError(err)) throw err;
+        const remaining = deadline - Date.now();
+        if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
+        if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
+        this.host.retry(attempt, err as Error);
+        // The last wait ends at the deadline, where one last attempt is made. An abort
+        // cuts it short (a connecting attempt is destroyed by connectOnce).
+        await sleep(Math.min(reconnectDelayMs(attempt + 1), remaining), signal);
+        signal?.throwIfAborted();
+      }
+    }
+  }
+
+  private async connectOnce(remainingMs: number): Promise<void> {
+    const signal = this.options.signal;
+    let connection: Connection | undefined;
+    const onAbort = () => connection?.destroy(new Error('aborted'));
+    signal?.addEventListener('abort', onAbort, { once: true });
+    try {
+      const budgetMs = Math.min(remainingMs, Math.max(this.keepaliveTimeoutMs, 5000));
+      connection = await this.open(budgetMs);
+      signal?.throwIfAborted();
+      // A server that accepts the socket but never answers must not hang connect().
+      const open = connection;
+      const timer = setTimeout(() => open.destroy(new Error(`the server did not answer initialize within ${budgetMs} ms`)), budgetMs);
+      const init = await connection.request<InitializeResult>(Method.initialize, this.initializeParams()).finally(() => clearTimeout(timer));
+      if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
+      this.extensions = new Set((init.tether?.extensions ?? []).filter((name): name is ExtensionName => this.extensionRequest?.extensions.includes(name) ?? false));
+      this.host.initialized(init);
+      connection.notify(Method.initialized, {});
+      this.sessionId = init.sessionId;
+      this.engine.start(connection);
+    } catch (err) {
+      connection?.destroy(err as Error);
+      throw err;
+    } finally {
+      signal?.removeEventListener('abort', onAbort);
+    }
+  }
+
+  private initializeParams(resumeSessionId?: string): InitializeParams {
+    const params: InitializeParams = { clientName: this.clientName };
+    if (resumeSessionId !== undefined) params.resumeSessionId = resumeSessionId;
+    if (this.extensionRequest) params.tether = this.extensionRequest;
+    if (resumeSessionId !== undefined && this.acks) {
+      // Where each process stands: the server sends its events from the next one on.
+      const delivered: Record<string, number> = {};
+      for (const proc of this.host.processes()) if (proc.live) delivered[proc.id] = proc.sequencer.lastDelivered;
+      params.tether = { ...this.extensionRequest!, delivered };
+    }
+    return params;
+  }
+
+  private open(handshakeTimeoutMs: number): Promise<Connection> {
+    return Connection.open({
+      url: this.url,
+      token: this.options.token,
+      ca: this.options.ca,
+      generation: this.nextGeneration++,
+      handshakeTimeoutMs,
+      keepaliveIntervalMs: this.keepaliveIntervalMs,
+      keepaliveTimeoutMs: this.keepaliveTimeoutMs,
+      jsonrpc: this.options.jsonrpc ?? true,
+      onNotification: (method, params) => this.host.onNotification(method, params),
+      onBinaryFrame: (frame) => this.host.onBinaryFrame(frame),
+      output: {
+        memoryFor: (header) => this.host.outputMemoryFor(header),
+        output: (header, pieces, memory) => this.host.onBinaryOutput(header, pieces, memory),
+      },
+      onClose: (reason, connection) => this.engine.lost(connection, reason),
+      onStrayError: (error) => this.log('warn', `server reported an error for an unidentifiable message: ${error.code} ${error.message}`),
+    });
+  }
+
+  /**
+   * One recovery attempt (the engine's `resume`): a new connection, the session resumed on
+   * it, every live process caught up. Throws to be retried (or to fail, see `fatal`).
+   */
+  private async resume(remainingMs: number, signal: AbortSignal): Promise<Connection> {
+    let candidate: Connection | undefined;
+    const onAbort = () => candidate?.destroy(signal.reason instanceof Error ? signal.reason : new Error('recovery stopped'));
+    signal.addEventListener('abort', onAbort, { once: true });
+    try {
+      candidate = await this.open(Math.min(remainingMs, Math.max(this.keepaliveTimeoutMs, 1000)));
+      if (signal.aborted) throw signal.reason;
+      const init = await candidate.request<InitializeResult>(Method.initialize, this.initializeParams(this.sessionId));
+      if (!init || init.sessionId !== this.sessionId) throw new WrongSessionError(init?.sessionId);
+      candidate.notify(Method.initialized, {});
+      // With acks the server sends every process's events after what we delivered, in order;
+      // without, read back what each process produced meanwhile.
+      if (!this.acks) await this.catchUp(candidate);
+      if (!candidate.isOpen) throw new Error('connection lost during catch-up');
+      return candidate;
+    } catch (err) {
+      candidate?.destroy(err as Error);
+      throw err;
+    } finally {
+      signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /** Reads what every live, started process produced since its last delivered event. */
+  private async catchUp(connection: Connection): Promise<void> {
+    const live = this.host.processes().filter((p) => p.live && p.started);
+    await Promise.all(
+      live.map(async (proc) => {
+        let afterSeq = proc.sequencer.lastDelivered;
+        let startingSince: number | undefined;
+        for (;;) {
+          try {
+            const result = await connection.request<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq });
+            proc.mergeRead(afterSeq, result);
+            // A server caps one answer (tether: 8 MiB); a big answer may have stopped short.
+            if (!proc.live || !mayBeCut(result)) return;
+            afterSeq = proc.sequencer.lastDelivered;
+          } catch (err) {
+            if (err instanceof ConnectionLostError) throw err;
+            // Codex: its output already flowed (so the handle counts it started) but the start
+            // itself is still in progress there ("process id … is starting"): ask again.
+            if (isStarting(err) && (startingSince ??= Date.now()) > Date.now() - STILL_STARTING_MS) {
+              await sleep(20);
+              continue;
+            }
+            // The server cannot tell us what this process did: only this process fails.
+            proc.fail(
+              isUnknownProcess(err)
+                ? new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process')
+                : (err as Error),
+            );
+            return;
+          }
+        }
+      }),
+    );
+  }
+
+  private log(level: LogLevel, message: string): void {
+    this.options.logger?.(level, message);
+  }
+}
+
+/**
+ * Worth another attempt: the link or the server's availability failed, not the server's
+ * judgement. Refusals (JSON-RPC errors, HTTP 4xx) and programming errors are final.
+ */
+function isTransportError(err: unknown): boolean {
+  if (err instanceof RpcError || err instanceof AuthRefusedError || err instanceof TypeError || err instanceof SyntaxError) return false;
+  const { status, code } = err as { status?: unknown; code?: unknown };
+  if (typeof status === 'number' && status >= 400 && status < 500) return false;
+  // A certificate that does not verify, or TLS spoken to a plain port: no retry changes that.
+  return !(typeof code === 'string' && TLS_REFUSAL.test(code));
+}
+
+/** Node's and OpenSSL's error codes (not message text) for a TLS peer that cannot be trusted. */
+const TLS_REFUSAL = /CERT|SELF_SIGNED|^UNABLE_TO_|HOSTNAME_MISMATCH|^INVALID_CA$|^PATH_LENGTH_EXCEEDED$|^INVALID_PURPOSE$|^ERR_TLS_|^ERR_SSL_/;
+
+function gaveUp(last: Error, deadlineMs: number, attempts: number): Error {
+  const tries = attempts === 1 ? '' : ` (${attempts} attempts in ${formatSeconds(deadlineMs)}, the recovery deadline)`;
+  return Object.assign(new Error(`${last.message}${tries}`, { cause: last }), { code: (last as NodeJS.ErrnoException).code });
+}
+
+function formatSeconds(ms: number): string {
+  return `${Number((ms / 1000).toFixed(1))} s`;
+}
+
+/** A read answer that may have been cut short by the server's cap (it ends on its last chunk, and is big). */
+function mayBeCut(result: ProcessReadResult): boolean {
+  const last = result.chunks[result.chunks.length - 1];
+  if (!last || result.closed || result.nextSeq !== last.seq + 1) return false;
+  let bytes = 0;
+  for (const c of result.chunks) bytes += (c.chunk.length * 3) / 4;
+  return bytes >= 1024 * 1024;
+}
