@@ -86,7 +86,7 @@ describe('ExecClient basics', () => {
   it('interrupts and terminates with 128+N exit codes', async () => {
     const a = client.spawn(['sleep', '30']);
     await new Promise((resolve) => a.once('spawn', resolve));
-    await a.kill();
+    await a.kill('SIGINT');
     expect(await a.exited).toBe(130);
     const b = client.spawn(['sleep', '30']);
     await new Promise((resolve) => b.once('spawn', resolve));

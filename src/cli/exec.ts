@@ -183,7 +183,7 @@ function forwardSignals(proc: ExecProcess, tty: boolean): () => void {
   let interrupts = 0;
   const onInt = () => {
     interrupts += 1;
-    if (interrupts === 1 && !tty) void proc.kill('interrupt').catch(() => {});
+    if (interrupts === 1 && !tty) void proc.signal('interrupt').catch(() => {});
     else void proc.terminate().catch(() => {});
   };
   const onTerm = () => void proc.terminate().catch(() => {});

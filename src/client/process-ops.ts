@@ -116,6 +116,20 @@ export class ProcessOps implements ProcessHost {
     });
   }
 
+  /**
+   * `ExecProcess.kill`'s request, not awaited. A server that accepted no tether extension
+   * (Codex) knows only `interrupt`: `terminate` and `kill` become `process/terminate` there.
+   */
+  kill(proc: ExecProcess, signal: SignalName): void {
+    const codex = this.session.extensions.size === 0;
+    const sent = codex && (signal === 'terminate' || signal === 'kill') ? this.terminate(proc).then(() => {}) : this.signal(proc, signal);
+    sent.catch((err: unknown) => {
+      // As Node's ChildProcess: a signal that could not be delivered is an 'error' (when
+      // someone listens; a lost session is reported by `exited` and `closed` anyway).
+      if (proc.live && proc.listenerCount('error') > 0) proc.emit('error', err as Error);
+    });
+  }
+
   /** A terminate whose answer was lost is not re-sent if the process exited meanwhile (137 = ours). */
   async terminate(proc: ExecProcess): Promise<boolean> {
     await proc.startedPromise.catch(() => {});

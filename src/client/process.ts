@@ -22,6 +22,8 @@ export interface ProcessHost {
   writeStdin(process: ExecProcess, data: Buffer): Promise<void>;
   closeStdin(process: ExecProcess): Promise<void>;
   signal(process: ExecProcess, signal: SignalName): Promise<void>;
+  /** `kill`: send `signal` without waiting; a failure is the process's 'error' (if listened to). */
+  kill(process: ExecProcess, signal: SignalName): void;
   terminate(process: ExecProcess): Promise<boolean>;
   resize(process: ExecProcess, cols: number, rows: number): Promise<boolean>;
   /** A later event arrived before an earlier one: ask the server for what is missing. */
@@ -55,9 +57,46 @@ export interface ExecProcessOptions {
 }
 
 
+/** `ExecProcess`'s events and their arguments (as `ChildProcess`'s, where they share a name). */
+export interface ExecProcessEventMap {
+  /** The server confirmed the start (or was found to have the process). */
+  spawn: [unused?: undefined];
+  /** The exit code (128+N when killed by signal N); output may still follow until 'close'. */
+  exit: [exitCode: number];
+  /** The process exited and all its output was delivered. */
+  close: [exitCode: number | null];
+  /**
+   * The handle failed (spawn refused, output lost, session lost), or a `kill` could not be
+   * delivered. Emitted only when someone listens: `exited`/`closed` report failures too.
+   */
+  error: [error: Error];
+}
+
+/** Node's signal names and numbers for the ones the protocol has (`SIGTERM` → `terminate`…). */
+const NODE_SIGNALS: Record<string, SignalName> = {
+  SIGINT: 'interrupt',
+  SIGTERM: 'terminate',
+  SIGKILL: 'kill',
+  SIGHUP: 'hangup',
+  SIGQUIT: 'quit',
+  SIGUSR1: 'user1',
+  SIGUSR2: 'user2',
+  2: 'interrupt',
+  15: 'terminate',
+  9: 'kill',
+  1: 'hangup',
+  3: 'quit',
+  10: 'user1',
+  12: 'user2',
+};
+const PROTOCOL_SIGNALS = new Set<string>(Object.values(NODE_SIGNALS));
+
+/** A signal `kill` takes: a Node name or number the protocol has, or the protocol's own name. */
+export type KillSignal = NodeJS.Signals | number | SignalName;
+
 type IteratorSink = { push(event: ProcessEvent): void; end(error?: Error): void };
 
-export class ExecProcess extends EventEmitter {
+export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
   readonly id: string;
   readonly argv: readonly string[];
   readonly tty: boolean;
@@ -150,8 +189,38 @@ export class ExecProcess extends EventEmitter {
     for (const stream of [this.stdout, this.stderr, this.stdin]) stream?.on('error', () => {});
   }
 
-  /** Sends a signal (default `interrupt`, the only one Codex knows; tether also takes terminate, kill, hangup…). */
-  kill(signal: SignalName = 'interrupt'): Promise<void> {
+  /**
+   * Sends `signal` to the remote process, shaped like `ChildProcess.kill`: returns true if
+   * the signal was sent (or queued: while recovering, or before the start was confirmed),
+   * false if the process is already gone (exited, closed or failed). Node's names and numbers
+   * map to the protocol's (`SIGINT` → `interrupt`, `SIGTERM` → `terminate`, `SIGKILL` →
+   * `kill`, `SIGHUP`, `SIGQUIT`, `SIGUSR1`, `SIGUSR2`); the protocol's names are taken as
+   * they are; any other signal throws a TypeError, as Node does for an unknown one.
+   *
+   * Against a Codex exec-server (a server that accepted no tether extension), which knows
+   * only `interrupt`: `SIGTERM` and `SIGKILL` become `process/terminate`, which kills the
+   * process at once (exit 137: no chance to clean up, unlike tether's SIGTERM, exit 143);
+   * `SIGINT` is sent as `interrupt`; other signals are refused by the server.
+   *
+   * Nothing is awaited. A signal the server refuses is emitted as 'error' when the process
+   * has an 'error' listener, and otherwise ignored (Node emits it when it cannot deliver a
+   * signal); a lost session is reported by `exited` and `closed`. To await the answer use
+   * `signal()`, or `terminate()` to kill.
+   */
+  kill(signal: KillSignal = 'SIGTERM'): boolean {
+    const name = toProtocolSignal(signal);
+    if (!this.live || this.sequencer.exitSeen) return false;
+    this.host.kill(this, name);
+    return true;
+  }
+
+  /**
+   * Sends a protocol signal (`interrupt`, the only one Codex knows; tether also takes
+   * `terminate`, `kill`, `hangup`, `quit`, `user1`, `user2`) and resolves once the server
+   * answered; rejects with its refusal (a Codex server refuses all but `interrupt`). Resolves
+   * at once if the process already exited. Re-sent after a lost answer only while it runs.
+   */
+  signal(signal: SignalName): Promise<void> {
     return this.host.signal(this, signal);
   }
 
@@ -170,7 +239,10 @@ export class ExecProcess extends EventEmitter {
     return this.host.resize(this, cols, rows);
   }
 
-  /** Kills the process (exit 137). Resolves `true` if it was running. */
+  /**
+   * Kills the process (`process/terminate`, in both dialects: exit 137) and resolves `true`
+   * if it was running, false if it had already exited (or never started).
+   */
   terminate(): Promise<boolean> {
     return this.host.terminate(this);
   }
@@ -431,6 +503,12 @@ export class ExecProcess extends EventEmitter {
     this.unreportedHead = at;
     return bytes;
   }
+}
+
+function toProtocolSignal(signal: KillSignal): SignalName {
+  const name = typeof signal === 'string' && PROTOCOL_SIGNALS.has(signal) ? (signal as SignalName) : NODE_SIGNALS[signal];
+  if (!name) throw new TypeError(`kill: unknown or unsupported signal ${String(signal)}`);
+  return name;
 }
 
 function lostError(processId: string, gap: Gap): OutputLostError {

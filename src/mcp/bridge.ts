@@ -157,7 +157,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       void (async () => {
         proc.stdin?.end();
         if (await endedWithin(CLOSE_STEP_MS)) return;
-        const termSent = await proc.kill('terminate').then(
+        const termSent = await proc.signal('terminate').then(
           () => true,
           () => false, // Codex accepts only "interrupt"
         );
@@ -175,7 +175,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       closingFor = 'aborted';
       abortCode = signalExitCode(options.signal?.reason);
       void (async () => {
-        const termSent = await withTimeout(proc.kill('terminate'), ABORT_GRACE_MS).then(
+        const termSent = await withTimeout(proc.signal('terminate'), ABORT_GRACE_MS).then(
           () => true,
           () => false,
         );

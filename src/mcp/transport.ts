@@ -324,7 +324,7 @@ export class ExecStdioClientTransport implements Transport {
         if (!(await this.endedWithin(CLOSE_STEP_MS))) {
           let termSent = false;
           try {
-            await withTimeout(proc.kill('terminate'), CLOSE_STEP_MS);
+            await withTimeout(proc.signal('terminate'), CLOSE_STEP_MS);
             termSent = true;
           } catch {
             // not supported by this server (Codex), or the link is down
