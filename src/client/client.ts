@@ -24,7 +24,7 @@ import type { EngineState, RecoveredEvent, StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
 import { RemoteFs } from './fs.js';
 import { ProcessTable } from './inbound.js';
-import { ExecProcess } from './process.js';
+import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process.js';
 import { ProcessOps } from './process-ops.js';
 import { SessionLink } from './session-link.js';
 
@@ -163,7 +163,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       limit: options.outputHighWaterMark,
       acks: () => link.acks,
       *streams() {
-        for (const proc of table.all()) yield* proc.outputStreams;
+        for (const proc of table.all()) yield* outputStreamsOf(proc);
       },
       pause: () => link.engine.current?.pause(),
       resume: () => link.engine.current?.resume(),
@@ -290,7 +290,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     proc.closed.catch(() => this.#table.forget(proc));
     const failure = this.#link.engine.failure;
     if (failure) {
-      proc.fail(failure);
+      failProcess(proc, failure);
       return proc;
     }
     void this.#ops.spawn(proc, argv, options);
@@ -306,7 +306,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     if (engine.state === 'connected' && connection?.isOpen) {
       // Kill what still runs and give the exits a moment to arrive, so handles end with
       // their real status (137) rather than SessionLostError('closed').
-      const live = this.liveProcesses.filter((p) => p.started);
+      const live = this.liveProcesses.filter((p) => isStarted(p));
       const kills = live.map((p) => connection.request(Method.processTerminate, { processId: p.id }).then(() => p.closed));
       await settleWithin(Promise.allSettled(kills), 2000);
       // End the session now rather than leaving it detached for its TTL (it would hold a
@@ -330,7 +330,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       this.#flow.dispose();
       this.#acknowledger.dispose();
       const error = engine.failure!;
-      for (const proc of this.#table.all()) proc.fail(error);
+      for (const proc of this.#table.all()) failProcess(proc, error);
       this.#table.clear();
     }
     this.emit('state', change);

@@ -5,7 +5,7 @@
 import { decodeBinaryFragments, peekOutputHeader } from '../protocol/binary-frames.js';
 import { Method, type OutputStream } from '../protocol/types.js';
 import type { ByteArena } from '../util/byte-arena.js';
-import type { ExecProcess } from './process.js';
+import { isLive, outputMemoryOf, type ExecProcess } from './process.js';
 import { outputEvent } from './sequencer.js';
 
 export interface InboundHost {
@@ -34,7 +34,7 @@ export class ProcessTable {
   }
 
   live(): ExecProcess[] {
-    return this.all().filter((p) => p.live);
+    return this.all().filter((p) => isLive(p));
   }
 
   /** Registers before the start is sent (output may arrive before its answer); `binary`: give it a frame handle. */
@@ -109,7 +109,8 @@ export class ProcessTable {
   /** Extension `binaryOutput`, taken off the socket whole (client/demux-socket.ts): where its bytes may go. */
   outputMemoryFor(header: Buffer): ByteArena | null {
     const target = peekOutputHeader(header);
-    return (target && this.byHandle.get(target.handle)?.outputMemory(target.stream)) ?? null;
+    const proc = target && this.byHandle.get(target.handle);
+    return proc ? outputMemoryOf(proc, target.stream) : null;
   }
 
   /** Extension `binaryOutput`, taken off the socket whole: one output message, its bytes in `memory` (or its own). */

@@ -29,7 +29,7 @@ import { isDuplicateProcess, isStarting, isUnknownProcess } from './error-text.j
 import { OutputLostError } from './errors.js';
 import type { CodexFlow } from './flow.js';
 import type { ProcessTable } from './inbound.js';
-import type { ExecProcess, ProcessHost } from './process.js';
+import { failProcess, isLive, isStarted, mergeRead, sequencerOf, whenStarted, type ExecProcess, type ProcessHost } from './process.js';
 import { retryOnLoss } from './retry.js';
 import type { SpawnOptions } from './client.js';
 
@@ -101,15 +101,15 @@ export class ProcessOps implements ProcessHost {
   async closeStdin(proc: ExecProcess): Promise<void> {
     // A pty has no separate stdin to close (closing its master hangs the session up); on a
     // terminal, end of input is the program's business (^D), so ending a tty's stdin is a no-op.
-    if (!proc.live || proc.tty) return;
+    if (!isLive(proc) || proc.tty) return;
     await this.write(proc, { processId: proc.id, chunk: '', writeId: randomUUID(), closeStdin: true }).catch(() => {});
   }
 
   /** Signals are re-sent after a lost answer only while the process is still running. */
   async signal(proc: ExecProcess, signal: SignalName): Promise<void> {
-    await proc.startedPromise;
+    await whenStarted(proc);
     await retryOnLoss<void>(() => this.session.ready(), {
-      before: () => (proc.sequencer.exitSeen || !proc.live ? { value: undefined } : undefined),
+      before: () => (sequencerOf(proc).exitSeen || !isLive(proc) ? { value: undefined } : undefined),
       attempt: async (connection) => {
         await connection.request(Method.processSignal, { processId: proc.id, signal });
       },
@@ -126,16 +126,16 @@ export class ProcessOps implements ProcessHost {
     sent.catch((err: unknown) => {
       // As Node's ChildProcess: a signal that could not be delivered is an 'error' (when
       // someone listens; a lost session is reported by `exited` and `closed` anyway).
-      if (proc.live && proc.listenerCount('error') > 0) proc.emit('error', err as Error);
+      if (isLive(proc) && proc.listenerCount('error') > 0) proc.emit('error', err as Error);
     });
   }
 
   /** A terminate whose answer was lost is not re-sent if the process exited meanwhile (137 = ours). */
   async terminate(proc: ExecProcess): Promise<boolean> {
-    await proc.startedPromise.catch(() => {});
-    if (!proc.started) return false;
+    await whenStarted(proc).catch(() => {});
+    if (!isStarted(proc)) return false;
     return retryOnLoss(() => this.session.ready(), {
-      before: (lost) => (proc.sequencer.exitSeen || !proc.live ? { value: lost > 0 && proc.exitCode === 137 } : undefined),
+      before: (lost) => (sequencerOf(proc).exitSeen || !isLive(proc) ? { value: lost > 0 && proc.exitCode === 137 } : undefined),
       attempt: async (connection, lost) => {
         const result = await connection.request<ProcessTerminateResult>(Method.processTerminate, { processId: proc.id });
         return result.running || (lost > 0 && proc.exitCode === 137);
@@ -154,11 +154,11 @@ export class ProcessOps implements ProcessHost {
     state.pending = { cols, rows };
     state.running ??= (async () => {
       try {
-        await proc.startedPromise;
+        await whenStarted(proc);
         while (state.pending) {
           const size = state.pending;
           state.pending = null;
-          if (!proc.live || proc.sequencer.exitSeen) break;
+          if (!isLive(proc) || sequencerOf(proc).exitSeen) break;
           await this.call(Method.processResize, { processId: proc.id, ...size });
         }
       } finally {
@@ -172,7 +172,7 @@ export class ProcessOps implements ProcessHost {
 
   /** Nobody can follow this process any more: terminate it (best effort) rather than leak it. */
   abandon(proc: ExecProcess): void {
-    if (!proc.started || proc.sequencer.exitSeen) return;
+    if (!isStarted(proc) || sequencerOf(proc).exitSeen) return;
     this.call(Method.processTerminate, { processId: proc.id }).catch(() => {});
   }
 
@@ -191,17 +191,17 @@ export class ProcessOps implements ProcessHost {
 
   /** Single flight per process: read what the notifications skipped. */
   fillHole(proc: ExecProcess): void {
-    if (this.filling.has(proc.id) || !proc.started) return;
+    if (this.filling.has(proc.id) || !isStarted(proc)) return;
     this.filling.add(proc.id);
-    const afterSeq = proc.sequencer.lastDelivered;
+    const afterSeq = sequencerOf(proc).lastDelivered;
     this.call<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq })
-      .then((result) => proc.mergeRead(afterSeq, result))
+      .then((result) => mergeRead(proc, afterSeq, result))
       .catch((err) => {
-        if (isUnknownProcess(err)) proc.fail(new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process'));
+        if (isUnknownProcess(err)) failProcess(proc, new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process'));
       })
       .finally(() => {
         this.filling.delete(proc.id);
-        if (proc.live && proc.sequencer.hasHole) this.fillHole(proc);
+        if (isLive(proc) && sequencerOf(proc).hasHole) this.fillHole(proc);
       });
   }
 
@@ -228,13 +228,13 @@ export class ProcessOps implements ProcessHost {
         params,
         (read) => {
           proc.markStarted();
-          proc.mergeRead(0, read);
+          mergeRead(proc, 0, read);
         },
-        () => proc.sequencer.lastDelivered > 0 || !proc.live,
+        () => sequencerOf(proc).lastDelivered > 0 || !isLive(proc),
       );
       proc.markStarted();
     } catch (err) {
-      proc.fail(err as Error);
+      failProcess(proc, err as Error);
     }
   }
 
@@ -286,9 +286,9 @@ export class ProcessOps implements ProcessHost {
   }
 
   private async write(proc: ExecProcess, params: { processId: string; chunk: string; writeId: string; closeStdin?: boolean }): Promise<void> {
-    await proc.startedPromise;
+    await whenStarted(proc);
     for (let starting = 0; ; starting++) {
-      if (!proc.live) throw new Error(`process ${proc.id} has closed; its stdin cannot be written`);
+      if (!isLive(proc)) throw new Error(`process ${proc.id} has closed; its stdin cannot be written`);
       // Same params (same writeId) on every try: the server writes a repeated id only once.
       const { status } = await this.call<ProcessWriteResult>(Method.processWrite, params);
       switch (status) {

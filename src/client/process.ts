@@ -9,7 +9,7 @@ import { Socket } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import type { OutputStream, SignalName } from '../protocol/index.js';
 import { OutputLostError } from './errors.js';
-import { outputEvent, Sequencer, type Gap, type ProcessEvent } from './sequencer.js';
+import { outputEvent, Sequencer, type Gap, type ProcessEvent, type SequencedEvent } from './sequencer.js';
 import type { ProcessReadResult } from '../protocol/index.js';
 // A failure is also reported through events and streams: deferreds here are always observed.
 import { deferred } from '../util/deferred.js';
@@ -94,6 +94,22 @@ const PROTOCOL_SIGNALS = new Set<string>(Object.values(NODE_SIGNALS));
 /** A signal `kill` takes: a Node name or number the protocol has, or the protocol's own name. */
 export type KillSignal = NodeJS.Signals | number | SignalName;
 
+/**
+ * What the client's own modules reach in a handle; not members of the public class (set by
+ * ExecProcess's static block; use the functions below).
+ */
+interface Internals {
+  sequencer(p: ExecProcess): Sequencer;
+  started(p: ExecProcess): boolean;
+  startedPromise(p: ExecProcess): Promise<void>;
+  live(p: ExecProcess): boolean;
+  outputMemory(p: ExecProcess, stream: OutputStream): ByteArena | null;
+  mergeRead(p: ExecProcess, afterSeq: number, result: ProcessReadResult): void;
+  fail(p: ExecProcess, error: Error): void;
+  outputStreams(p: ExecProcess): (Readable | Writable)[];
+}
+let internals: Internals;
+
 type IteratorSink = { push(event: ProcessEvent): void; end(error?: Error): void };
 
 export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
@@ -114,11 +130,9 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
   /** Set when the handle failed (spawn error, lost output, lost session). */
   error: Error | null = null;
 
-  /** @internal */ readonly sequencer = new Sequencer();
-  /** @internal true once the server confirmed (or was found to have) the process. */
-  started = false;
-  /** @internal resolves when started; rejects if the start failed. */
-  readonly startedPromise: Promise<void>;
+  readonly #sequencer = new Sequencer();
+  /** True once the server confirmed (or was found to have) the process. */
+  #started = false;
 
   private readonly startDeferred = deferred<void>();
   private readonly exitDeferred = deferred<number>();
@@ -157,7 +171,6 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     this.id = id;
     this.argv = argv;
     this.tty = options.tty;
-    this.startedPromise = this.startDeferred.promise;
     this.exited = this.exitDeferred.promise;
     this.closed = this.closeDeferred.promise;
     // Output cannot be refused, only slowed. With `acks`, output a consumer has not taken
@@ -209,7 +222,7 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
    */
   kill(signal: KillSignal = 'SIGTERM'): boolean {
     const name = toProtocolSignal(signal);
-    if (!this.live || this.sequencer.exitSeen) return false;
+    if (!this.#live || this.#sequencer.exitSeen) return false;
     this.host.kill(this, name);
     return true;
   }
@@ -295,17 +308,17 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
 
   /** @internal the server has the process. */
   markStarted(): void {
-    if (this.started || this.finished) return;
-    this.started = true;
+    if (this.#started || this.finished) return;
+    this.#started = true;
     this.startDeferred.resolve();
     this.emit('spawn');
     // A hole seen before the start was confirmed could not be filled yet.
-    if (this.sequencer.hasHole) this.host.fillHole(this);
+    if (this.#sequencer.hasHole) this.host.fillHole(this);
   }
 
   /** @internal one event from a notification. */
-  accept(event: ProcessEvent, memory: ByteArena | null = null): void {
-    if (this.finished || (memory && !this.sequencer.accepts(event.seq))) {
+  accept(event: SequencedEvent, memory: ByteArena | null = null): void {
+    if (this.finished || (memory && !this.#sequencer.accepts(event.seq))) {
       if (memory && event.type === 'output') memory.releaseAll(event.parts ?? [event.data]);
       return;
     }
@@ -313,37 +326,37 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     // An event for this id proves the server started it, even when its notifications overtook
     // the process/start answer (both can arrive in one read; a quick command may even close
     // first): 'spawn' still comes first, as with Node's ChildProcess.
-    if (!this.started) this.markStarted();
-    this.deliver(this.sequencer.push(event));
-    if (!this.finished && this.sequencer.hasHole) this.host.fillHole(this);
+    if (!this.#started) this.markStarted();
+    this.deliver(this.#sequencer.push(event));
+    if (!this.finished && this.#sequencer.hasHole) this.host.fillHole(this);
   }
 
   /**
-   * @internal Where the demux may copy this process's output of `stream` (client/frame-demux.ts):
+   * Where the demux may copy this process's output of `stream` (client/frame-demux.ts):
    * reused memory when it goes to a sink that is done with a chunk once its write completed
    * (a socket, pipe, terminal or file stream: the kernel has the bytes) and nobody iterates
    * the events; else null (owned Buffers: a consumer may keep them).
    */
-  outputMemory(stream: OutputStream): ByteArena | null {
+  #outputMemory(stream: OutputStream): ByteArena | null {
     const sink = stream === 'stderr' ? this.stderrSink : this.stdoutSink;
     if (!sink || this.finished || this.iterators.size > 0 || !(sink instanceof Socket || sink instanceof WriteStream)) return null;
     return (this.arena ??= new ByteArena());
   }
 
-  /** @internal a `process/read` answer for `afterSeq`. */
-  mergeRead(afterSeq: number, result: ProcessReadResult): void {
+  /** A `process/read` answer for `afterSeq`. */
+  #mergeRead(afterSeq: number, result: ProcessReadResult): void {
     if (this.finished) return;
-    const { events, gap } = this.sequencer.mergeRead(afterSeq, result);
+    const { events, gap } = this.#sequencer.mergeRead(afterSeq, result);
     if (gap) {
-      this.fail(lostError(this.id, gap));
+      this.#fail(lostError(this.id, gap));
       this.host.abandon(this);
       return;
     }
     this.deliver(events);
   }
 
-  /** @internal the process can no longer be followed (start refused, output lost, session lost). */
-  fail(error: Error): void {
+  /** The process can no longer be followed (start refused, output lost, session lost). */
+  #fail(error: Error): void {
     if (this.finished) return;
     this.finished = true;
     this.error = error;
@@ -361,17 +374,30 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     if (this.listenerCount('error') > 0) this.emit('error', error);
   }
 
-  /** @internal where its output goes: the streams, or the destinations given to spawn. */
-  get outputStreams(): (Readable | Writable)[] {
+  /** Where its output goes: the streams, or the destinations given to spawn. */
+  get #outputStreams(): (Readable | Writable)[] {
     return [this.stdoutSink ?? this.stdout, this.stderrSink ?? this.stderr];
   }
 
-  /** @internal true while the handle still expects events. */
-  get live(): boolean {
+  /** True while the handle still expects events. */
+  get #live(): boolean {
     return !this.finished;
   }
 
-  private deliver(events: ProcessEvent[]): void {
+  static {
+    internals = {
+      sequencer: (p) => p.#sequencer,
+      started: (p) => p.#started,
+      startedPromise: (p) => p.startDeferred.promise,
+      live: (p) => p.#live,
+      outputMemory: (p, stream) => p.#outputMemory(stream),
+      mergeRead: (p, afterSeq, result) => p.#mergeRead(afterSeq, result),
+      fail: (p, error) => p.#fail(error),
+      outputStreams: (p) => p.#outputStreams,
+    };
+  }
+
+  private deliver(events: SequencedEvent[]): void {
     if (events.length === 0) return;
     for (const event of events) {
       if (this.iterators.size > 0) {
@@ -476,12 +502,12 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
 
   /** Tells the host how far the consumer got: every delivered event before the first one not taken. */
   private reportConsumed(): void {
-    let upTo = this.sequencer.lastDelivered;
+    let upTo = this.#sequencer.lastDelivered;
     if (this.blockedFrom !== null) upTo = Math.min(upTo, this.blockedFrom - 1);
     if (this.writing.length > 0) upTo = Math.min(upTo, this.writing[0]! - 1);
     if (upTo <= this.consumedSeq) return;
     this.consumedSeq = upTo;
-    this.host.consumed(this, upTo, this.takeUnreportedBytes(upTo), this.sequencer.done && upTo === this.sequencer.lastDelivered);
+    this.host.consumed(this, upTo, this.takeUnreportedBytes(upTo), this.#sequencer.done && upTo === this.#sequencer.lastDelivered);
   }
 
   /** The output bytes of the delivered events up to `seq`, now reported. */
@@ -520,3 +546,22 @@ function toBuffer(chunk: unknown, encoding: BufferEncoding | 'buffer'): Buffer {
   if (typeof chunk === 'string') return Buffer.from(chunk, encoding === 'buffer' ? 'utf8' : encoding);
   return Buffer.from(chunk as Uint8Array);
 }
+
+// ---- for the client's own modules (not exported by the package) ----------------------------
+
+/** The handle's event sequencer (ordering, holes, exit seen). */
+export const sequencerOf = (p: ExecProcess): Sequencer => internals.sequencer(p);
+/** True once the server confirmed (or was found to have) the process. */
+export const isStarted = (p: ExecProcess): boolean => internals.started(p);
+/** Resolves when started; rejects if the start failed. */
+export const whenStarted = (p: ExecProcess): Promise<void> => internals.startedPromise(p);
+/** True while the handle still expects events. */
+export const isLive = (p: ExecProcess): boolean => internals.live(p);
+/** Where the demux may copy `p`'s output of `stream` (client/frame-demux.ts), or null. */
+export const outputMemoryOf = (p: ExecProcess, stream: OutputStream): ByteArena | null => internals.outputMemory(p, stream);
+/** Hands `p` a `process/read` answer for `afterSeq`. */
+export const mergeRead = (p: ExecProcess, afterSeq: number, result: ProcessReadResult): void => internals.mergeRead(p, afterSeq, result);
+/** `p` can no longer be followed (start refused, output lost, session lost). */
+export const failProcess = (p: ExecProcess, error: Error): void => internals.fail(p, error);
+/** Where `p`'s output goes: its streams, or the destinations given to spawn. */
+export const outputStreamsOf = (p: ExecProcess): (Readable | Writable)[] => internals.outputStreams(p);

@@ -9,22 +9,24 @@
 import type { OutputStream, ProcessReadResult } from '../protocol/index.js';
 import type { ByteArena } from '../util/byte-arena.js';
 
+/** One event of a process, in `seq` order (what iterating an `ExecProcess` yields). */
 export type ProcessEvent =
-  | {
-      type: 'output';
-      seq: number;
-      stream: OutputStream;
-      data: Buffer;
-      /**
-       * @internal The bytes in the pieces they arrived in (binary frames): the client writes
-       * them on as they are, and `data` joins them only when someone reads it.
-       */
-      parts?: readonly Buffer[];
-      /** @internal The reused memory its pieces are views into (released once a sink wrote them). */
-      memory?: ByteArena;
-    }
+  | { type: 'output'; seq: number; stream: OutputStream; data: Buffer }
   | { type: 'exit'; seq: number; exitCode: number }
   | { type: 'close'; seq: number };
+
+/** A `ProcessEvent` as the client carries it: output may hold its bytes in pieces, in reused memory. */
+export type SequencedEvent =
+  | (Extract<ProcessEvent, { type: 'output' }> & {
+      /**
+       * The bytes in the pieces they arrived in (binary frames): the client writes them on
+       * as they are, and `data` joins them only when someone reads it.
+       */
+      parts?: readonly Buffer[];
+      /** The reused memory its pieces are views into (released once a sink wrote them). */
+      memory?: ByteArena;
+    })
+  | Exclude<ProcessEvent, { type: 'output' }>;
 
 export interface Gap {
   fromSeq: number;
@@ -34,7 +36,7 @@ export interface Gap {
 export class Sequencer {
   /** Highest seq handed to the consumer; everything at or below it is dropped as a duplicate. */
   lastDelivered = 0;
-  private readonly pending = new Map<number, ProcessEvent>();
+  private readonly pending = new Map<number, SequencedEvent>();
   private exitKnown = false;
   private closeKnown = false;
   /** Highest seq the server is known to have produced (from notifications or nextSeq). */
@@ -52,7 +54,7 @@ export class Sequencer {
   }
 
   /** Accepts one event; returns every event that became deliverable, in order. */
-  push(event: ProcessEvent): ProcessEvent[] {
+  push(event: SequencedEvent): SequencedEvent[] {
     this.add(event);
     return this.drain();
   }
@@ -72,7 +74,7 @@ export class Sequencer {
    * deliverable events, and the range that is missing for good if the answer shows a hole
    * (evicted output). After a gap, the sequencer is left as it was: the caller fails the process.
    */
-  mergeRead(afterSeq: number, result: ProcessReadResult): { events: ProcessEvent[]; gap: Gap | null } {
+  mergeRead(afterSeq: number, result: ProcessReadResult): { events: SequencedEvent[]; gap: Gap | null } {
     for (const chunk of result.chunks) {
       this.add({ type: 'output', seq: chunk.seq, stream: chunk.stream, data: Buffer.from(chunk.chunk, 'base64') });
     }
@@ -95,7 +97,7 @@ export class Sequencer {
     return { events: this.drain(), gap: null };
   }
 
-  private add(event: ProcessEvent): void {
+  private add(event: SequencedEvent): void {
     if (event.seq <= this.lastDelivered || this.pending.has(event.seq)) return;
     if (event.type === 'exit') {
       if (this.exitKnown) return;
@@ -109,8 +111,8 @@ export class Sequencer {
     this.pending.set(event.seq, event);
   }
 
-  private drain(): ProcessEvent[] {
-    const out: ProcessEvent[] = [];
+  private drain(): SequencedEvent[] {
+    const out: SequencedEvent[] = [];
     for (;;) {
       const next = this.pending.get(this.lastDelivered + 1);
       if (!next) break;
@@ -138,7 +140,7 @@ function pickExitSeq(missing: number[], retained: number[]): number | undefined 
 }
 
 /** An output event whose bytes came in pieces: `data` is joined on first use only. */
-export function outputEvent(seq: number, stream: OutputStream, parts: readonly Buffer[]): ProcessEvent {
+export function outputEvent(seq: number, stream: OutputStream, parts: readonly Buffer[]): SequencedEvent {
   if (parts.length === 1) return { type: 'output', seq, stream, data: parts[0]! };
   let joined: Buffer | undefined;
   return {

@@ -16,7 +16,7 @@ import { ReconnectEngine } from './engine.js';
 import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
 import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, WrongSessionError } from './errors.js';
 import type { ExecClientOptions } from './client.js';
-import type { ExecProcess } from './process.js';
+import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process.js';
 import { STILL_STARTING_MS } from './process-ops.js';
 
 const DEFAULT_DEADLINE_MS = 25_000;
@@ -153,7 +153,7 @@ export class SessionLink {
     if (resumeSessionId !== undefined && this.acks) {
       // Where each process stands: the server sends its events from the next one on.
       const delivered: Record<string, number> = {};
-      for (const proc of this.host.processes()) if (proc.live) delivered[proc.id] = proc.sequencer.lastDelivered;
+      for (const proc of this.host.processes()) if (isLive(proc)) delivered[proc.id] = sequencerOf(proc).lastDelivered;
       params.tether = { ...this.extensionRequest!, delivered };
     }
     return params;
@@ -209,18 +209,18 @@ export class SessionLink {
 
   /** Reads what every live, started process produced since its last delivered event. */
   private async catchUp(connection: Connection): Promise<void> {
-    const live = this.host.processes().filter((p) => p.live && p.started);
+    const live = this.host.processes().filter((p) => isLive(p) && isStarted(p));
     await Promise.all(
       live.map(async (proc) => {
-        let afterSeq = proc.sequencer.lastDelivered;
+        let afterSeq = sequencerOf(proc).lastDelivered;
         let startingSince: number | undefined;
         for (;;) {
           try {
             const result = await connection.request<ProcessReadResult>(Method.processRead, { processId: proc.id, afterSeq });
-            proc.mergeRead(afterSeq, result);
+            mergeRead(proc, afterSeq, result);
             // A server caps one answer (tether: 8 MiB); a big answer may have stopped short.
-            if (!proc.live || !mayBeCut(result)) return;
-            afterSeq = proc.sequencer.lastDelivered;
+            if (!isLive(proc) || !mayBeCut(result)) return;
+            afterSeq = sequencerOf(proc).lastDelivered;
           } catch (err) {
             if (err instanceof ConnectionLostError) throw err;
             // Codex: its output already flowed (so the handle counts it started) but the start
@@ -230,7 +230,7 @@ export class SessionLink {
               continue;
             }
             // The server cannot tell us what this process did: only this process fails.
-            proc.fail(
+            failProcess(proc, 
               isUnknownProcess(err)
                 ? new OutputLostError(proc.id, afterSeq + 1, Infinity, 'could not be read: the server no longer knows the process')
                 : (err as Error),
