@@ -2,7 +2,8 @@
  * The one place the client reads a server's error TEXT. Codex's exec-server answers these
  * cases with a bare JSON-RPC -32600 (InvalidRequest) whose message is all that tells them
  * apart; tether's server answers with the same texts (protocol/errors.ts) so one client
- * serves both. Everything else is classified by class or code, never by message.
+ * serves both. Everything else is classified by class or code, never by message (the
+ * filesystem's error texts are read in fs-errors.ts alone).
  */
 import { ErrorCode } from '../protocol/codes.js';
 import { RpcError } from '../protocol/errors.js';

@@ -2,7 +2,8 @@
  * Errors of the remote filesystem API in Node's `fs` shape: `code` ('ENOENT', 'EISDIR'…),
  * `errno`, `syscall` and `path`, so code written for `node:fs/promises` handles them as it
  * would local ones. The server's error (Codex's "No such file or directory (os error 2)")
- * stays in the message and as `cause`.
+ * stays in the message and as `cause`. This module is the one place fs error TEXT is read
+ * (error-text.ts is the one for process and session errors).
  */
 import { constants } from 'node:os';
 import { ErrorCode } from '../protocol/codes.js';
@@ -51,6 +52,14 @@ export class OutcomeUnknownError extends Error {
   }
 }
 
+/** "unknown file handle `h`" (-32004): fs/readBlock, fs/writeBlock or fs/close of a handle the server does not have. */
+const UNKNOWN_HANDLE = /unknown file handle/;
+
+/** The server no longer has the file handle (it died with its connection, on a server without fsResume). */
+export function isUnknownHandle(err: unknown): boolean {
+  return err instanceof RpcError && err.code === ErrorCode.NotFound && UNKNOWN_HANDLE.test(err.message);
+}
+
 /** The Node-style error for a server's answer to an fs request about `path`. */
 export function toFsError(err: unknown, syscall: string, path: string): Error {
   if (!(err instanceof RpcError)) return err as Error;
@@ -61,7 +70,7 @@ export function toFsError(err: unknown, syscall: string, path: string): Error {
   }
   if (err.code === ErrorCode.NotFound) {
     // "unknown file handle `h`": the handle is gone (a reconnect on a server without fsResume).
-    return new RemoteFsError(/file handle/.test(err.message) ? 'EBADF' : 'ENOENT', syscall, path, err.message, { cause: err });
+    return new RemoteFsError(UNKNOWN_HANDLE.test(err.message) ? 'EBADF' : 'ENOENT', syscall, path, err.message, { cause: err });
   }
   if (/ is not a file$/.test(err.message)) return new RemoteFsError('EISDIR', syscall, path, `${err.message} (not a regular file)`, { cause: err });
   if (/too large to read/.test(err.message)) return new RemoteFsError('EFBIG', syscall, path, err.message, { cause: err });

@@ -15,7 +15,7 @@ import { RpcError } from '../protocol/errors.js';
 import { FsLimits, FsMethod } from '../protocol/fs-methods.js';
 import type { FsOpenMode, FsReadBlockResult, FsWrittenResult } from '../protocol/fs.js';
 import { ConnectionLostError } from './errors.js';
-import { OutcomeUnknownError, toFsError } from './fs-errors.js';
+import { isUnknownHandle, OutcomeUnknownError, toFsError } from './fs-errors.js';
 import type { FsRequests } from './fs-requests.js';
 
 /** Block size of transfers: the protocol's maximum. */
@@ -193,10 +193,6 @@ export class RemoteFileHandle {
     this.handleId = handleId;
     this.openedIn = this.requests.host.generation;
   }
-}
-
-function isUnknownHandle(err: unknown): boolean {
-  return err instanceof RpcError && err.code === -32004 && /unknown file handle/.test(err.message);
 }
 
 /** The file's bytes from `start`, in order, with up to WINDOW blocks in flight. */
