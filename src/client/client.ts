@@ -9,6 +9,11 @@
  *   dedups), a start whose answer was lost is settled by asking the server about its id.
  * - Failed (session expired, deadline, auth refused, closed) releases every waiter and every
  *   process with one `SessionLostError`.
+ *
+ * This class is the facade; each job is its own module: session-link.ts (first connect,
+ * resume, catch-up), process-ops.ts (per-process requests on retry.ts's `retryOnLoss`),
+ * inbound.ts (routing frames to processes), flow.ts (Codex flow control), error-text.ts
+ * (the server texts the client must read).
  */
 
 import { EventEmitter } from 'node:events';
