@@ -35,7 +35,7 @@ export {
   type TrustedCa,
 } from './client/index.js';
 export { ExecStdioClientTransport, ServerProcessExitedError, type ExecStdioServerParameters, type StderrMode } from './mcp/index.js';
-export { startServer, TetherServer, Defaults as ServerDefaults, type TetherServerOptions, type LogLevel } from './server/index.js';
+export { startServer, TetherServer, InsecureConfigError, Defaults as ServerDefaults, type TetherServerOptions, type TetherServerEvents, type LogLevel } from './server/index.js';
 export {
   Gateway,
   ConfigError,
