@@ -11,10 +11,31 @@ import {
   startingWriteDelayMs,
   type BackoffPolicy,
 } from '../src/util/backoff.js';
-import * as oldSupervisor from '../src/supervisor/backoff.js';
-import * as oldClient from '../src/client/backoff.js';
 
-/** The inline wait of client.ts's write() for a process still `starting`, as it was. */
+// The formulas util/backoff.ts replaced, copied verbatim before they were deleted
+// (src/supervisor/backoff.ts, src/client/backoff.ts, the inline wait in client.ts's write()).
+const oldSupervisor = {
+  baseDelay(attempt: number, policy: BackoffPolicy = DEFAULT_BACKOFF): number {
+    const n = Math.max(1, Math.floor(attempt));
+    const raw = policy.initialMs * Math.pow(policy.factor, n - 1);
+    return Number.isFinite(raw) ? Math.min(raw, policy.maxMs) : policy.maxMs;
+  },
+  backoffDelay(attempt: number, policy: BackoffPolicy = DEFAULT_BACKOFF, random: () => number = Math.random): number {
+    return oldSupervisor.applyJitter(oldSupervisor.baseDelay(attempt, policy), policy.jitter, random);
+  },
+  applyJitter(ms: number, jitter: number, random: () => number = Math.random): number {
+    const r = Math.min(Math.max(random(), 0), 1);
+    return Math.max(0, Math.round(ms * (1 + jitter * (2 * r - 1))));
+  },
+};
+const oldClient = {
+  reconnectDelayMs(attempt: number, random: () => number = Math.random): number {
+    if (attempt <= 1) return 0;
+    const ceiling = Math.min(2000, 100 * 2 ** (attempt - 2));
+    return Math.round(ceiling / 2 + (random() * ceiling) / 2);
+  },
+};
+
 const oldStartingWrite = (starting: number) => Math.min(100, 5 * 2 ** Math.min(starting, 5));
 
 const randoms = [0, 1e-9, 0.1, 0.25, 0.3333, 0.5, 0.6, 0.75, 0.9, 0.999999];

@@ -31,6 +31,7 @@ import type { CodexFlow } from './flow.js';
 import type { ProcessTable } from './inbound.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, whenStarted, type ExecProcess, type ProcessHost } from './process.js';
 import { retryOnLoss } from './retry.js';
+import { startingWriteDelayMs } from '../util/backoff.js';
 import type { SpawnOptions } from './client.js';
 
 /** Bytes per process/write (base64 makes the message a third larger). */
@@ -295,7 +296,7 @@ export class ProcessOps implements ProcessHost {
         case 'accepted':
           return;
         case 'starting':
-          await sleep(Math.min(100, 5 * 2 ** Math.min(starting, 5)));
+          await sleep(startingWriteDelayMs(starting));
           continue;
         case 'stdinClosed':
           throw Object.assign(new Error(`stdin of process ${proc.id} is closed`), { code: 'EPIPE' });

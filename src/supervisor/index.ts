@@ -1,4 +1,4 @@
-export * from './backoff.js';
+export { applyJitter, backoffDelay, baseDelay, DEFAULT_BACKOFF, type BackoffPolicy } from '../util/backoff.js';
 export * from './crash-window.js';
 export * from './errors.js';
 export * from './types.js';

@@ -24,7 +24,7 @@ import {
   type ServerCapabilities,
   type Tool,
 } from '@modelcontextprotocol/sdk/types.js';
-import { applyJitter, backoffDelay } from './backoff.js';
+import { applyJitter, backoffDelay } from '../util/backoff.js';
 import { CrashWindow } from './crash-window.js';
 import { errorText, isAuthError, isConnectionClosed, isMethodNotFound, isRefusal, isTransportLoss, ServerUnavailableError } from './errors.js';
 import { STDERR_KEEP_BYTES, summarizeStderr } from './stderr-summary.js';

@@ -1,6 +1,6 @@
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import type { ClientNotification, ClientRequest, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, ServerNotification, ServerRequest, Tool } from '@modelcontextprotocol/sdk/types.js';
-import type { BackoffPolicy } from './backoff.js';
+import type { BackoffPolicy } from '../util/backoff.js';
 
 export type ServerKind = 'stdio' | 'http' | 'exec';
 
