@@ -119,8 +119,22 @@ export class JsonRpcLineDecoder {
   }
 }
 
+/**
+ * The server wrote a stdout line that is not a JSON-RPC message (reported, not fatal). Its
+ * `name` stays 'Error' (as before the class existed): only instanceof and `line` are new.
+ */
+export class InvalidLineError extends Error {
+  constructor(
+    /** The line as shown (cut at 200 characters). */
+    readonly line: string,
+    readonly reason: 'not JSON' | 'not a JSON-RPC message',
+    options?: { cause?: unknown },
+  ) {
+    super(`MCP server wrote a line that is ${reason}: ${line}`, options);
+  }
+}
+
 function invalidLine(error: unknown, line: string): Error {
   const shown = line.length > 200 ? `${line.slice(0, 200)}…` : line;
-  const reason = error instanceof SyntaxError ? 'not JSON' : 'not a JSON-RPC message';
-  return new Error(`MCP server wrote a line that is ${reason}: ${shown}`, { cause: error });
+  return new InvalidLineError(shown, error instanceof SyntaxError ? 'not JSON' : 'not a JSON-RPC message', { cause: error });
 }

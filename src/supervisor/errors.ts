@@ -1,6 +1,38 @@
 import { ErrorCode, McpError } from '@modelcontextprotocol/sdk/types.js';
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { AuthRefusedError, ConnectionLostError, SessionLostError } from '../client/errors.js';
 import type { ServerStatus } from './types.js';
+
+/*
+ * tether's own failures are classes (client/errors.ts, protocol/errors.ts, mcp/): they are
+ * told apart with instanceof and their fields, never by their text. Text is matched only
+ * where the error is foreign (ws, Node, undici, the MCP SDK, a server's own words), and each
+ * such pattern is one constant here, saying whose text it is.
+ */
+
+/** ws reports a refused upgrade (from another server than tether's) as "Unexpected server response: 401". */
+const WS_REFUSED_UPGRADE = /Unexpected server response: 40[13]\b/;
+/** What HTTP servers and proxies say when they refuse credentials. */
+const AUTH_WORDS = /\b(unauthori[sz]ed|forbidden|authentication (failed|required)|invalid token)\b/i;
+/** Node reports these codes in the message only, sometimes (e.g. an AggregateError's summary). */
+const REFUSAL_WORDS = /\b(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND)\b/;
+/** undici's fetch: a TypeError "fetch failed" / "terminated" / "network error". */
+const FETCH_FAILED = /fetch failed|terminated|network/i;
+/**
+ * A plain Error('Not connected') is the MCP SDK's Protocol (and the transports following its
+ * convention) saying the transport is gone; Node's http says "socket hang up", undici "other
+ * side closed".
+ */
+const LINK_GONE = /Not connected|socket hang up|other side closed/i;
+/** The MCP SDK's own text (above), case as it writes it. */
+export const SDK_NOT_CONNECTED = /Not connected/;
+/**
+ * The MCP SDK's StreamableHTTPClientTransport reports trouble on its SSE stream only through
+ * onerror, by text: a 404 "... SSE stream ..." (the server forgot our session), or "Maximum
+ * reconnection attempts ..." (it gave up reconnecting the stream).
+ */
+export const SDK_SSE_STREAM = /SSE stream/;
+export const SDK_SSE_GAVE_UP = /Maximum reconnection attempts/;
 
 /**
  * A call could not reach its MCP server. The message carries everything an agent or a human
@@ -56,13 +88,13 @@ export function errorText(err: unknown): string {
 export function isAuthError(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const e = err as Error & { code?: unknown; status?: unknown; reason?: unknown };
-  if (e.name === 'UnauthorizedError' || e.name === 'AuthRefusedError' || e instanceof CredentialsUnavailableError) return true;
+  // UnauthorizedError: the MCP SDK's OAuth failure.
+  if (e.name === 'UnauthorizedError' || e instanceof AuthRefusedError || e instanceof CredentialsUnavailableError) return true;
   // StreamableHTTPError carries the HTTP status in `code`; tether's SessionLostError says 'auth'.
   if (e.code === 401 || e.code === 403 || e.status === 401 || e.status === 403) return true;
-  if (e.name === 'SessionLostError' && e.reason === 'auth') return true;
-  // ws reports a refused upgrade as "Unexpected server response: 401".
-  if (/Unexpected server response: 40[13]\b/.test(e.message)) return true;
-  if (/\b(unauthori[sz]ed|forbidden|authentication (failed|required)|invalid token)\b/i.test(e.message)) return true;
+  if (e instanceof SessionLostError && e.reason === 'auth') return true;
+  if (WS_REFUSED_UPGRADE.test(e.message)) return true;
+  if (AUTH_WORDS.test(e.message)) return true;
   const cause = (e as { cause?: unknown }).cause;
   return cause !== undefined && cause !== err && isAuthError(cause);
 }
@@ -90,7 +122,7 @@ export function isRefusal(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   const e = err as Error & { code?: unknown; cause?: unknown; errors?: unknown };
   if (typeof e.code === 'string' && REFUSAL_CODES.has(e.code)) return true;
-  if (/\b(ECONNREFUSED|EHOSTUNREACH|ENETUNREACH|ENOTFOUND)\b/.test(e.message)) return true;
+  if (REFUSAL_WORDS.test(e.message)) return true;
   // Node's happy-eyeballs connect reports an AggregateError of the per-address failures.
   if (Array.isArray(e.errors) && e.errors.some(isRefusal)) return true;
   return e.cause instanceof Error && e.cause !== err && isRefusal(e.cause);
@@ -108,12 +140,12 @@ export function isTransportLoss(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
   if (isConnectionClosed(err)) return true;
   const e = err as Error & { code?: unknown; cause?: unknown };
-  if (e.name === 'SessionLostError' || e.name === 'ConnectionLostError') return true;
+  if (e instanceof SessionLostError || e instanceof ConnectionLostError) return true;
   if (err instanceof StreamableHTTPError) {
     return e.code === 404 || e.code === 502 || e.code === 503 || e.code === 504 || e.code === undefined;
   }
   if (typeof e.code === 'string' && NETWORK_CODES.has(e.code)) return true;
-  if (e.name === 'TypeError' && /fetch failed|terminated|network/i.test(e.message)) return true;
-  if (/Not connected|socket hang up|other side closed/i.test(e.message)) return true;
+  if (e.name === 'TypeError' && FETCH_FAILED.test(e.message)) return true;
+  if (LINK_GONE.test(e.message)) return true;
   return e.cause instanceof Error && e.cause !== err && isTransportLoss(e.cause);
 }

@@ -1,0 +1,81 @@
+// The supervisor's retry policy alone (src/supervisor/policy.ts): plain values, an injected
+// clock and random source; no timers, no servers.
+import { describe, expect, it } from 'vitest';
+import { RetryPolicy, type RetryPolicyOptions } from '../src/supervisor/policy.js';
+import { DEFAULT_BACKOFF } from '../src/util/backoff.js';
+
+function policy(over: Partial<RetryPolicyOptions> = {}, random = () => 0.5) {
+  let now = 1_000_000;
+  const clock = { advance: (ms: number) => (now += ms) };
+  const p = new RetryPolicy({ backoff: DEFAULT_BACKOFF, crashLimit: 3, crashWindowMs: 60_000, ...over }, random, () => now);
+  return { p, clock };
+}
+
+describe('RetryPolicy', () => {
+  it('a loss schedules exponential backoff by streak, jitter from the injected random', () => {
+    const { p } = policy();
+    expect([1, 2, 3, 4].map(() => p.onFailure('loss', 'x'))).toEqual([1000, 2000, 4000, 8000].map((delayMs) => ({ action: 'schedule', delayMs })));
+    expect(p.streakFailures).toBe(4);
+    expect(p.retryCount).toBe(3);
+    const low = policy({}, () => 0).p;
+    expect(low.onFailure('loss', 'x')).toEqual({ action: 'schedule', delayMs: 900 });
+  });
+
+  it('a new streak starts the backoff over', () => {
+    const { p } = policy();
+    p.onFailure('loss', 'x');
+    p.onFailure('loss', 'x');
+    p.newStreak();
+    expect(p.onFailure('loss', 'x')).toEqual({ action: 'schedule', delayMs: 1000 });
+  });
+
+  it('maxRetries: gives up after that many retries of a streak, saying why', () => {
+    const { p } = policy({ maxRetries: 2 });
+    expect(p.onFailure('loss', 'e1').action).toBe('schedule');
+    expect(p.onFailure('loss', 'e2').action).toBe('schedule');
+    expect(p.onFailure('loss', 'e3')).toEqual({ action: 'stop', status: 'failed', reason: 'gave up after 2 retries: e3' });
+    const one = policy({ maxRetries: 1 }).p;
+    one.onFailure('loss', 'a');
+    expect(one.onFailure('loss', 'b')).toEqual({ action: 'stop', status: 'failed', reason: 'gave up after 1 retry: b' });
+  });
+
+  it('auth stops at once with requires_reauth', () => {
+    const { p } = policy();
+    expect(p.onFailure('auth', 'HTTP 401')).toEqual({ action: 'stop', status: 'requires_reauth', reason: 'authorization failed: HTTP 401' });
+  });
+
+  it('a crash restarts at once, until crashLimit crashes within the window', () => {
+    const { p, clock } = policy({ crashLimit: 3, crashWindowMs: 60_000 });
+    expect(p.onFailure('crash', 'exit 1')).toEqual({ action: 'schedule', delayMs: 0 });
+    clock.advance(10_000);
+    expect(p.onFailure('crash', 'exit 1')).toEqual({ action: 'schedule', delayMs: 0 });
+    clock.advance(10_000);
+    expect(p.onFailure('crash', 'exit 2')).toEqual({ action: 'stop', status: 'failed', reason: 'crashed 3 times within 60 s; last: exit 2' });
+    expect(p.recentCrashes).toBe(3);
+  });
+
+  it('crashes that fall out of the window are forgotten', () => {
+    const { p, clock } = policy({ crashLimit: 2, crashWindowMs: 1000 });
+    p.onFailure('crash', 'x');
+    clock.advance(1000);
+    expect(p.onFailure('crash', 'x')).toEqual({ action: 'schedule', delayMs: 0 });
+    expect(p.recentCrashes).toBe(1);
+  });
+
+  it('staysFailed (a call probing a failed server): no decision, but the crash still counts', () => {
+    const { p } = policy();
+    expect(p.onFailure('loss', 'x', true)).toEqual({ action: 'none' });
+    expect(p.onFailure('crash', 'x', true)).toEqual({ action: 'none' });
+    expect(p.recentCrashes).toBe(1);
+    expect(p.onFailure('auth', 'x', true).action).toBe('stop');
+  });
+
+  it('reset (manual retry) forgets the crashes and the streak', () => {
+    const { p } = policy({ crashLimit: 2 });
+    p.onFailure('crash', 'x');
+    p.reset();
+    expect(p.recentCrashes).toBe(0);
+    expect(p.streakFailures).toBe(0);
+    expect(p.onFailure('crash', 'x')).toEqual({ action: 'schedule', delayMs: 0 });
+  });
+});
