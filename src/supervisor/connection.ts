@@ -4,12 +4,14 @@
  * and the two ways to end one (politely, bounded; or at once).
  */
 import type { Readable } from 'node:stream';
-import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
+import { PromptListChangedNotificationSchema, ResourceListChangedNotificationSchema, ToolListChangedNotificationSchema, type Implementation } from '@modelcontextprotocol/sdk/types.js';
 import { InvalidLineError } from '../mcp/framing.js';
 import { settleWithin } from '../util/timeouts.js';
+import { bridgeToHosts, CLIENT_CAPABILITIES } from './host-bridge.js';
 import { STDERR_KEEP_BYTES } from './stderr-summary.js';
-import type { Logger } from './types.js';
+import type { Logger, SupervisorHooks } from './types.js';
 
 /** One live (or dying) connection: a fresh SDK Client over a fresh transport. */
 export interface Connection {
@@ -38,15 +40,47 @@ const INVALID_STDOUT_KEPT = 3;
 /** Transport errors kept per connection. */
 const ERRORS_KEPT = 10;
 
-export function newConnection(id: number, client: Client, transport: Transport): Connection {
-  return { id, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: '', invalidStdout: [], linkDown: null };
+/** What a supervisor hears from one of its connections. */
+export interface ConnectionWatcher {
+  /** The transport closed (`conn.closed` is set). */
+  onClose(conn: Connection): void;
+  /** The transport reported an error (kept in `conn.errors`; stray stdout lines are not errors). */
+  onError(conn: Connection, error: Error): void;
+  /** The server announced that one of its lists changed. */
+  onListChanged(conn: Connection, list: 'tools' | 'resources' | 'prompts'): void;
+}
+
+export interface ConnectionContext {
+  name: string;
+  clientInfo: Implementation;
+  hooks: SupervisorHooks;
+  log: Logger;
+}
+
+/** A fresh SDK Client over `transport` (not connected yet), watched by `watcher`. */
+export function createConnection(id: number, transport: Transport, ctx: ConnectionContext, watcher: ConnectionWatcher): Connection {
+  const client = new Client(ctx.clientInfo, { capabilities: CLIENT_CAPABILITIES });
+  const conn: Connection = { id, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: '', invalidStdout: [], linkDown: null };
+  tailStderr(conn, ctx.log, ctx.name);
+  client.onclose = () => {
+    conn.closed = true;
+    watcher.onClose(conn);
+  };
+  client.onerror = (error) => {
+    if (noteTransportError(conn, error, ctx.log, ctx.name)) watcher.onError(conn, error);
+  };
+  client.setNotificationHandler(ToolListChangedNotificationSchema, () => watcher.onListChanged(conn, 'tools'));
+  client.setNotificationHandler(ResourceListChangedNotificationSchema, () => watcher.onListChanged(conn, 'resources'));
+  client.setNotificationHandler(PromptListChangedNotificationSchema, () => watcher.onListChanged(conn, 'prompts'));
+  bridgeToHosts(client, ctx.name, ctx.hooks);
+  return conn;
 }
 
 /**
  * Keeps an error the transport reported. Returns false for a stray stdout line (kept apart:
  * not a transport problem, but the likeliest reason a server never answers).
  */
-export function noteTransportError(conn: Connection, error: Error, log: Logger, name: string): boolean {
+function noteTransportError(conn: Connection, error: Error, log: Logger, name: string): boolean {
   if (error instanceof InvalidLineError) {
     if (conn.invalidStdout.length < INVALID_STDOUT_KEPT) conn.invalidStdout.push(error.line);
     log('debug', `[${name}] ${error.message}`);
@@ -58,7 +92,7 @@ export function noteTransportError(conn: Connection, error: Error, log: Logger, 
 }
 
 /** Keeps the tail of the server's stderr on the connection and logs its lines at debug. */
-export function tailStderr(conn: Connection, log: Logger, name: string): void {
+function tailStderr(conn: Connection, log: Logger, name: string): void {
   const stderr = (conn.transport as { stderr?: Readable | null }).stderr;
   if (!stderr || typeof stderr.on !== 'function') return;
   let partial = '';

@@ -1,28 +1,13 @@
 import { EventEmitter } from 'node:events';
-import { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import {
-  PromptListChangedNotificationSchema,
-  ResourceListChangedNotificationSchema,
-  ResultSchema,
-  ToolListChangedNotificationSchema,
-  type CallToolResult,
-  type LoggingLevel,
-  type Result,
-  type Implementation,
-  type Progress,
-  type Prompt,
-  type Resource,
-  type ResourceTemplate,
-  type ServerCapabilities,
-  type Tool,
-} from '@modelcontextprotocol/sdk/types.js';
+import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { ResultSchema, type CallToolResult, type Implementation, type LoggingLevel, type Progress, type Prompt, type Resource, type ResourceTemplate, type Result, type ServerCapabilities, type Tool } from '@modelcontextprotocol/sdk/types.js';
 import { Catalog } from './catalog.js';
-import { closeQuietly, forceClose, newConnection, noteTransportError, pidOf, tailStderr, type Connection } from './connection.js';
+import { closeQuietly, createConnection, forceClose, pidOf, type Connection, type ConnectionContext } from './connection.js';
 import { classifyFailure, describeFailure, isLostSseStream, isUndelivered, TransportClosedError } from './diagnosis.js';
 import { errorText, isAuthError, isConnectionClosed, isRefusal, isTransportLoss, ServerUnavailableError } from './errors.js';
 import { HealthMonitor } from './health.js';
-import { bridgeToHosts, CLIENT_CAPABILITIES } from './host-bridge.js';
 import { RetryPolicy, type FailureKind, type RetryDecision } from './policy.js';
+import { detailOf, msUntil, summarize, type StatusFacts } from './status-report.js';
 import { watchTetherLink, type LinkRetry, type LinkStateChange } from './tether-link.js';
 import { createTransport, type TransportFactory } from './transports.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
@@ -66,8 +51,8 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   private readonly factory: TransportFactory;
   private readonly log: Logger;
-  private readonly clientInfo: Implementation;
-  private readonly hooks: SupervisorHooks;
+  /** What each new connection is made with. */
+  private readonly connectionContext: ConnectionContext;
   private readonly policy: RetryPolicy;
   private readonly healthMonitor: HealthMonitor<Connection>;
   private readonly catalog: Catalog;
@@ -99,8 +84,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.factory = options.transportFactory ?? createTransport;
     const random = options.random ?? Math.random;
     this.log = options.logger ?? (() => {});
-    this.clientInfo = options.clientInfo ?? { name: 'tether-gateway', version: '0.1.0' };
-    this.hooks = options.hooks ?? {};
+    this.connectionContext = { name: this.name, log: this.log, clientInfo: options.clientInfo ?? { name: 'tether-gateway', version: '0.1.0' }, hooks: options.hooks ?? {} };
     this.policy = new RetryPolicy(this.options, random);
     this.catalog = new Catalog(this.options.requestTimeoutMs, this.log, this.name);
     this.healthMonitor = new HealthMonitor<Connection>(this.options, {
@@ -278,7 +262,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   private nextRetryMs(): number | null {
-    return this.nextRetryAt === null ? null : Math.max(0, this.nextRetryAt - Date.now());
+    return msUntil(this.nextRetryAt);
   }
 
   /** A real call failed: an authorization error or a broken transport means reconnect policy applies. */
@@ -339,27 +323,15 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   /** Creates transport + client and runs initialize, all bounded by connectTimeoutMs. */
   private async openConnection(): Promise<Connection> {
     const transport = await this.factory(this.spec);
-    const client = new Client(this.clientInfo, { capabilities: CLIENT_CAPABILITIES });
-    const conn = newConnection(++this.connSeq, client, transport);
-    tailStderr(conn, this.log, this.name);
-    client.onclose = () => {
-      conn.closed = true;
-      this.onTransportClosed(conn);
-    };
-    client.onerror = (error) => {
-      if (!noteTransportError(conn, error, this.log, this.name) || conn !== this.conn) return;
-      // Errors no call has seen yet: the HTTP transport's SSE stream lost, or credentials refused.
-      if (isLostSseStream(error)) this.dropConnection(conn, errorText(error), 'loss');
-      else if (isAuthError(error)) this.dropConnection(conn, errorText(error), 'auth');
-    };
-    client.setNotificationHandler(ToolListChangedNotificationSchema, () => void this.refresh(conn, 'tools'));
-    client.setNotificationHandler(ResourceListChangedNotificationSchema, () => void this.refresh(conn, 'resources'));
-    client.setNotificationHandler(PromptListChangedNotificationSchema, () => void this.refresh(conn, 'prompts'));
-    bridgeToHosts(client, this.name, this.hooks);
+    const conn = createConnection(++this.connSeq, transport, this.connectionContext, {
+      onClose: (c) => this.onTransportClosed(c),
+      onError: (c, error) => this.onTransportError(c, error),
+      onListChanged: (c, list) => void this.refresh(c, list),
+    });
     const timeoutMs = this.options.connectTimeoutMs;
     this.opening = conn;
     try {
-      await withTimeout(client.connect(transport, { timeout: timeoutMs }), timeoutMs, 'connection attempt');
+      await withTimeout(conn.client.connect(transport, { timeout: timeoutMs }), timeoutMs, 'connection attempt');
     } catch (err) {
       // The caller needs the half-open connection to classify the failure and close it.
       throw Object.assign(err instanceof Error ? err : new Error(String(err)), { connection: conn });
@@ -474,6 +446,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     if (conn === this.conn) this.announceChanges();
   }
 
+  /** Errors no call has seen yet: the HTTP transport's SSE stream lost, or credentials refused. */
+  private onTransportError(conn: Connection, error: Error): void {
+    if (conn !== this.conn) return;
+    if (isLostSseStream(error)) this.dropConnection(conn, errorText(error), 'loss');
+    else if (isAuthError(error)) this.dropConnection(conn, errorText(error), 'auth');
+  }
+
   /** The transport closed. Ours to ignore if we closed it; otherwise a crash or a loss. */
   private onTransportClosed(conn: Connection): void {
     if (conn !== this.conn || conn.closedByUs) return;
@@ -512,42 +491,15 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   summary(): ServerSummary {
-    return {
-      name: this.name,
-      kind: this.kind,
-      status: this._status,
-      health: this.healthMonitor.health,
-      attempt: this.attemptNo,
-      nextRetryMs: this.nextRetryMs(),
-      lastError: this.lastError,
-      connectedAt: isoOrNull(this.connectedAt),
-      tools: this.catalog.lists.tools.map((t) => t.name),
-    };
+    return summarize(this.facts());
   }
 
   detail(): ServerDetail {
-    const { serverInfo, capabilities, lists } = this.catalog;
-    return {
-      ...this.summary(),
-      nextRetryAt: isoOrNull(this.nextRetryAt),
-      pid: this.pid,
-      consecutiveHealthFailures: this.healthMonitor.consecutiveFailures,
-      lastHealthError: this.healthMonitor.lastError,
-      lastHealthCheckAt: isoOrNull(this.healthMonitor.lastCheckAt),
-      recentCrashes: this.policy.recentCrashes,
-      maxRetries: this.options.maxRetries ?? null,
-      // The names other MCP gateways use for the same facts, so their clients read ours.
-      retryCount: this.policy.retryCount,
-      lastRetryTime: isoOrNull(this.lastAttemptAt),
-      errorMessage: this.lastError,
-      serverInfo: serverInfo ? { name: serverInfo.name, version: serverInfo.version } : null,
-      capabilities,
-      resources: lists.resources.map((r) => r.uri),
-      prompts: lists.prompts.map((p) => p.name),
-    };
+    return detailOf(this.facts());
   }
-}
 
-function isoOrNull(ms: number | null): string | null {
-  return ms === null ? null : new Date(ms).toISOString();
+  private facts(): StatusFacts {
+    const { name, kind, _status: status, attemptNo: attempt, nextRetryAt, lastError, connectedAt, lastAttemptAt, pid, catalog, policy } = this;
+    return { name, kind, status, attempt, nextRetryAt, lastError, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy };
+  }
 }
