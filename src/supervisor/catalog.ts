@@ -56,6 +56,21 @@ export class Catalog {
     });
   }
 
+  /**
+   * Keeps `uri` subscribed on every later connection while `send` subscribes on this one; a
+   * subscription that fails the first time it is asked is not kept.
+   */
+  async subscribe(uri: string, send: () => Promise<unknown>): Promise<void> {
+    const had = this.subscriptions.has(uri);
+    this.subscriptions.add(uri);
+    try {
+      await send();
+    } catch (err) {
+      if (!had) this.subscriptions.delete(uri);
+      throw err;
+    }
+  }
+
   /** One list fetched again (after its list_changed); resources bring their templates. */
   async refresh(client: Client, list: keyof ServerLists): Promise<void> {
     await this.fetchList(client, list);

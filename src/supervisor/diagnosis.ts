@@ -8,7 +8,7 @@ import { SessionLostError } from '../client/errors.js';
 import { RpcError } from '../protocol/errors.js';
 import { TimeoutError } from '../util/timeouts.js';
 import type { Connection } from './connection.js';
-import { errorText, isAuthError, isConnectionClosed, isRequestTimeout, isTransportLoss, SDK_NOT_CONNECTED, SDK_SSE_GAVE_UP, SDK_SSE_STREAM } from './errors.js';
+import { errorText, isAuthError, isConnectionClosed, isRequestTimeout, isTransportLoss, REMOTE_SPAWN_REFUSAL_PREFIX, SDK_NOT_CONNECTED, SDK_SSE_GAVE_UP, SDK_SSE_STREAM } from './errors.js';
 import type { FailureKind } from './policy.js';
 import { summarizeStderr } from './stderr-summary.js';
 import { describeExit } from './transports.js';
@@ -82,7 +82,7 @@ export function describeFailure(spec: ServerSpec, err: unknown, conn: Connection
   const refusal = spawnRefused ? errorText(err) : '';
   const says = (e: unknown) => isConnectionClosed(e) || e instanceof TransportClosedError || (e instanceof Error && SDK_NOT_CONNECTED.test(errorText(e)));
   const text = spawnRefused
-    ? refusal.startsWith('cannot start ')
+    ? refusal.startsWith(REMOTE_SPAWN_REFUSAL_PREFIX)
       ? `the tether server ${refusal}`
       : `the tether server could not start ${JSON.stringify(spec.command)}: ${refusal}`
     : (remoteExit ?? (exit && says(err) ? exit : errorText(err)));

@@ -33,6 +33,12 @@ export const SDK_NOT_CONNECTED = /Not connected/;
  */
 export const SDK_SSE_STREAM = /SSE stream/;
 export const SDK_SSE_GAVE_UP = /Maximum reconnection attempts/;
+/**
+ * An exec server's refusal to spawn arrives as a JSON-RPC error whose only detail is its
+ * message (wire text of the remote tether server's spawn.ts, or of a Codex exec-server): when
+ * it begins so, it names the command (or cwd) itself. Used for wording only, never to decide.
+ */
+export const REMOTE_SPAWN_REFUSAL_PREFIX = 'cannot start ';
 
 /**
  * A call could not reach its MCP server. The message carries everything an agent or a human

@@ -206,7 +206,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     }
   }
 
-  /** The log level hosts asked for (applied to every connection), or null for the server's default. */
+  /** The log level hosts asked for, or null for the server's default (kept by the catalog; test/gateway-surface reads it here). */
   private get logLevel(): LoggingLevel | null {
     return this.catalog.logLevel;
   }
@@ -220,15 +220,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   /** Subscribes to updates of one of this server's resources; kept across reconnections. */
   async subscribe(uri: string, opts: CallOptions = {}): Promise<void> {
-    const subs = this.catalog.subscriptions;
-    const had = subs.has(uri);
-    subs.add(uri);
-    try {
-      await this.request('resources/subscribe', { uri }, opts);
-    } catch (err) {
-      if (!had) subs.delete(uri);
-      throw err;
-    }
+    await this.catalog.subscribe(uri, () => this.request('resources/subscribe', { uri }, opts));
   }
 
   async unsubscribe(uri: string, opts: CallOptions = {}): Promise<void> {
