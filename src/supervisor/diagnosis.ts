@@ -54,6 +54,17 @@ function remoteExitCode(err: unknown): number | undefined {
   return Number.isInteger(code) && (code as number) >= 0 ? (code as number) : undefined;
 }
 
+/**
+ * A timeout: ours (util/timeouts' TimeoutError, e.g. the connection attempt) or the MCP SDK's
+ * request timeout, or one that caused `err` (a lost tether session carries it as its cause).
+ */
+function isTimeout(err: unknown): boolean {
+  for (let e = err, depth = 0; e instanceof Error && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof TimeoutError || isRequestTimeout(e)) return true;
+  }
+  return false;
+}
+
 /** Why an attempt (or a connection) failed, for the retry policy. */
 export function classifyFailure(kind: ServerKind, err: unknown, conn: Connection | undefined): FailureKind {
   const errors = [err, ...(conn?.errors ?? [])];
@@ -91,7 +102,7 @@ export function describeFailure(spec: ServerSpec, err: unknown, conn: Connection
   // lines, not merely the last line.
   // (Only when the server itself is the suspect: a crash, or an attempt it never answered;
   // a lost link or session says nothing about the server.)
-  const suspect = failure === 'crash' || err instanceof TimeoutError || isRequestTimeout(err);
+  const suspect = failure === 'crash' || isTimeout(err);
   const said = conn && suspect ? summarizeStderr(conn.stderrTail) : null;
   if (said && !text.includes(said)) parts.push(`stderr: ${said}`);
   if (conn?.invalidStdout.length) {
