@@ -9,6 +9,7 @@ export const unitTests = [
   'chaos-schedule',
   'client-acks',
   'client-engine',
+  'client-kill',
   'client-sequencer',
   'exec-cli-options',
   'fair-share',
@@ -28,8 +29,11 @@ export const unitTests = [
   'server-env',
   'server-memory-budget',
   'server-output-log',
+  'supervisor-diagnosis',
   'supervisor-policy',
+  'supervisor-retry-policy',
   'supervisor-stderr',
+  'util-backoff',
 ].map((name) => `test/${name}.test.ts`);
 
 // A renamed or removed file must not drop out of the fast run unnoticed.

@@ -1,13 +1,11 @@
 /**
  * The one place the supervisor listens to a tether ExecClient (the client under an exec
- * server's transport): its `retry` and `state` events, typed. The names and payloads are
- * ExecClient's (forwarded from its ReconnectEngine). When ExecClient exports its own event
- * map, `TetherLinkEvents` becomes `Pick<ExecClientEvents, 'retry' | 'state'>`.
+ * server's transport): its `retry` and `state` events, typed by ExecClient's own event map.
  */
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import type { ReconnectEngineEvents } from '../client/engine.js';
+import type { ExecClientEventMap } from '../client/client.js';
 
-export type TetherLinkEvents = Pick<ReconnectEngineEvents, 'retry' | 'state'>;
+export type TetherLinkEvents = Pick<ExecClientEventMap, 'retry' | 'state'>;
 export type LinkRetry = TetherLinkEvents['retry'][0];
 export type LinkStateChange = TetherLinkEvents['state'][0];
 
