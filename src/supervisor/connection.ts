@@ -8,7 +8,7 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { PromptListChangedNotificationSchema, ResourceListChangedNotificationSchema, ToolListChangedNotificationSchema, type Implementation } from '@modelcontextprotocol/sdk/types.js';
 import { InvalidLineError } from '../mcp/framing.js';
-import { settleWithin } from '../util/timeouts.js';
+import { settleWithin, withTimeout } from '../util/timeouts.js';
 import { bridgeToHosts, CLIENT_CAPABILITIES } from './host-bridge.js';
 import { STDERR_KEEP_BYTES } from './stderr-summary.js';
 import type { Logger, SupervisorHooks } from './types.js';
@@ -74,6 +74,18 @@ export function createConnection(id: number, transport: Transport, ctx: Connecti
   client.setNotificationHandler(PromptListChangedNotificationSchema, () => watcher.onListChanged(conn, 'prompts'));
   bridgeToHosts(client, ctx.name, ctx.hooks);
   return conn;
+}
+
+/**
+ * Runs initialize on a fresh connection, bounded by `timeoutMs`. A failure carries the
+ * half-open connection (`connection`): the caller needs it to classify the failure and close it.
+ */
+export async function initialize(conn: Connection, timeoutMs: number): Promise<void> {
+  try {
+    await withTimeout(conn.client.connect(conn.transport, { timeout: timeoutMs }), timeoutMs, 'connection attempt');
+  } catch (err) {
+    throw Object.assign(err instanceof Error ? err : new Error(String(err)), { connection: conn });
+  }
 }
 
 /**

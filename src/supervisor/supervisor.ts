@@ -1,16 +1,17 @@
 import { EventEmitter } from 'node:events';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import { ResultSchema, type CallToolResult, type Implementation, type LoggingLevel, type Progress, type Prompt, type Resource, type ResourceTemplate, type Result, type ServerCapabilities, type Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Implementation, LoggingLevel, Progress, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { CallPath } from './calls.js';
 import { Catalog } from './catalog.js';
-import { closeQuietly, createConnection, forceClose, pidOf, type Connection, type ConnectionContext } from './connection.js';
-import { classifyFailure, describeFailure, isLostSseStream, isUndelivered, TransportClosedError } from './diagnosis.js';
-import { errorText, isAuthError, isConnectionClosed, isRefusal, isTransportLoss, ServerUnavailableError } from './errors.js';
+import { closeQuietly, createConnection, forceClose, initialize, pidOf, type Connection, type ConnectionContext } from './connection.js';
+import { classifyFailure, describeFailure, isLostSseStream, TransportClosedError } from './diagnosis.js';
+import { errorText, isAuthError, isRefusal } from './errors.js';
 import { HealthMonitor } from './health.js';
 import { RetryPolicy, type FailureKind, type RetryDecision } from './policy.js';
 import { detailOf, msUntil, summarize, type StatusFacts } from './status-report.js';
 import { watchTetherLink, type LinkRetry, type LinkStateChange } from './tether-link.js';
 import { createTransport, type TransportFactory } from './transports.js';
-import { settleWithin, withTimeout } from '../util/timeouts.js';
+import { settleWithin } from '../util/timeouts.js';
 import { resolveSupervisorOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
 
 export interface ServerSupervisorOptions extends SupervisorOptionsInput {
@@ -56,6 +57,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private readonly policy: RetryPolicy;
   private readonly healthMonitor: HealthMonitor<Connection>;
   private readonly catalog: Catalog;
+  private readonly calls: CallPath;
 
   private _status: ServerStatus = 'disconnected';
   private stopped = true;
@@ -95,6 +97,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       onDegraded: (consecutiveFailures, lastError) => this.emit('server_health_degraded', { server: this.name, consecutiveFailures, lastError }),
       onRestored: () => this.emit('server_health_restored', { server: this.name }),
     }, random, this.log, this.name);
+    this.calls = new CallPath({
+      name: this.name,
+      requestTimeoutMs: this.options.requestTimeoutMs,
+      state: () => ({ status: this._status, conn: this.conn, attempt: this.attemptNo, nextRetryMs: msUntil(this.nextRetryAt), lastError: this.lastError }),
+      attemptNow: () => this.runAttempt('call'),
+      dropConnection: (conn, reason, failure) => this.dropConnection(conn, reason, failure),
+    });
   }
 
   get status(): ServerStatus { return this._status; }
@@ -182,28 +191,10 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    * Any request to this server. A server that is reconnecting or failed gets an immediate
    * attempt first (the scheduled retry is cancelled); if that fails too, the call fails with
    * a ServerUnavailableError. Bounded by `timeoutMs` (default requestTimeoutMs), progress
-   * relayed; the result is passed through as the server sent it.
+   * relayed; the result is passed through as the server sent it (calls.ts).
    */
-  async request(method: string, params: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<Result> {
-    for (let round = 0; ; round++) {
-      const conn = await this.ensureConnected();
-      try {
-        return await conn.client.request({ method, params } as never, ResultSchema, {
-          timeout: opts.timeoutMs ?? this.options.requestTimeoutMs,
-          signal: opts.signal,
-          ...(opts.onprogress ? { onprogress: opts.onprogress, resetTimeoutOnProgress: true } : {}),
-        });
-      } catch (err) {
-        this.noteCallFailure(conn, err);
-        // A request the server provably never ran (its HTTP session was gone) is safe to send
-        // again once, on a fresh connection: a restarted HTTP server then costs the caller nothing.
-        if (round === 0 && this.conn !== conn && isUndelivered(err) && !opts.signal?.aborted) continue;
-        // The connection is gone (the SDK runs onclose before failing pending calls): say so
-        // with the supervisor's view, not just the raw error.
-        if (this.conn !== conn) throw this.unavailable(this.lastError ?? errorText(err));
-        throw err;
-      }
-    }
+  request(method: string, params: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<Result> {
+    return this.calls.request(method, params, opts);
   }
 
   /** The log level hosts asked for, or null for the server's default (kept by the catalog; test/gateway-surface reads it here). */
@@ -232,37 +223,6 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   /** The hosts' roots changed: tell the server, which asks for them again. */
   notifyRootsChanged(): void {
     if (this._status === 'connected') void this.conn?.client.sendRootsListChanged().catch(() => {});
-  }
-
-  /** Resolves with a live connection or throws ServerUnavailableError; never waits unboundedly. */
-  private async ensureConnected(): Promise<Connection> {
-    if (this._status === 'connected' && this.conn) return this.conn;
-    // The tether server refuses connections: say so now rather than wait for the session's
-    // recovery deadline (a new session would not help while nobody listens).
-    if (this.conn?.linkDown) throw this.unavailable();
-    if (this._status === 'connecting' || this._status === 'reconnecting' || this._status === 'failed') {
-      // Joins the attempt in flight, or cancels the scheduled retry and tries at once: one
-      // attempt per call, bounded by connectTimeoutMs.
-      await this.runAttempt('call');
-      if ((this._status as ServerStatus) === 'connected' && this.conn) return this.conn;
-    }
-    throw this.unavailable();
-  }
-
-  private unavailable(lastError?: string): ServerUnavailableError {
-    return new ServerUnavailableError(this.name, this._status, this.attemptNo, this.nextRetryMs(), lastError ?? this.lastError);
-  }
-
-  private nextRetryMs(): number | null {
-    return msUntil(this.nextRetryAt);
-  }
-
-  /** A real call failed: an authorization error or a broken transport means reconnect policy applies. */
-  private noteCallFailure(conn: Connection, err: unknown): void {
-    if (conn !== this.conn) return;
-    if (isAuthError(err)) this.dropConnection(conn, errorText(err), 'auth');
-    // ConnectionClosed is left to the transport's own close, which knows whether it was a crash.
-    else if (isTransportLoss(err) && !isConnectionClosed(err)) this.dropConnection(conn, errorText(err), 'loss');
   }
 
   // ---------------------------------------------------------------- attempts
@@ -320,13 +280,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       onError: (c, error) => this.onTransportError(c, error),
       onListChanged: (c, list) => void this.refresh(c, list),
     });
-    const timeoutMs = this.options.connectTimeoutMs;
     this.opening = conn;
     try {
-      await withTimeout(conn.client.connect(transport, { timeout: timeoutMs }), timeoutMs, 'connection attempt');
-    } catch (err) {
-      // The caller needs the half-open connection to classify the failure and close it.
-      throw Object.assign(err instanceof Error ? err : new Error(String(err)), { connection: conn });
+      await initialize(conn, this.options.connectTimeoutMs);
     } finally {
       if (this.opening === conn) this.opening = null;
     }
