@@ -4,18 +4,18 @@
  * `ProcessHost`, so the handle survives any number of reconnects unchanged.
  */
 import { EventEmitter } from 'node:events';
-import { WriteStream } from 'node:fs';
-import { Socket } from 'node:net';
 import { Readable, Writable } from 'node:stream';
 import type { OutputStream, SignalName } from '../protocol/index.js';
 import { OutputLostError } from './errors.js';
-import { outputEvent, Sequencer, type Gap, type ProcessEvent, type SequencedEvent } from './sequencer.js';
+import { ProcessOutput } from './process-output.js';
+import { Sequencer, type Gap, type ProcessEvent, type SequencedEvent } from './sequencer.js';
 import type { ProcessReadResult } from '../protocol/index.js';
 // A failure is also reported through events and streams: deferreds here are always observed.
 import { deferred } from '../util/deferred.js';
-import { ByteArena } from '../util/byte-arena.js';
+import type { ByteArena } from '../util/byte-arena.js';
 
 export type { ProcessEvent } from './sequencer.js';
+export { OUTPUT_HIGH_WATER_MARK } from './process-output.js';
 
 /** What a process handle needs from its client. */
 export interface ProcessHost {
@@ -39,13 +39,6 @@ export interface ProcessHost {
    */
   consumed(process: ExecProcess, seq: number, bytes: number, final: boolean): void;
 }
-
-/**
- * Each output stream buffers up to this much for a consumer that is behind before the
- * process counts as not consuming (then `acks` stops acknowledging it and the server stops
- * reading the remote process once its window is full).
- */
-export const OUTPUT_HIGH_WATER_MARK = 256 * 1024;
 
 export interface ExecProcessOptions {
   tty: boolean;
@@ -110,8 +103,6 @@ interface Internals {
 }
 let internals: Internals;
 
-type IteratorSink = { push(event: ProcessEvent): void; end(error?: Error): void };
-
 export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
   readonly id: string;
   readonly argv: readonly string[];
@@ -137,28 +128,9 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
   private readonly startDeferred = deferred<void>();
   private readonly exitDeferred = deferred<number>();
   private readonly closeDeferred = deferred<void>();
-  private readonly iterators = new Set<IteratorSink>();
   private finished = false;
-  private readonly stdoutSink: Writable | undefined;
-  private readonly stderrSink: Writable | undefined;
-  /** Readable mode: the first output seq pushed into a stream that was full (not consumed yet), and the full streams. */
-  private blockedFrom: number | null = null;
-  private readonly fullStreams = new Set<Readable>();
-  /** Sink mode: output seqs whose write has not completed, in order. */
-  private readonly writing: number[] = [];
-  private readonly written = new Set<number>();
-  /** Sink mode: reused memory the demux copies this process's output into (made on first use). */
-  private arena: ByteArena | null = null;
-  /** Highest seq reported consumed. */
-  private consumedSeq = 0;
-  /**
-   * Output delivered and not yet reported consumed: (seq, bytes) pairs in seq order, from
-   * `unreportedHead`. Reported by what was consumed, not what was delivered: a sink that
-   * lags behind its deliveries still sends an ack per quarter window as its writes complete,
-   * rather than one for everything delivered and then nothing until the ack timer.
-   */
-  private readonly unreported: number[] = [];
-  private unreportedHead = 0;
+  /** The output streams or sinks, the iterators, and what the consumer took. */
+  private readonly output: ProcessOutput;
 
   /** @internal created by `ExecClient.spawn`. */
   constructor(
@@ -173,17 +145,13 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     this.tty = options.tty;
     this.exited = this.exitDeferred.promise;
     this.closed = this.closeDeferred.promise;
-    // Output cannot be refused, only slowed. With `acks`, output a consumer has not taken
-    // (beyond the stream's high-water mark) is not acknowledged, so the server stops the
-    // remote process; `read()` (called when the consumer wants more) acknowledges again.
-    // Against a server without acks, `outputHighWaterMark` pauses the whole socket instead.
-    this.stdoutSink = options.stdoutSink;
-    this.stderrSink = options.stderrSink;
-    this.stdout = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_MARK, read: () => this.consumerWants(this.stdout) });
-    this.stderr = new Readable({ highWaterMark: OUTPUT_HIGH_WATER_MARK, read: () => this.consumerWants(this.stderr) });
-    // With a destination given, the stream stays empty: let it flow, so it ends at close.
-    if (this.stdoutSink) this.stdout.resume();
-    if (this.stderrSink) this.stderr.resume();
+    this.output = new ProcessOutput(options, this.#sequencer, {
+      outputBuffered: (stream) => host.outputBuffered(stream),
+      outputWanted: () => host.outputWanted(),
+      consumed: (seq, bytes, final) => host.consumed(this, seq, bytes, final),
+    });
+    this.stdout = this.output.stdout;
+    this.stderr = this.output.stderr;
     this.stdin =
       options.tty || options.pipeStdin
         ? new Writable({
@@ -266,42 +234,7 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
    * data goes to the iterator only), so they do not hold the process back.
    */
   [Symbol.asyncIterator](): AsyncIterator<ProcessEvent> {
-    for (const stream of [this.stdout, this.stderr]) if (stream.readableFlowing === null) stream.resume();
-    const queue: ProcessEvent[] = [];
-    let ended = false;
-    let failure: Error | undefined;
-    let wake: (() => void) | undefined;
-    const sink: IteratorSink = {
-      push(event) {
-        queue.push(event);
-        wake?.();
-      },
-      end(error) {
-        ended = true;
-        failure = error;
-        wake?.();
-      },
-    };
-    if (this.finished) sink.end(this.error ?? undefined);
-    else this.iterators.add(sink);
-    return {
-      next: async (): Promise<IteratorResult<ProcessEvent>> => {
-        for (;;) {
-          if (queue.length > 0) return { value: queue.shift()!, done: false };
-          if (ended) {
-            if (failure) throw failure;
-            return { value: undefined, done: true };
-          }
-          await new Promise<void>((resolve) => (wake = resolve));
-          wake = undefined;
-        }
-      },
-      return: async (): Promise<IteratorResult<ProcessEvent>> => {
-        this.iterators.delete(sink);
-        ended = true;
-        return { value: undefined, done: true };
-      },
-    };
+    return this.output.iterate(this.finished, this.error);
   }
 
   // ---- driven by the client ------------------------------------------------------------
@@ -338,9 +271,7 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
    * the events; else null (owned Buffers: a consumer may keep them).
    */
   #outputMemory(stream: OutputStream): ByteArena | null {
-    const sink = stream === 'stderr' ? this.stderrSink : this.stdoutSink;
-    if (!sink || this.finished || this.iterators.size > 0 || !(sink instanceof Socket || sink instanceof WriteStream)) return null;
-    return (this.arena ??= new ByteArena());
+    return this.finished ? null : this.output.memoryFor(stream);
   }
 
   /** A `process/read` answer for `afterSeq`. */
@@ -365,18 +296,15 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     this.closeDeferred.reject(error);
     // End (not destroy) the output streams: what was delivered stays readable; the failure
     // is reported by `exited`, `closed`, the iterator and the 'error' event.
-    this.stdout.push(null);
-    this.stderr.push(null);
+    this.output.endStreams();
     this.stdin?.destroy(error);
-    this.arena?.dispose();
-    for (const sink of this.iterators) sink.end(error);
-    this.iterators.clear();
+    this.output.finish(error);
     if (this.listenerCount('error') > 0) this.emit('error', error);
   }
 
   /** Where its output goes: the streams, or the destinations given to spawn. */
   get #outputStreams(): (Readable | Writable)[] {
-    return [this.stdoutSink ?? this.stdout, this.stderrSink ?? this.stderr];
+    return this.output.destinations;
   }
 
   /** True while the handle still expects events. */
@@ -400,60 +328,11 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
   private deliver(events: SequencedEvent[]): void {
     if (events.length === 0) return;
     for (const event of events) {
-      if (this.iterators.size > 0) {
-        // An iterator keeps what it is given: never a view into reused memory.
-        const owned = event.type === 'output' && event.memory ? outputEvent(event.seq, event.stream, [Buffer.concat(event.parts ?? [event.data])]) : event;
-        for (const sink of this.iterators) sink.push(owned);
-      }
+      this.output.toIterators(event);
       switch (event.type) {
-        case 'output': {
-          // Pieces (binary frames) are passed on as they are: joining them would copy every byte.
-          const parts = event.parts ?? [event.data];
-          const last = parts.length - 1;
-          let bytes = 0;
-          for (const part of parts) bytes += part.length;
-          this.unreported.push(event.seq, bytes);
-          const sink = event.stream === 'stderr' ? this.stderrSink : this.stdoutSink;
-          if (sink) {
-            const seq = event.seq;
-            this.writing.push(seq);
-            // Corked, the pieces leave in one writev rather than one write each.
-            if (last > 0) sink.cork();
-            for (let i = 0; i < last; i++) sink.write(parts[i]);
-            // A failed write (EPIPE) counts as taken: the bytes have nowhere else to go.
-            let settled = false;
-            const memory = event.memory;
-            sink.write(parts[last], () => {
-              // Once: Node may run a corked batch's callbacks twice when the sink fails (EPIPE).
-              if (settled) return;
-              settled = true;
-              memory?.releaseAll(parts);
-              this.sinkWritten(seq);
-            });
-            if (last > 0) sink.uncork();
-            this.host.outputBuffered(sink);
-            break;
-          }
-          const stream = event.stream === 'stderr' ? this.stderr : this.stdout;
-          if (event.memory) {
-            // Not expected (reused memory is for sinks only), but a stream's reader keeps its chunks.
-            const data = Buffer.concat(parts);
-            event.memory.releaseAll(parts);
-            if (!stream.push(data)) {
-              this.fullStreams.add(stream);
-              this.blockedFrom ??= event.seq;
-            }
-            this.host.outputBuffered(stream);
-            break;
-          }
-          for (let i = 0; i < last; i++) stream.push(parts[i]);
-          if (!stream.push(parts[last])) {
-            this.fullStreams.add(stream);
-            this.blockedFrom ??= event.seq;
-          }
-          this.host.outputBuffered(stream);
+        case 'output':
+          this.output.write(event);
           break;
-        }
         case 'exit':
           this.exitCode = event.exitCode;
           this.exitDeferred.resolve(event.exitCode);
@@ -461,8 +340,7 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
           break;
         case 'close':
           this.finished = true;
-          this.stdout.push(null);
-          this.stderr.push(null);
+          this.output.endStreams();
           // Nothing can be written any more; end quietly rather than fail pending writes later.
           if (this.stdin && !this.stdin.writableEnded) this.stdin.destroy();
           if (this.exitCode === null) {
@@ -470,64 +348,13 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
             this.exitDeferred.reject(new Error(`process ${this.id} closed without an exit status`));
           }
           this.closeDeferred.resolve();
-          this.arena?.dispose(); // writes still in progress keep their blocks until they complete
-          for (const sink of this.iterators) sink.end();
-          this.iterators.clear();
-          this.reportConsumed();
+          this.output.finish();
+          this.output.reportConsumed();
           this.emit('close', this.exitCode);
           return;
       }
     }
-    this.reportConsumed();
-  }
-
-  /** Sink mode: a write completed (writes complete in order per sink, not across two). */
-  private sinkWritten(seq: number): void {
-    this.written.add(seq);
-    while (this.writing.length > 0 && this.written.delete(this.writing[0]!)) this.writing.shift();
-    this.reportConsumed();
-  }
-
-  /**
-   * Readable mode: `stream`'s consumer wants more (Node calls `read()` once what it buffers
-   * is below the high-water mark); once no stream is full, everything delivered is taken.
-   */
-  private consumerWants(stream: Readable): void {
-    this.host.outputWanted();
-    this.fullStreams.delete(stream);
-    if (this.blockedFrom === null || this.fullStreams.size > 0) return;
-    this.blockedFrom = null;
-    this.reportConsumed();
-  }
-
-  /** Tells the host how far the consumer got: every delivered event before the first one not taken. */
-  private reportConsumed(): void {
-    let upTo = this.#sequencer.lastDelivered;
-    if (this.blockedFrom !== null) upTo = Math.min(upTo, this.blockedFrom - 1);
-    if (this.writing.length > 0) upTo = Math.min(upTo, this.writing[0]! - 1);
-    if (upTo <= this.consumedSeq) return;
-    this.consumedSeq = upTo;
-    this.host.consumed(this, upTo, this.takeUnreportedBytes(upTo), this.#sequencer.done && upTo === this.#sequencer.lastDelivered);
-  }
-
-  /** The output bytes of the delivered events up to `seq`, now reported. */
-  private takeUnreportedBytes(seq: number): number {
-    const pairs = this.unreported;
-    let at = this.unreportedHead;
-    let bytes = 0;
-    while (at < pairs.length && pairs[at]! <= seq) {
-      bytes += pairs[at + 1]!;
-      at += 2;
-    }
-    if (at === pairs.length) {
-      pairs.length = 0;
-      at = 0;
-    } else if (at >= 1024) {
-      pairs.splice(0, at); // now and then, not per ack: the array stays small and the cost O(1) per event
-      at = 0;
-    }
-    this.unreportedHead = at;
-    return bytes;
+    this.output.reportConsumed();
   }
 }
 
