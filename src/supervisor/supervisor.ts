@@ -3,13 +3,14 @@ import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult, Implementation, LoggingLevel, Progress, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { CallPath } from './calls.js';
 import { Catalog } from './catalog.js';
-import { closeQuietly, createConnection, forceClose, initialize, pidOf, type Connection, type ConnectionContext } from './connection.js';
+import { Connector } from './connector.js';
+import { closeQuietly, forceClose, pidOf, type Connection } from './connection.js';
 import { classifyFailure, describeFailure, isLostSseStream, TransportClosedError } from './diagnosis.js';
 import { errorText, isAuthError, isRefusal } from './errors.js';
 import { HealthMonitor } from './health.js';
 import { RetryPolicy, type FailureKind, type RetryDecision } from './policy.js';
 import { detailOf, msUntil, summarize, type StatusFacts } from './status-report.js';
-import { watchTetherLink, type LinkRetry, type LinkStateChange } from './tether-link.js';
+import type { LinkRetry, LinkStateChange } from './tether-link.js';
 import { createTransport, type TransportFactory } from './transports.js';
 import { settleWithin } from '../util/timeouts.js';
 import { resolveSupervisorOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
@@ -50,10 +51,8 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   readonly kind: ServerKind;
   readonly options: SupervisorOptions;
 
-  private readonly factory: TransportFactory;
   private readonly log: Logger;
-  /** What each new connection is made with. */
-  private readonly connectionContext: ConnectionContext;
+  private readonly connector: Connector;
   private readonly policy: RetryPolicy;
   private readonly healthMonitor: HealthMonitor<Connection>;
   private readonly catalog: Catalog;
@@ -68,9 +67,6 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private nextRetryAt: number | null = null;
   private inflight: Promise<boolean> | null = null;
   private conn: Connection | null = null;
-  /** The connection an attempt is opening, so stop() can abort it instead of waiting. */
-  private opening: Connection | null = null;
-  private connSeq = 0;
   private lastError: string | null = null;
   private connectedAt: number | null = null;
   private lastAttemptAt: number | null = null;
@@ -83,10 +79,8 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.name = spec.name;
     this.kind = spec.kind;
     this.options = resolveSupervisorOptions(options);
-    this.factory = options.transportFactory ?? createTransport;
     const random = options.random ?? Math.random;
     this.log = options.logger ?? (() => {});
-    this.connectionContext = { name: this.name, log: this.log, clientInfo: options.clientInfo ?? { name: 'tether-gateway', version: '0.1.0' }, hooks: options.hooks ?? {} };
     this.policy = new RetryPolicy(this.options, random);
     this.catalog = new Catalog(this.options.requestTimeoutMs, this.log, this.name);
     this.healthMonitor = new HealthMonitor<Connection>(this.options, {
@@ -103,6 +97,15 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       state: () => ({ status: this._status, conn: this.conn, attempt: this.attemptNo, nextRetryMs: msUntil(this.nextRetryAt), lastError: this.lastError }),
       attemptNow: () => this.runAttempt('call'),
       dropConnection: (conn, reason, failure) => this.dropConnection(conn, reason, failure),
+    });
+    this.connector = new Connector({
+      spec,
+      factory: options.transportFactory ?? createTransport,
+      context: { name: this.name, log: this.log, clientInfo: options.clientInfo ?? { name: 'tether-gateway', version: '0.1.0' }, hooks: options.hooks ?? {} },
+      connectTimeoutMs: this.options.connectTimeoutMs,
+      catalog: this.catalog,
+      watcher: { onClose: (c) => this.onTransportClosed(c), onError: (c, error) => this.onTransportError(c, error), onListChanged: (c, list) => void this.refresh(c, list) },
+      linkListener: (conn) => ({ onRetry: (e) => this.onLinkRetry(conn, e), onState: (c) => this.onLinkState(conn, c) }),
     });
   }
 
@@ -144,12 +147,12 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const wasConnected = this._status === 'connected';
     this.setStatus('disconnected');
     // The connection, and an attempt in progress (aborted rather than waited out).
-    const victims = [conn, this.opening].filter((c): c is Connection => c !== null);
+    const victims = [conn, this.connector.opening].filter((c): c is Connection => c !== null);
     for (const c of victims) c.closedByUs = true;
     const polite = Promise.all([...victims.map((c) => closeQuietly(c.client, budgetMs)), this.inflight?.catch(() => {})]);
     if (!(await settleWithin(polite, budgetMs))) this.log('warn', `[${this.name}] did not stop within ${budgetMs} ms: killing it`);
     // Always: whatever an attempt opened meanwhile, and anything left in a process group.
-    for (const c of [...victims, this.opening].filter((c): c is Connection => c !== null && c !== undefined)) forceClose(c);
+    for (const c of [...victims, this.connector.opening].filter((c): c is Connection => c !== null && c !== undefined)) forceClose(c);
     if (wasConnected) this.emit('server_disconnected', { server: this.name, wasIntentional: true, reason: 'stopped' });
   }
 
@@ -245,24 +248,15 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const attemptNo = Math.max(1, this.attemptNo);
     this.lastAttemptAt = Date.now();
     this.log('debug', `[${this.name}] connection attempt ${attemptNo} (${trigger}, status ${from})`);
-    let conn: Connection | undefined;
-    try {
-      conn = await this.openConnection();
-      await this.catalog.discover(conn.client);
-      if (conn.closed) throw conn.errors.at(-1) ?? new Error('connection closed during discovery');
-    } catch (err) {
-      conn ??= (err as { connection?: Connection } | undefined)?.connection;
-      const failure = classifyFailure(this.kind, err, conn);
-      if (conn && !conn.closedByUs) {
-        conn.closedByUs = true;
-        void closeQuietly(conn.client);
-      }
+    const outcome = await this.connector.attempt();
+    if (!outcome.ok) {
       if (this.stopped) return false;
-      this.lastError = describeFailure(this.spec, err, conn, failure);
-      this.log('warn', `[${this.name}] attempt ${attemptNo} failed (${failure}): ${this.lastError}`);
-      this.afterFailure(failure, trigger === 'call' && from === 'failed');
+      this.lastError = outcome.reason;
+      this.log('warn', `[${this.name}] attempt ${attemptNo} failed (${outcome.failure}): ${this.lastError}`);
+      this.afterFailure(outcome.failure, trigger === 'call' && from === 'failed');
       return false;
     }
+    const conn = outcome.conn;
     if (this.stopped) {
       conn.closedByUs = true;
       await closeQuietly(conn.client);
@@ -270,26 +264,6 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     }
     this.onConnected(conn);
     return true;
-  }
-
-  /** Creates transport + client and runs initialize, all bounded by connectTimeoutMs. */
-  private async openConnection(): Promise<Connection> {
-    const transport = await this.factory(this.spec);
-    const conn = createConnection(++this.connSeq, transport, this.connectionContext, {
-      onClose: (c) => this.onTransportClosed(c),
-      onError: (c, error) => this.onTransportError(c, error),
-      onListChanged: (c, list) => void this.refresh(c, list),
-    });
-    this.opening = conn;
-    try {
-      await initialize(conn, this.options.connectTimeoutMs);
-    } finally {
-      if (this.opening === conn) this.opening = null;
-    }
-    if (this.kind === 'exec') {
-      watchTetherLink(transport, { onRetry: (e) => this.onLinkRetry(conn, e), onState: (c) => this.onLinkState(conn, c) });
-    }
-    return conn;
   }
 
   /**

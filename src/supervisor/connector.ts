@@ -1,0 +1,71 @@
+/**
+ * One connection attempt of a supervisor: a fresh transport and client, initialize bounded
+ * by connectTimeoutMs, then discovery into the catalog. A failed attempt is classified and
+ * described (diagnosis.ts) and its half-open connection closed; what to do next is the
+ * supervisor's (and its retry policy's) decision.
+ */
+import type { Catalog } from './catalog.js';
+import { closeQuietly, createConnection, initialize, type Connection, type ConnectionContext, type ConnectionWatcher } from './connection.js';
+import { classifyFailure, describeFailure } from './diagnosis.js';
+import type { FailureKind } from './policy.js';
+import { watchTetherLink, type TetherLinkListener } from './tether-link.js';
+import type { TransportFactory } from './transports.js';
+import type { ServerSpec } from './types.js';
+
+export type AttemptOutcome = { ok: true; conn: Connection } | { ok: false; failure: FailureKind; reason: string };
+
+export interface ConnectorParts {
+  spec: ServerSpec;
+  factory: TransportFactory;
+  context: ConnectionContext;
+  connectTimeoutMs: number;
+  /** Discovery fills it (lists, capabilities, server info). */
+  catalog: Catalog;
+  /** Hears every connection's close, errors and list changes. */
+  watcher: ConnectionWatcher;
+  /** exec: what hears the tether link under `conn` once it is open. */
+  linkListener: (conn: Connection) => TetherLinkListener;
+}
+
+export class Connector {
+  /** The connection an attempt is opening, so stop() can abort it instead of waiting. */
+  opening: Connection | null = null;
+  private seq = 0;
+
+  constructor(private readonly parts: ConnectorParts) {}
+
+  /** Opens and discovers; never throws (a failure is an outcome). */
+  async attempt(): Promise<AttemptOutcome> {
+    const { spec, catalog } = this.parts;
+    let conn: Connection | undefined;
+    try {
+      conn = await this.open();
+      await catalog.discover(conn.client);
+      if (conn.closed) throw conn.errors.at(-1) ?? new Error('connection closed during discovery');
+    } catch (err) {
+      conn ??= (err as { connection?: Connection } | undefined)?.connection;
+      const failure = classifyFailure(spec.kind, err, conn);
+      if (conn && !conn.closedByUs) {
+        conn.closedByUs = true;
+        void closeQuietly(conn.client);
+      }
+      return { ok: false, failure, reason: describeFailure(spec, err, conn, failure) };
+    }
+    return { ok: true, conn };
+  }
+
+  /** Creates transport + client and runs initialize, all bounded by connectTimeoutMs. */
+  private async open(): Promise<Connection> {
+    const { spec, factory, context, watcher, connectTimeoutMs } = this.parts;
+    const transport = await factory(spec);
+    const conn = createConnection(++this.seq, transport, context, watcher);
+    this.opening = conn;
+    try {
+      await initialize(conn, connectTimeoutMs);
+    } finally {
+      if (this.opening === conn) this.opening = null;
+    }
+    if (spec.kind === 'exec') watchTetherLink(transport, this.parts.linkListener(conn));
+    return conn;
+  }
+}
