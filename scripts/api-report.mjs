@@ -78,9 +78,9 @@ function report(program, entryFile) {
     for (const found of declarationsOf(symbol)) {
       // `export declare const X: …` is declared by its statement, not the bare declaration.
       const decl = ts.isVariableDeclaration(found) ? found.parent.parent : found;
-      const file = path.relative(root, decl.getSourceFile().fileName);
+      // Not which file declares it: moving a declaration between modules changes no API.
       const printed = printer.printNode(ts.EmitHint.Unspecified, trimmed(decl), decl.getSourceFile());
-      lines.push(`// ${file}`, printed.replace(/^export (declare )?/, '').replace(/^declare /, ''), '');
+      lines.push(printed.replace(/^export (declare )?/, '').replace(/^declare /, ''), '');
       // Every name this declaration refers to that is declared in this package, transitively.
       const visit = (n) => {
         if (n !== decl && (ts.isClassElement(n) || ts.isTypeElement(n)) && isInternal(n)) return;
