@@ -15,17 +15,15 @@ import {
   decodeBinaryFrame,
   decodeFrame,
   Dialect,
-  ErrorCode,
-  FsMethod,
   isTetherBinaryFrame,
   Method,
   withJsonrpc,
 } from '../protocol/index.js';
 import { writeBinaryOutput } from './binary-output.js';
-import { BYTES_PER_JSON_VALUE, frameCost } from './frame-cost.js';
-import { AnswerPlaces } from './answer-places.js';
+import { frameCost } from './frame-cost.js';
+import { RequestGate } from './request-gate.js';
+import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
-import { formatBytes } from '../util/format.js';
 import { rawSocketOf } from '../util/ws-internals.js';
 import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
@@ -37,54 +35,9 @@ export type HandshakeState = 'new' | 'initializing' | 'ready';
 /** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
 const MAX_FRAGMENTS = 64;
 
-/**
- * Methods answered without waiting for anything: they cannot pile up, so they stay allowed
- * past the in-flight limit (a client with its limit of long-polls can still terminate).
- */
-const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
-  Method.initialize,
-  Method.initialized,
-  Method.environmentInfo,
-  Method.environmentStatus,
-  Method.processSignal,
-  Method.processTerminate,
-  Method.sessionClose,
-]);
-
-/**
- * A request frame up to this size passes even with the server's memory budget spent: reads,
- * acknowledgements and control calls are how memory comes back, and cost next to nothing.
- */
-const SMALL_REQUEST_BYTES = 64 * 1024;
-
-/**
- * Requests that wait for the send buffer to drain before they are handled (`gateAnswer`),
- * per connection; at this many the socket stops being read until it drains, so a client
- * that sends and sends without reading its answers is pushed back by TCP, not buffered.
- */
-const MAX_GATED = 64;
-
-/**
- * Requests whose answers can be megabytes (a file, a listing, a config): they wait for one
- * of the connection's few places (answer-places.ts), each once its send buffer is below its mark. So what one client can have queued
- * for it unread is its mark plus two answers; and while the budget is pressed, a read whose
- * answer would take its session past its fair share is refused (fair-share.ts
- * `answerRefusal`). Nobody else waits for it.
- */
-const LARGE_ANSWERS: ReadonlySet<string> = new Set([
-  FsMethod.readFile,
-  FsMethod.readBlock,
-  FsMethod.readDirectory,
-  FsMethod.walk,
-  FsMethod.environmentConfigRead,
-  Method.sessionList,
-]);
 /** Answers longer than this go to the socket as a Buffer (see `send`). */
 const LARGE_TEXT_CHARS = 64 * 1024;
 
-
-/** Answered once their own answer's room was reserved (`reserveAnswer`): not held back at dispatch. */
-const RESERVES_ITS_ANSWER: ReadonlySet<string> = new Set([Method.processRead]);
 
 export interface ConnectionContext {
   conn: Connection;
@@ -132,22 +85,15 @@ export class Connection implements SessionLink {
    */
   private progressAt = performance.now();
   private probeTimer: NodeJS.Timeout | null = null;
-  /** Requests and notifications dispatched and not yet settled. */
-  private inflight = 0;
   /** Past this many in flight, new requests are refused at once (the server sets it). */
   maxInflight = Number.POSITIVE_INFINITY;
-  /**
-   * Bytes of the frames of requests dispatched and not yet settled: their data is held
-   * meanwhile (a write's, until the child's stdin takes it).
-   */
-  private requestBytes = 0;
   /** Past this many bytes in flight, new requests are refused at once (the server sets it: the largest message). */
   maxRequestBytes = Number.POSITIVE_INFINITY;
   /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
   private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
   private initializeTimer: NodeJS.Timeout | null = null;
-  /** Large-answer requests being handled (`LARGE_ANSWERS`), and those waiting for one of the places. */
-  private readonly answerPlaces = new AnswerPlaces(this, () => this.memory?.budget.pressured ?? false);
+  /** Requests in flight, refused, or held back until they may be handled (request-gate.ts). */
+  private readonly gate = new RequestGate(this, () => this.memory?.budget.pressured ?? false);
   /**
    * What this connection holds for its session — requests in flight, its send buffer,
    * messages being received — as last told to that session's fair share (`reportHeld`).
@@ -162,8 +108,6 @@ export class Connection implements SessionLink {
   private receiveGuard: ReceiveGuard | null = null;
   /** How long a connection paused mid-message by the budget may stay so (the server sets its --stall-timeout). */
   receiveStallMs = 30_000;
-  /** Requests held back until the send buffer drains (see MAX_GATED). */
-  private gated = 0;
   constructor(
     readonly ws: WebSocket,
     /** sha256 of the bearer token this connection presented (empty when auth is off). */
@@ -254,24 +198,6 @@ export class Connection implements SessionLink {
     this.memory = { budget, requests: budget.account('input'), send: budget.account('send'), receiving: budget.account('receiving') };
   }
 
-  /** Why a request that is not answered at once is refused now (it would hold too much), or null. */
-  private refusalInFlight(frameBytes: number): { code: number; message: string } | null {
-    if (this.inflight >= this.maxInflight) {
-      return {
-        code: ErrorCode.InvalidRequest,
-        message: `too many requests in flight on this connection (at most ${this.maxInflight}); wait for answers before sending more`,
-      };
-    }
-    if (this.requestBytes > 0 && this.requestBytes + frameBytes > this.maxRequestBytes) {
-      return {
-        code: ErrorCode.InvalidRequest,
-        message: `too many bytes of requests in flight on this connection (at most ${this.maxRequestBytes}, the largest message); wait for answers before sending more`,
-      };
-    }
-    const full = frameBytes > SMALL_REQUEST_BYTES ? this.memory?.budget.refusal('large request') : null;
-    return full ? { code: ErrorCode.InternalError, message: full } : null;
-  }
-
   private onMessage(data: Buffer | Buffer[], isBinary: boolean): void {
     this.receiver?.messageDone();
     let buf = Array.isArray(data) ? Buffer.concat(data) : data;
@@ -283,11 +209,9 @@ export class Connection implements SessionLink {
     // What the frame will hold once parsed, known before it is parsed: a frame of millions of
     // tiny values is refused unread (it would hold many times its size), a big string passes.
     const { structural, cost, id } = frameCost(buf);
-    if (structural * BYTES_PER_JSON_VALUE > this.maxRequestBytes) {
-      const message =
-        `message refused unparsed: its ${structural} JSON values would hold about ${formatBytes(structural * BYTES_PER_JSON_VALUE)} ` +
-        `once parsed (${BYTES_PER_JSON_VALUE} bytes each), more than the server's ${formatBytes(this.maxRequestBytes)} message limit (--max-message-size); nothing in it was done`;
-      this.send({ id, error: { code: ErrorCode.InvalidRequest, message } });
+    const unparsed = unparsedRefusal(structural, this.maxRequestBytes);
+    if (unparsed) {
+      this.send({ id, error: unparsed });
       return;
     }
     const decoded = decodeFrame(buf);
@@ -303,23 +227,19 @@ export class Connection implements SessionLink {
       this.onAck(message.params);
       return;
     }
-    // Each waiting request holds memory (a long-poll for as long as it asks, a write until
-    // the child reads): bounded here in count and in what its parsed frame holds, and by the
-    // server's memory budget.
-    const atOnce = ANSWERED_AT_ONCE.has(message.method);
-    const refusal = atOnce ? null : this.refusalInFlight(cost);
+    // Each waiting request holds memory: bounded here in count and in what its parsed frame
+    // holds, and by the server's memory budget (request-policy.ts).
+    const refusal = this.gate.refusal(message.method, cost, (what) => this.memory?.budget.refusal(what) ?? null);
     if (refusal) {
       if (message.kind === 'request') this.send({ id: message.id, error: refusal });
       return;
     }
-    this.inflight++;
-    this.requestBytes += cost;
+    this.gate.enter(cost);
     this.memory?.requests.add(cost);
     this.reportHeld();
     const ctx: ConnectionContext = { conn: this };
     const settled = () => {
-      this.inflight--;
-      this.requestBytes -= cost;
+      this.gate.leave(cost);
       this.memory?.requests.add(-cost);
       this.reportHeld();
       if (ctx.answerBytes) this.answerSent(ctx.answerBytes);
@@ -339,39 +259,11 @@ export class Connection implements SessionLink {
         },
       );
     // Every answer waits for room in the send buffer (process/read reserves its own room
-    // after its long-poll): a request that arrives while the buffer is over its mark is
-    // handled once it drained, so a client that asks without reading has about the mark
-    // queued for it, not one answer per request. The waiting requests still count above.
-    if (message.kind === 'request' && LARGE_ANSWERS.has(message.method)) {
-      this.admitLargeAnswer().then((open) => (open ? void Promise.resolve(dispatch()).finally(() => this.answerPlaces.give()) : settled()));
-      return;
-    }
-    if (message.kind === 'request' && this.backpressured && !atOnce && !RESERVES_ITS_ANSWER.has(message.method)) {
-      this.gateAnswer().then((open) => (open ? void dispatch() : settled()));
-      return;
-    }
-    void dispatch();
-  }
-
-  /** Waits for the send buffer to drain; false when the socket closed meanwhile (the request is dropped unanswered, undone). */
-  private async gateAnswer(): Promise<boolean> {
-    if (++this.gated === MAX_GATED) this.pauseReading('gated');
-    try {
-      await this.whenDrained();
-    } finally {
-      if (this.gated-- === MAX_GATED) this.resumeReading('gated');
-    }
-    return !this.closed;
-  }
-
-  /** Waits for a large answer's place (see LARGE_ANSWERS); false when the socket closed meanwhile. */
-  private async admitLargeAnswer(): Promise<boolean> {
-    if (++this.gated === MAX_GATED) this.pauseReading('gated');
-    try {
-      return await this.answerPlaces.take();
-    } finally {
-      if (this.gated-- === MAX_GATED) this.resumeReading('gated');
-    }
+    // after its long-poll), large ones for a place too. The waiting requests still count above.
+    const how = admission(message.kind, message.method, this.backpressured);
+    if (how === 'now') return void dispatch();
+    const handle = how === 'place' ? () => void Promise.resolve(dispatch()).finally(() => this.gate.placeDone()) : () => void dispatch();
+    this.gate.wait(how).then((open) => (open ? handle() : settled()));
   }
 
   /** Resolves when the socket is gone. */
@@ -431,7 +323,7 @@ export class Connection implements SessionLink {
       this.heldReported = 0;
       this.reportedTo = this.session;
     }
-    const now = this.closed ? 0 : this.requestBytes + this.ws.bufferedAmount + (this.receiver?.held ?? 0);
+    const now = this.closed ? 0 : this.gate.bytes + this.ws.bufferedAmount + (this.receiver?.held ?? 0);
     const delta = now - this.heldReported;
     if (delta === 0) return;
     this.heldReported = now;
@@ -447,7 +339,7 @@ export class Connection implements SessionLink {
     const decoded = decodeBinaryFrame(buf);
     if (!decoded.ok || decoded.frame.kind !== 'ack') {
       const problem = decoded.ok ? 'binary output frames go from the server to the client only' : decoded.error;
-      this.send({ id: null, error: { code: ErrorCode.InvalidRequest, message: `invalid binary frame: ${problem}` } });
+      this.send({ id: null, error: binaryFrameRefusal(problem) });
       return;
     }
     if (this.session?.clientAcks) this.session.acknowledgeHandle(decoded.frame.handle, decoded.frame.seq);
@@ -635,7 +527,7 @@ export class Connection implements SessionLink {
     if (this.initializeTimer) clearTimeout(this.initializeTimer);
     this.closing.abort();
     this.wakeDrainWaiters();
-    this.answerPlaces.closeAll();
+    this.gate.close();
     this.answerSent(0);
     const session = this.session;
     this.reportHeld();
