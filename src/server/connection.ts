@@ -19,21 +19,17 @@ import {
   Method,
   withJsonrpc,
 } from '../protocol/index.js';
-import { writeBinaryOutput } from './binary-output.js';
+import { eventFrame, writeBinaryEntry } from './event-frames.js';
 import { frameCost } from './frame-cost.js';
 import { RequestGate } from './request-gate.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
-import { rawSocketOf } from '../util/ws-internals.js';
-import { outputParts, type LogEntry, type OutputEntry } from './output-log.js';
+import type { LogEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
 import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
-
-/** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
-const MAX_FRAGMENTS = 64;
 
 /** Answers longer than this go to the socket as a Buffer (see `send`). */
 const LARGE_TEXT_CHARS = 64 * 1024;
@@ -375,82 +371,19 @@ export class Connection implements SessionLink {
 
   sendEntry(proc: ManagedProcess, entry: LogEntry): void {
     if (this.closed) return;
-    let frame: Buffer | string;
-    switch (entry.kind) {
-      case 'output':
-        if (proc.handle !== 0) return this.sendBinaryOutput(proc, entry);
-        frame = this.jsonOutputFrame(proc.id, entry.seq, entry.stream, proc.outputData(entry));
-        break;
-      case 'exit':
-        frame = this.dialect.encode({
-          method: Method.processExited,
-          params: { processId: proc.id, seq: entry.seq, exitCode: entry.exitCode, sandboxDenied: false },
-        });
-        break;
-      case 'close':
-        frame = this.dialect.encode({ method: Method.processClosed, params: { processId: proc.id, seq: entry.seq } });
-        break;
-    }
-    const seq = entry.seq;
     // Codex dialect: the kernel taking the frame is the acknowledgement (it is then only
     // lost if the link dies with it in flight, and it stays in the retained history).
     const written = this.session?.clientAcks ? undefined : proc;
-    this.ws.send(frame, { binary: false }, (err) => {
-      if (!err) written?.written(seq);
-      this.afterSend();
-    });
-    this.checkBackpressure();
-  }
-
-  /**
-   * Extension binaryOutput: the 16-byte header, then the bytes, written as WebSocket frames
-   * straight onto the socket (binary-output.ts): nothing is base64-encoded, serialized or
-   * copied, and the message leaves in one writev. (A chunk joined from very many small reads,
-   * a chatty pty, is joined first: frame headers would outweigh it.)
-   */
-  private sendBinaryOutput(proc: ManagedProcess, entry: OutputEntry): void {
-    // A socket whose close handshake began takes no more data frames.
-    if (this.ws.readyState !== this.ws.OPEN) return;
-    const socket = rawSocketOf(this.ws);
-    const parts = outputParts(entry).length > MAX_FRAGMENTS ? [proc.outputData(entry)] : outputParts(entry);
+    if (entry.kind === 'output' && proc.handle !== 0) {
+      if (writeBinaryEntry(this.ws, proc, entry, written, this.afterSend)) this.checkBackpressure();
+      return;
+    }
     const seq = entry.seq;
-    const written = this.session?.clientAcks ? undefined : proc;
-    // The socket refers to the bytes until the write completes (or fails): their memory is
-    // not reused before, whatever the log does with them meanwhile.
-    proc.retainOutput(parts);
-    let settled = false;
-    writeBinaryOutput(socket, proc.handle, seq, entry.stream, parts, (err) => {
-      // Node runs a corked batch's callbacks twice when the socket fails under it (EPIPE):
-      // a second release would let the bytes' memory be reused while the log still has them.
-      if (settled) return;
-      settled = true;
-      proc.releaseOutput(parts);
+    this.ws.send(eventFrame(this.dialect, proc, entry), { binary: false }, (err) => {
       if (!err) written?.written(seq);
       this.afterSend();
     });
     this.checkBackpressure();
-  }
-
-  /**
-   * `process/output` built straight into one Buffer: the base64 needs no escaping, so
-   * JSON.stringify need not scan it, and ws sends the Buffer without another copy.
-   */
-  private jsonOutputFrame(processId: string, seq: number, stream: string, data: Buffer): Buffer {
-    const prefix =
-      (this.dialect.usesJsonrpc ? '{"jsonrpc":"2.0","method":"process/output","params":{"processId":' : '{"method":"process/output","params":{"processId":') +
-      JSON.stringify(processId) +
-      ',"seq":' +
-      seq +
-      ',"stream":"' +
-      stream +
-      '","chunk":"';
-    const prefixBytes = Buffer.byteLength(prefix);
-    const base64Bytes = 4 * Math.ceil(data.length / 3);
-    const frame = Buffer.allocUnsafe(prefixBytes + base64Bytes + 3);
-    frame.write(prefix, 0, 'utf8');
-    frame.write(data.toString('base64'), prefixBytes, 'latin1');
-    frame.write('"}}', prefixBytes + base64Bytes, 'latin1');
-    return frame;
   }
 
   /**
