@@ -6,7 +6,6 @@
  * buffer has room again.
  */
 import { setMaxListeners } from 'node:events';
-import { performance } from 'node:perf_hooks';
 import type { Socket } from 'node:net';
 import type WebSocket from 'ws';
 import type { JSONRPCServer } from 'json-rpc-2.0';
@@ -21,6 +20,7 @@ import {
 } from '../protocol/index.js';
 import { eventFrame, writeBinaryEntry } from './event-frames.js';
 import { frameCost } from './frame-cost.js';
+import { Liveness } from './liveness.js';
 import { RequestGate } from './request-gate.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
@@ -64,30 +64,20 @@ export class Connection implements SessionLink {
   }
   /** Pong seen since the last ping (server heartbeat). */
   alive = true;
-  /** Heartbeats in a row whose ping went unanswered (and unexcused): two drop the connection. */
-  private missedPongs = 0;
+  /** Heartbeat, probe, send-stall clock and initialize deadline (liveness.ts). */
+  private readonly liveness = new Liveness(this);
   /** Callers of `whenDrained` waiting for the send buffer to fall below the low-water mark. */
   private drainWaiters: Array<() => void> = [];
   /** Bytes reserved for answers being built (admitted by `reserveAnswer`, not yet handed to the socket). */
   private answerBytes = 0;
   /** Callers of `reserveAnswer` waiting for a reserved answer to be sent. */
   private answerWaiters: Array<() => void> = [];
-  private backloggedAtPing = false;
-  private pingAt = 0;
-  /**
-   * When the send buffer last moved: a write reached the kernel (its callback ran) or the
-   * buffer was seen empty. Only completed writes count: a frame merely queued behind a peer
-   * that stopped reading (a ping, more output) is no progress.
-   */
-  private progressAt = performance.now();
-  private probeTimer: NodeJS.Timeout | null = null;
   /** Past this many in flight, new requests are refused at once (the server sets it). */
   maxInflight = Number.POSITIVE_INFINITY;
   /** Past this many bytes in flight, new requests are refused at once (the server sets it: the largest message). */
   maxRequestBytes = Number.POSITIVE_INFINITY;
   /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
   private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
-  private initializeTimer: NodeJS.Timeout | null = null;
   /** Requests in flight, refused, or held back until they may be handled (request-gate.ts). */
   private readonly gate = new RequestGate(this, () => this.memory?.budget.pressured ?? false);
   /**
@@ -115,13 +105,7 @@ export class Connection implements SessionLink {
     // Every concurrent long-poll listens on it: any number of them is legitimate, no leak.
     setMaxListeners(0, this.closing.signal);
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
-    ws.on('pong', () => {
-      this.alive = true;
-      if (this.probeTimer) {
-        clearTimeout(this.probeTimer);
-        this.probeTimer = null;
-      }
-    });
+    ws.on('pong', () => this.liveness.pong());
   }
 
   /**
@@ -131,14 +115,7 @@ export class Connection implements SessionLink {
    * reads nothing at all is the send-stall rule's (`stalledFor`).
    */
   heartbeat(): boolean {
-    if (this.alive) this.missedPongs = 0;
-    else if (!(this.backloggedAtPing && this.progressAt > this.pingAt)) this.missedPongs++;
-    if (this.missedPongs >= 2) return false;
-    this.alive = false;
-    this.pingAt = performance.now();
-    this.backloggedAtPing = this.ws.bufferedAmount > 0;
-    this.ws.ping(undefined, undefined, this.afterSend);
-    return true;
+    return this.liveness.heartbeat(this.afterSend);
   }
 
   /**
@@ -147,11 +124,7 @@ export class Connection implements SessionLink {
    * stops reading cannot hold its session (and the output queued for it) forever.
    */
   stalledFor(now: number): number {
-    if (this.ws.bufferedAmount === 0) {
-      this.progressAt = now;
-      return 0;
-    }
-    return now - this.progressAt;
+    return this.liveness.stalledFor(now);
   }
 
   /**
@@ -159,14 +132,7 @@ export class Connection implements SessionLink {
    * costs a descriptor and belongs to nobody.
    */
   requireInitializeWithin(ms: number): void {
-    this.initializeTimer = setTimeout(() => {
-      this.initializeTimer = null;
-      if (this.closed || this.session) return;
-      this.ws.close(1008, `no initialize within ${ms} ms`);
-      // Do not wait 30 s for the close handshake of a peer that may never answer.
-      setTimeout(() => this.ws.terminate(), 1000).unref();
-    }, ms);
-    this.initializeTimer.unref();
+    this.liveness.requireInitializeWithin(ms);
   }
 
   /**
@@ -176,17 +142,7 @@ export class Connection implements SessionLink {
    * detaches, and the client's next retry succeeds.
    */
   probe(timeoutMs: number): void {
-    if (this.closed || this.probeTimer) return;
-    this.probeTimer = setTimeout(() => {
-      this.probeTimer = null;
-      if (!this.closed) this.ws.terminate();
-    }, timeoutMs);
-    this.probeTimer.unref?.();
-    try {
-      this.ws.ping();
-    } catch {
-      this.ws.terminate();
-    }
+    this.liveness.probe(timeoutMs);
   }
 
   /** Counts this connection's requests in flight and its send buffer in the server's memory budget. */
@@ -438,7 +394,7 @@ export class Connection implements SessionLink {
 
   /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
   private readonly afterSend = (): void => {
-    this.progressAt = performance.now();
+    this.liveness.progressed();
     this.memory?.send.set(this.ws.bufferedAmount);
     this.reportHeld();
     if (this.ws.bufferedAmount > this.marks.lowWaterBytes) return;
@@ -456,8 +412,7 @@ export class Connection implements SessionLink {
     this.closed = true;
     // What was queued died with the socket; requests in flight still hold their data until they settle.
     this.memory?.send.close();
-    if (this.probeTimer) clearTimeout(this.probeTimer);
-    if (this.initializeTimer) clearTimeout(this.initializeTimer);
+    this.liveness.dispose();
     this.closing.abort();
     this.wakeDrainWaiters();
     this.gate.close();
