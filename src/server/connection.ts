@@ -22,6 +22,7 @@ import { eventFrame, writeBinaryEntry } from './event-frames.js';
 import { frameCost } from './frame-cost.js';
 import { Liveness } from './liveness.js';
 import { RequestGate } from './request-gate.js';
+import { SendBuffer } from './send-buffer.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import type { LogEntry } from './output-log.js';
@@ -66,18 +67,14 @@ export class Connection implements SessionLink {
   alive = true;
   /** Heartbeat, probe, send-stall clock and initialize deadline (liveness.ts). */
   private readonly liveness = new Liveness(this);
-  /** Callers of `whenDrained` waiting for the send buffer to fall below the low-water mark. */
-  private drainWaiters: Array<() => void> = [];
-  /** Bytes reserved for answers being built (admitted by `reserveAnswer`, not yet handed to the socket). */
-  private answerBytes = 0;
-  /** Callers of `reserveAnswer` waiting for a reserved answer to be sent. */
-  private answerWaiters: Array<() => void> = [];
   /** Past this many in flight, new requests are refused at once (the server sets it). */
   maxInflight = Number.POSITIVE_INFINITY;
   /** Past this many bytes in flight, new requests are refused at once (the server sets it: the largest message). */
   maxRequestBytes = Number.POSITIVE_INFINITY;
   /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
   private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
+  /** Backpressure, drain waiters and answers' reserved room (send-buffer.ts). */
+  private readonly sendBuffer: SendBuffer;
   /** Requests in flight, refused, or held back until they may be handled (request-gate.ts). */
   private readonly gate = new RequestGate(this, () => this.memory?.budget.pressured ?? false);
   /**
@@ -99,9 +96,10 @@ export class Connection implements SessionLink {
     /** sha256 of the bearer token this connection presented (empty when auth is off). */
     readonly credential: Buffer,
     private readonly rpc: JSONRPCServer<ConnectionContext>,
-    private readonly marks: BackpressureMarks,
+    marks: BackpressureMarks,
     readonly remote: string,
   ) {
+    this.sendBuffer = new SendBuffer(this, marks);
     // Every concurrent long-poll listens on it: any number of them is legitimate, no leak.
     setMaxListeners(0, this.closing.signal);
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
@@ -194,7 +192,7 @@ export class Connection implements SessionLink {
       this.gate.leave(cost);
       this.memory?.requests.add(-cost);
       this.reportHeld();
-      if (ctx.answerBytes) this.answerSent(ctx.answerBytes);
+      if (ctx.answerBytes) this.sendBuffer.answerSent(ctx.answerBytes);
     };
     const dispatch = () =>
       this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
@@ -322,7 +320,7 @@ export class Connection implements SessionLink {
   // SessionLink
 
   get congested(): boolean {
-    return this.closed || this.ws.bufferedAmount >= this.marks.highWaterBytes;
+    return this.sendBuffer.congested;
   }
 
   sendEntry(proc: ManagedProcess, entry: LogEntry): void {
@@ -349,47 +347,20 @@ export class Connection implements SessionLink {
    * answer is sent. So a client that asks and asks without reading its socket has about the
    * high-water mark queued for it, not one answer per request.
    */
-  async reserveAnswer(ctx: ConnectionContext, bytes: number): Promise<void> {
-    for (;;) {
-      if (this.closed) return;
-      if (this.backpressured) {
-        await this.whenDrained();
-        // The buffer drained: the first answer waiting goes now, even if the session's events
-        // refilled it meanwhile (else a streaming process could starve reads forever).
-        if (this.answerBytes === 0 || this.closed) break;
-        continue;
-      }
-      if (this.answerBytes === 0 || this.ws.bufferedAmount + this.answerBytes + bytes <= this.marks.highWaterBytes) break;
-      await new Promise<void>((resolve) => this.answerWaiters.push(resolve));
-    }
-    this.answerBytes += bytes;
-    ctx.answerBytes = (ctx.answerBytes ?? 0) + bytes;
-  }
-
-  private answerSent(bytes: number): void {
-    this.answerBytes -= bytes;
-    const waiters = this.answerWaiters;
-    this.answerWaiters = [];
-    for (const wake of waiters) wake();
+  reserveAnswer(ctx: ConnectionContext, bytes: number): Promise<void> {
+    return this.sendBuffer.reserveAnswer(ctx, bytes);
   }
 
   /** Resolves once the send buffer is below the low-water mark (at once if it is, or if the socket is gone). */
   whenDrained(): Promise<void> {
-    if (!this.backpressured || this.closed) return Promise.resolve();
-    return new Promise((resolve) => this.drainWaiters.push(resolve));
-  }
-
-  private wakeDrainWaiters(): void {
-    const waiters = this.drainWaiters;
-    this.drainWaiters = [];
-    for (const wake of waiters) wake();
+    return this.sendBuffer.whenDrained();
   }
 
   /** Above the high-water mark until it drains to the low one. */
   private checkBackpressure(): void {
     this.memory?.send.set(this.ws.bufferedAmount);
     this.reportHeld();
-    if (!this.backpressured && this.ws.bufferedAmount > this.marks.highWaterBytes) this.backpressured = true;
+    this.sendBuffer.queued();
   }
 
   /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
@@ -397,11 +368,7 @@ export class Connection implements SessionLink {
     this.liveness.progressed();
     this.memory?.send.set(this.ws.bufferedAmount);
     this.reportHeld();
-    if (this.ws.bufferedAmount > this.marks.lowWaterBytes) return;
-    if (this.backpressured) {
-      this.backpressured = false;
-      this.wakeDrainWaiters();
-    }
+    if (!this.sendBuffer.wrote()) return;
     const session = this.session;
     if (session?.hasQueued) session.pump();
   };
@@ -414,9 +381,9 @@ export class Connection implements SessionLink {
     this.memory?.send.close();
     this.liveness.dispose();
     this.closing.abort();
-    this.wakeDrainWaiters();
+    this.sendBuffer.wakeDrainWaiters();
     this.gate.close();
-    this.answerSent(0);
+    this.sendBuffer.answerSent(0);
     const session = this.session;
     this.reportHeld();
     this.receiveGuard?.dispose();
