@@ -20,14 +20,16 @@ import {
 } from '../protocol/index.js';
 import { eventFrame, writeBinaryEntry } from './event-frames.js';
 import { frameCost } from './frame-cost.js';
+import { HeldMemory } from './held-memory.js';
 import { Liveness } from './liveness.js';
+import { ReadPause } from './read-pause.js';
 import { RequestGate } from './request-gate.js';
 import { SendBuffer } from './send-buffer.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
-import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
+import type { MemoryBudget } from './memory-budget.js';
 import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
@@ -71,22 +73,16 @@ export class Connection implements SessionLink {
   maxInflight = Number.POSITIVE_INFINITY;
   /** Past this many bytes in flight, new requests are refused at once (the server sets it: the largest message). */
   maxRequestBytes = Number.POSITIVE_INFINITY;
-  /** Where the bytes of requests in flight and of the send buffer are counted (the server's memory budget). */
-  private memory: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
+  /** What this connection holds, in the memory budget and its session's fair share (held-memory.ts). */
+  private readonly memory: HeldMemory = new HeldMemory(this, (): number => this.gate.bytes + this.ws.bufferedAmount + (this.receiver?.held ?? 0));
+  /** Why the socket is not read now (`pauseReading`, read-pause.ts). */
+  private readonly reading: ReadPause;
   /** Backpressure, drain waiters and answers' reserved room (send-buffer.ts). */
   private readonly sendBuffer: SendBuffer;
   /** Requests in flight, refused, or held back until they may be handled (request-gate.ts). */
-  private readonly gate = new RequestGate(this, () => this.memory?.budget.pressured ?? false);
-  /**
-   * What this connection holds for its session — requests in flight, its send buffer,
-   * messages being received — as last told to that session's fair share (`reportHeld`).
-   */
-  private heldReported = 0;
-  private reportedTo: Session | null = null;
+  private readonly gate: RequestGate = new RequestGate(this, (): boolean => this.memory.budget?.pressured ?? false);
   /** Messages being received (`ReceiveMeter`). */
   private receiver: ReceiveMeter | null = null;
-  /** Why the socket is not read now (`pauseReading`): it is read again once none is left. */
-  private readonly pausedFor = new Set<string>();
   /** Holds messages being received to the memory budget (receive-meter.ts). */
   private receiveGuard: ReceiveGuard | null = null;
   /** How long a connection paused mid-message by the budget may stay so (the server sets its --stall-timeout). */
@@ -100,6 +96,7 @@ export class Connection implements SessionLink {
     readonly remote: string,
   ) {
     this.sendBuffer = new SendBuffer(this, marks);
+    this.reading = new ReadPause(ws, () => this.closed);
     // Every concurrent long-poll listens on it: any number of them is legitimate, no leak.
     setMaxListeners(0, this.closing.signal);
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
@@ -145,7 +142,7 @@ export class Connection implements SessionLink {
 
   /** Counts this connection's requests in flight and its send buffer in the server's memory budget. */
   useMemoryBudget(budget: MemoryBudget): void {
-    this.memory = { budget, requests: budget.account('input'), send: budget.account('send'), receiving: budget.account('receiving') };
+    this.memory.useBudget(budget);
   }
 
   private onMessage(data: Buffer | Buffer[], isBinary: boolean): void {
@@ -179,19 +176,17 @@ export class Connection implements SessionLink {
     }
     // Each waiting request holds memory: bounded here in count and in what its parsed frame
     // holds, and by the server's memory budget (request-policy.ts).
-    const refusal = this.gate.refusal(message.method, cost, (what) => this.memory?.budget.refusal(what) ?? null);
+    const refusal = this.gate.refusal(message.method, cost, (what) => this.memory.budget?.refusal(what) ?? null);
     if (refusal) {
       if (message.kind === 'request') this.send({ id: message.id, error: refusal });
       return;
     }
     this.gate.enter(cost);
-    this.memory?.requests.add(cost);
-    this.reportHeld();
+    this.memory.requestsChanged(cost);
     const ctx: ConnectionContext = { conn: this };
     const settled = () => {
       this.gate.leave(cost);
-      this.memory?.requests.add(-cost);
-      this.reportHeld();
+      this.memory.requestsChanged(-cost);
       if (ctx.answerBytes) this.sendBuffer.answerSent(ctx.answerBytes);
     };
     const dispatch = () =>
@@ -221,15 +216,12 @@ export class Connection implements SessionLink {
 
   /** Stops reading the socket for `reason` (several may hold it paused at once). */
   pauseReading(reason: string): void {
-    if (this.closed) return;
-    if (this.pausedFor.size === 0) this.ws.pause();
-    this.pausedFor.add(reason);
+    this.reading.pause(reason);
   }
 
   /** `reason` no longer holds the socket paused; it is read again once no reason is left. */
   resumeReading(reason: string): void {
-    if (!this.pausedFor.delete(reason) || this.closed) return;
-    if (this.pausedFor.size === 0) this.ws.resume();
+    this.reading.resume(reason);
   }
 
   /**
@@ -240,11 +232,10 @@ export class Connection implements SessionLink {
     const conn = this;
     // The meter reports to the guard, which reads the meter: the callback runs only on data, once both exist.
     const receiver = new ReceiveMeter(socket, (bytes) => {
-      this.memory?.receiving.set(bytes);
-      this.reportHeld();
+      this.memory.receivingChanged(bytes);
       if (bytes > SMALL_REQUEST_BYTES) guard.check();
     });
-    const guard = new ReceiveGuard(receiver, this.memory?.budget ?? null, {
+    const guard = new ReceiveGuard(receiver, this.memory.budget, {
       get closed() {
         return conn.closed;
       },
@@ -260,24 +251,6 @@ export class Connection implements SessionLink {
     this.receiveGuard = guard;
     this.ws.on('ping', () => receiver.messageDone());
     this.ws.on('pong', () => receiver.messageDone());
-  }
-
-  /**
-   * Tells the session's fair share what this connection holds for it now: requests in flight
-   * (input queued for its children among them), answers and output its client has not read,
-   * messages still being received. A session that changed (initialize, close) is settled with.
-   */
-  private reportHeld(): void {
-    if (this.reportedTo !== this.session) {
-      this.reportedTo?.connectionHeldChanged(-this.heldReported);
-      this.heldReported = 0;
-      this.reportedTo = this.session;
-    }
-    const now = this.closed ? 0 : this.gate.bytes + this.ws.bufferedAmount + (this.receiver?.held ?? 0);
-    const delta = now - this.heldReported;
-    if (delta === 0) return;
-    this.heldReported = now;
-    this.session?.connectionHeldChanged(delta);
   }
 
   /**
@@ -358,16 +331,14 @@ export class Connection implements SessionLink {
 
   /** Above the high-water mark until it drains to the low one. */
   private checkBackpressure(): void {
-    this.memory?.send.set(this.ws.bufferedAmount);
-    this.reportHeld();
+    this.memory.sendChanged(this.ws.bufferedAmount);
     this.sendBuffer.queued();
   }
 
   /** Send callbacks run in order as frames reach the kernel: the place to notice the buffer drained. */
   private readonly afterSend = (): void => {
     this.liveness.progressed();
-    this.memory?.send.set(this.ws.bufferedAmount);
-    this.reportHeld();
+    this.memory.sendChanged(this.ws.bufferedAmount);
     if (!this.sendBuffer.wrote()) return;
     const session = this.session;
     if (session?.hasQueued) session.pump();
@@ -378,16 +349,16 @@ export class Connection implements SessionLink {
     if (this.closed) return;
     this.closed = true;
     // What was queued died with the socket; requests in flight still hold their data until they settle.
-    this.memory?.send.close();
+    this.memory.sendClosed();
     this.liveness.dispose();
     this.closing.abort();
     this.sendBuffer.wakeDrainWaiters();
     this.gate.close();
     this.sendBuffer.answerSent(0);
     const session = this.session;
-    this.reportHeld();
+    this.memory.report();
     this.receiveGuard?.dispose();
-    this.memory?.receiving.close();
+    this.memory.receivingClosed();
     this.session = null;
     session?.detach(this);
   }
