@@ -2,8 +2,15 @@
  * One WebSocket connection: decodes frames in the Codex dialect, dispatches requests through
  * the shared `json-rpc-2.0` server WITHOUT awaiting one before the next (a long-poll read
  * never delays a write), answers in the client's dialect, tracks the handshake state, and
- * encodes the attached session's events (`sendEntry`), telling the session when its send
+ * sends the attached session's events (`sendEntry`), telling the session when its send
  * buffer has room again.
+ *
+ * It coordinates; each job is its own module: the request gate's rules (request-policy.ts)
+ * and its counting and waiting (request-gate.ts, answer-places.ts), the send buffer against
+ * its marks (send-buffer.ts), what it holds in the memory budget and its session's share
+ * (held-memory.ts), why its socket is not read (read-pause.ts), messages being received
+ * (receive-meter.ts), whether the peer is there (liveness.ts), the session's events as
+ * frames (event-frames.ts, binary-output.ts), and what a frame costs unparsed (frame-cost.ts).
  */
 import { setMaxListeners } from 'node:events';
 import type { Socket } from 'node:net';
@@ -24,8 +31,8 @@ import { HeldMemory } from './held-memory.js';
 import { Liveness } from './liveness.js';
 import { ReadPause } from './read-pause.js';
 import { RequestGate } from './request-gate.js';
-import { SendBuffer } from './send-buffer.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
+import { SendBuffer } from './send-buffer.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess } from './process.js';
@@ -36,7 +43,6 @@ export type HandshakeState = 'new' | 'initializing' | 'ready';
 
 /** Answers longer than this go to the socket as a Buffer (see `send`). */
 const LARGE_TEXT_CHARS = 64 * 1024;
-
 
 export interface ConnectionContext {
   conn: Connection;
