@@ -25,6 +25,7 @@ export const unitTests = [
   'receive-guard',
   'server-auth',
   'server-capacity',
+  'server-connection-parts',
   'server-descriptors',
   'server-env',
   'server-memory-budget',
