@@ -20,6 +20,7 @@ export const unitTests = [
   'fs-copy-deadline',
   'gateway-config',
   'http-timeouts',
+  'keeper-wire',
   'mcp-framing',
   'protocol-dialect',
   'receive-guard',

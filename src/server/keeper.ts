@@ -12,36 +12,37 @@
  * pseudo-terminal and relays it over its stdin/stdout, so the server never holds a pty
  * descriptor.
  *
- * How keepers are launched (Linux): one long-lived keeper "zygote" keeps an idle keeper
- * forked ahead of need; for each process the server makes five socket pairs and hands the
- * idle keeper its ends over a SOCK_SEQPACKET channel (SCM_RIGHTS). A process/start thus
- * costs the server a few syscalls — no fork of the (large) server, no exec, nothing that
- * blocks its event loop — and one fork, of the command. (Elsewhere each keeper is spawned.)
+ * How keepers are launched (a zygote on Linux) is keeper-launch.ts; what is said over the
+ * control socket and the start channel is keeper-wire.ts.
  *
  * Events: 'exit' (code, signal) when the command ended; 'close' (code, signal) once it ended
  * and its stdout/stderr reached end of file; 'gone' when the keeper itself exited (nothing it
  * started is left).
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { assertKeeperBuilt, keeperPath, nativeAddon } from './native.js';
+import { launchKeeper, retireZygote, type KeeperChannels, type OutputListener } from './keeper-launch.js';
+import {
+  ControlReader,
+  encodeSpec,
+  KILL_MESSAGE,
+  parseStartReport,
+  resizeMessage,
+  signalMessage,
+  signalNumber,
+  startError,
+  type KeeperSpawnError,
+  type KeeperSpec,
+} from './keeper-wire.js';
+import { assertKeeperBuilt } from './native.js';
 
-export interface KeeperSpawnOptions {
-  file: string;
-  args: string[];
-  /** Absolute directory the command runs in (the keeper reports chdir failures apart from exec failures). */
-  cwd: string;
-  /** The command's whole environment (the keeper itself runs with none). */
-  env: Record<string, string>;
-  /** argv[0] seen by the command (default: file). */
-  argv0?: string;
-  /** Run on a pseudo-terminal of this size; stdout then carries the terminal's output and stdin its input. */
-  tty?: { cols: number; rows: number };
-  /** Without a terminal: give the command a stdin pipe (else /dev/null). */
-  stdin: boolean;
+export { prepareKeepers, setKeeperLaunch, type OutputListener } from './keeper-launch.js';
+export type { KeeperSpawnError } from './keeper-wire.js';
+
+export interface KeeperSpawnOptions extends KeeperSpec {
   /**
    * How long the keeper may take to pick the start up (until the command is forked) before
    * the start fails with ETIMEDOUT (5 s): a zygote that does not answer (stopped, wedged) is
@@ -53,24 +54,11 @@ export interface KeeperSpawnOptions {
 /** The default `startTimeoutMs`: a fork, even on a loaded machine, takes far less. */
 export const KEEPER_START_TIMEOUT_MS = 5_000;
 
-/** A start failure: `syscall` is 'chdir' for the working directory, `spawn <file>` for the program. */
-export interface KeeperSpawnError extends Error {
-  code?: string;
-  errno?: number;
-  syscall?: string;
-  path?: string;
-}
-
 type KeptProcessEvents = {
   exit: [code: number | null, signal: NodeJS.Signals | null];
   close: [code: number | null, signal: NodeJS.Signals | null];
   gone: [];
 };
-
-const ERRNO_NAMES = new Map<number, string>(Object.entries(osConstants.errno).map(([name, n]) => [n, name]));
-const SIGNAL_NAMES = new Map<number, NodeJS.Signals>(
-  Object.entries(osConstants.signals).map(([name, n]) => [n, name as NodeJS.Signals]),
-);
 
 export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   /** The command's pid (also its process group and session id). */
@@ -90,7 +78,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   signalCode: NodeJS.Signals | null = null;
 
   private readonly control: Socket;
-  private controlBuffer = '';
+  private readonly controlReader = new ControlReader();
   private exited = false;
   private openStreams = 0;
   private closeEmitted = false;
@@ -171,7 +159,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
    * (`syscall` 'chdir' or `spawn <file>`) otherwise.
    */
   static spawn(opts: KeeperSpawnOptions): KeptProcess {
-    const spec = specBlock(opts);
+    const spec = encodeSpec(opts);
     const channels = launchKeeper(spec);
     const proc = new KeptProcess(channels, opts.file, opts);
     const child = channels.child;
@@ -200,14 +188,14 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
 
   /** Sends `signal` to the command's process group (the command itself if it left it). */
   kill(signal: NodeJS.Signals | number = 'SIGTERM'): boolean {
-    const number = typeof signal === 'number' ? signal : osConstants.signals[signal];
+    const number = signalNumber(signal);
     if (!number) return false;
-    return this.send(`signal ${number}\n`);
+    return this.send(signalMessage(number));
   }
 
   /** Kills the command and every descendant; the keeper reports the exit and ends. */
   killTree(): void {
-    this.send('kill\n');
+    this.send(KILL_MESSAGE);
   }
 
   /**
@@ -225,7 +213,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
 
   /** Sets the terminal's size (SIGWINCH to its foreground job); no-op without a terminal. */
   resize(cols: number, rows: number): void {
-    this.send(`resize ${Math.max(1, cols | 0)} ${Math.max(1, rows | 0)}\n`);
+    this.send(resizeMessage(cols, rows));
   }
 
   private send(line: string): boolean {
@@ -235,18 +223,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   }
 
   private onControl(text: string): void {
-    this.controlBuffer += text;
-    let nl: number;
-    while ((nl = this.controlBuffer.indexOf('\n')) >= 0) {
-      const line = this.controlBuffer.slice(0, nl);
-      this.controlBuffer = this.controlBuffer.slice(nl + 1);
-      const [kind, a = '', b = ''] = line.split(' ');
-      if (kind === 'exit') {
-        const code = Number(a);
-        const signal = Number(b);
-        this.onExit(code >= 0 ? code : null, signal > 0 ? (SIGNAL_NAMES.get(signal) ?? 'SIGKILL') : null);
-      }
-    }
+    for (const message of this.controlReader.push(text)) this.onExit(message.code, message.signal);
   }
 
   /** The start channel: "pid P K", maybe "error STAGE ERRNO", then end of file. */
@@ -259,16 +236,12 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     });
     start.once('close', () => {
       this.pickedUp();
-      let failure: KeeperSpawnError | null = null;
-      for (const line of text.split('\n')) {
-        const [kind, a = '', b = ''] = line.split(' ');
-        if (kind === 'pid') {
-          this.pid = Number(a);
-          this.keeperPid = Number(b) || this.spawnedKeeper?.pid || 0;
-        } else if (kind === 'error') {
-          failure ??= this.startError(a, Number(b));
-        }
+      const report = parseStartReport(text);
+      if (report.pid !== null) {
+        this.pid = report.pid;
+        this.keeperPid = report.keeperPid || this.spawnedKeeper?.pid || 0;
       }
+      const failure = report.error && startError(report.error.stage, report.error.errno, this.file);
       if (failure) this.settleStart(failure);
       else if (this.pid) this.settleStart();
       else this.settleStart(new Error(`tether-keeper ended before starting ${this.file}`));
@@ -333,17 +306,6 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     });
   }
 
-  private startError(stage: string, errno: number): KeeperSpawnError {
-    const code = ERRNO_NAMES.get(errno) ?? `E${errno}`;
-    const syscall = stage === 'exec' ? `spawn ${this.file}` : stage;
-    const err: KeeperSpawnError = new Error(`${syscall} ${code}`);
-    err.code = code;
-    err.errno = -errno;
-    err.syscall = syscall;
-    if (stage === 'exec') err.path = this.file;
-    return err;
-  }
-
   /** The keeper stopped talking: it exited (or was killed) — the command cannot report anything more. */
   private onControlClosed(): void {
     // (How the start went is the start channel's to say: it reaches end of file too.)
@@ -401,181 +363,3 @@ function specBlock(opts: KeeperSpawnOptions): Buffer {
   return Buffer.concat([Buffer.from(`spec ${body.length}\n`), body]);
 }
 
-/** A keeper's four channels (the server's ends), and the keeper process when spawned directly. */
-interface KeeperChannels {
-  stdin: Socket;
-  stdout: Socket;
-  stderr: Socket;
-  control: Socket;
-  start: Socket;
-  child?: ChildProcess;
-  /** The zygote it was sent through (launched that way). */
-  zygote?: Zygote;
-  /** Where the bytes read from stdout and stderr go (set once). */
-  onOutput(listener: OutputListener): void;
-}
-
-/** Bytes read from the command's stdout or stderr: `data` is valid only during the call. */
-export type OutputListener = (stream: 'stdout' | 'stderr', data: Buffer) => void;
-
-/**
- * One read buffer for every command's output: each read is handed to its listener (which
- * copies what it keeps) before the next read starts, so no read allocates a Buffer. Larger
- * than Node's 64 KiB: a fast producer is read in fewer, larger pieces (fewer reads, frames
- * and events per byte); a socket pair holds that much.
- */
-const OUTPUT_READ_BUFFER = Buffer.allocUnsafeSlow(256 * 1024);
-
-/** The zygote (native/keeper.c, --zygote) and the server's end of its SOCK_SEQPACKET channel. */
-interface Zygote {
-  child: ChildProcess;
-  channel: number;
-  alive: boolean;
-  /** Starts sent through it that no keeper has picked up yet. */
-  pending: Set<KeptProcess>;
-  /** Closes the server's end of the channel; it is no longer the zygote in use. */
-  dead(): void;
-}
-
-let zygote: Zygote | null = null;
-let launchMode: 'zygote' | 'spawn' =
-  process.env.TETHER_KEEPER_LAUNCH === 'spawn' || process.platform !== 'linux' ? 'spawn' : 'zygote';
-
-/** Room in the zygote's argv for each keeper to show its command in `ps`. */
-const TITLE_ROOM = 200;
-
-/** How keepers are launched (tests cover both; the server uses the zygote on Linux). Returns the previous way. */
-export function setKeeperLaunch(mode: 'zygote' | 'spawn'): 'zygote' | 'spawn' {
-  const previous = launchMode;
-  launchMode = mode;
-  return previous;
-}
-
-/** Starts the zygote ahead of the first process/start (at server start). */
-export function prepareKeepers(): void {
-  if (launchMode === 'zygote' && !zygote) zygote = startZygote();
-}
-
-function startZygote(): Zygote {
-  const addon = nativeAddon();
-  const [channel, keeperEnd] = addon.socketPair(true);
-  let child: ChildProcess;
-  try {
-    child = spawn(keeperPath(), ['--zygote', ' '.repeat(TITLE_ROOM)], {
-      detached: true,
-      cwd: '/',
-      env: {},
-      stdio: ['ignore', 'ignore', 'ignore', keeperEnd],
-    });
-  } catch (err) {
-    addon.closeFd(channel);
-    throw err;
-  } finally {
-    addon.closeFd(keeperEnd);
-  }
-  const dead = () => {
-    if (!z.alive) return;
-    z.alive = false;
-    addon.closeFd(channel); // an idle keeper still waiting sees end of file and exits
-    if (zygote === z) zygote = null;
-  };
-  const z: Zygote = { child, channel, alive: true, pending: new Set(), dead };
-  child.once('exit', dead);
-  child.once('error', dead);
-  child.unref(); // it lives as long as the server process, never keeps it alive
-  return z;
-}
-
-/**
- * Replaces a zygote that does not answer: kills it and its idle keeper (its process group; a
- * keeper that took a start leads its own session and is untouched), which drops the records
- * still queued on the channel and with them the descriptors they carry. The next start forks
- * a new zygote.
- */
-function retireZygote(z: Zygote): void {
-  if (z.child.pid !== undefined) {
-    try {
-      process.kill(-z.child.pid, 'SIGKILL');
-    } catch {
-      /* gone */
-    }
-  }
-  z.dead();
-}
-
-/**
- * A keeper for one process, its channels ready. Through the zygote, `spec` is already queued
- * on the control socket when the idle keeper receives it (it starts at once); a spawned keeper
- * is sent it by the caller once the spawn is known to have worked.
- */
-function launchKeeper(spec: Buffer): KeeperChannels {
-  if (launchMode === 'spawn') return spawnKeeper();
-  const addon = nativeAddon();
-  const pairs: [number, number][] = [];
-  let sockets: Socket[] = [];
-  let usedZygote: Zygote | undefined;
-  let listener: OutputListener = () => {};
-  try {
-    for (let i = 0; i < 5; i++) pairs.push(addon.socketPair(false));
-    const outputSocket = (fd: number, stream: 'stdout' | 'stderr'): Socket =>
-      // `onread` is Node's (since 12.2) but missing from @types/node's constructor options.
-      new Socket({
-        fd,
-        readable: true,
-        writable: false,
-        onread: {
-          buffer: OUTPUT_READ_BUFFER,
-          callback: (bytes: number, buffer: Uint8Array) => {
-            listener(stream, Buffer.from(buffer.buffer, buffer.byteOffset, bytes));
-            return true;
-          },
-        },
-      } as ConstructorParameters<typeof Socket>[0]);
-    sockets = pairs.map(([fd], i) =>
-      i === 1 ? outputSocket(fd, 'stdout') : i === 2 ? outputSocket(fd, 'stderr') : new Socket({ fd, readable: i !== 0, writable: i === 0 || i === 3 }),
-    );
-    sockets[3]!.write(spec);
-    const keeperEnds = pairs.map(([, keeperEnd]) => keeperEnd);
-    try {
-      if (!zygote?.alive) zygote = startZygote();
-      addon.sendFds(zygote.channel, keeperEnds);
-    } catch {
-      // The zygote died (EPIPE, ECONNREFUSED): one more, once.
-      zygote = startZygote();
-      addon.sendFds(zygote.channel, keeperEnds);
-    }
-    usedZygote = zygote;
-  } catch (err) {
-    for (const socket of sockets) socket.destroy();
-    for (const [serverEnd, keeperEnd] of pairs) {
-      if (sockets.length === 0) addon.closeFd(serverEnd);
-      addon.closeFd(keeperEnd);
-    }
-    throw err;
-  }
-  for (const [, keeperEnd] of pairs) addon.closeFd(keeperEnd);
-  const [stdin, stdout, stderr, control, start] = sockets as [Socket, Socket, Socket, Socket, Socket];
-  return { stdin, stdout, stderr, control, start, zygote: usedZygote, onOutput: (l) => (listener = l) };
-}
-
-function spawnKeeper(): KeeperChannels {
-  const child = spawn(keeperPath(), [], {
-    // The keeper leads its own session: a terminal's signals to the server's group miss it.
-    detached: true,
-    cwd: '/',
-    env: {},
-    stdio: ['pipe', 'pipe', 'pipe', 'pipe', 'pipe'],
-  });
-  return {
-    stdin: child.stdin as Socket,
-    stdout: child.stdout as Socket,
-    stderr: child.stderr as Socket,
-    control: child.stdio[3] as Socket,
-    start: child.stdio[4] as Socket,
-    child,
-    onOutput: (listener) => {
-      child.stdout!.on('data', (data: Buffer) => listener('stdout', data));
-      child.stderr!.on('data', (data: Buffer) => listener('stderr', data));
-    },
-  };
-}
