@@ -31,6 +31,7 @@ export const unitTests = [
   'server-env',
   'server-memory-budget',
   'server-output-log',
+  'server-process-parts',
   'supervisor-diagnosis',
   'supervisor-policy',
   'supervisor-retry-policy',

@@ -5,75 +5,31 @@
  * (or, in the Codex dialect, the kernel taking a frame and `process/read` answers) free
  * them; and the child is read only while the log's decision (`shouldReadChild`) says so.
  * How the child is run (pipes, a pty) is `spawn.ts`'s business.
+ *
+ * It coordinates; each job has its module: what it is given (process-host.ts), reads cut
+ * into chunks (output-chunks.ts), what its output holds under the memory budget
+ * (held-output.ts), how long it was not read (pause-clock.ts), the long polls of
+ * process/read (news-waiters.ts), stdin and its writeIds (child-stdin.ts, write-ids.ts),
+ * signal names (signal-names.ts).
  */
-import { performance } from 'node:perf_hooks';
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
-import type { MemoryAccount, MemoryBudget } from './memory-budget.js';
 import { OutputLog, shouldReadChild, type LogEntry, type OutputEntry } from './output-log.js';
-import type { ChildSpec, SpawnedChild } from './spawn.js';
+import type { SpawnedChild } from './spawn.js';
+import type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
 import { localProcesses, type ProcessBackend } from './backend.js';
 import { settleWithin } from '../util/timeouts.js';
 import { ByteArena } from '../util/byte-arena.js';
+import { HeldOutput } from './held-output.js';
+import { NewsWaiters } from './news-waiters.js';
+import { appendRead, chunkLimit } from './output-chunks.js';
+import { PauseClock } from './pause-clock.js';
+import { osSignal } from './signal-names.js';
+import { ChildStdin } from './child-stdin.js';
 
-/** The session a process belongs to: it schedules sending over the attached connection. */
-export interface ProcessHost {
-  /** A connection is attached and taking output (the initialize answer went out). */
-  readonly attached: boolean;
-  /** The process has something to send: put it in the send rotation. */
-  outputReady(proc: ManagedProcess): void;
-  processClosed(proc: ManagedProcess): void;
-  /** The client acknowledged every event up to the close (`acks`): its output was freed. */
-  processDone(proc: ManagedProcess): void;
-  /** The output this process holds under the memory budget changed by `delta` bytes (its session's fair share). */
-  outputHeldChanged?(delta: number): void;
-  /**
-   * Whether the memory budget holds this session's children back now (its fair share,
-   * fair-share.ts); undefined: whenever the budget is pressured.
-   */
-  readonly outputHeldBack?: boolean;
-}
-
-/** How a process keeps and paces its output (from the server's options). */
-export interface OutputLimits {
-  /** Unacknowledged output at which the child stops being read (--output-window). */
-  windowBytes: number;
-  /** Acknowledged output kept for process/read (--output-retention). */
-  retentionBytes: number;
-  /** Output not yet handed to an attached connection at which the child stops being read. */
-  readAheadBytes: number;
-  /** Largest chunk built by joining reads while the socket is busy. */
-  maxChunkBytes: number;
-  /** Largest process/read answer (decoded bytes), so a big log is never one giant message. */
-  readCapBytes: number;
-}
-
-export interface SpawnSpec extends ChildSpec {
-  processId: string;
-  limits: OutputLimits;
-  /** The session negotiated `acks`: the client acknowledges what it consumed. */
-  clientAcks: boolean;
-  /** The server's memory budget: the output kept is counted there, and its pressure pauses the child. */
-  memory?: MemoryBudget;
-  /** Extension `binaryOutput`: the handle addressing its binary output frames (0: none). */
-  handle?: number;
-}
-
-const SIGNALS: Record<SignalName, NodeJS.Signals> = {
-  interrupt: 'SIGINT',
-  terminate: 'SIGTERM',
-  kill: 'SIGKILL',
-  hangup: 'SIGHUP',
-  quit: 'SIGQUIT',
-  user1: 'SIGUSR1',
-  user2: 'SIGUSR2',
-};
+export type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
 
 /** A process that exited with its pipes still open (a grandchild holds them) reports its exit after this. */
 const EXIT_WITHOUT_EOF_GRACE_MS = 20;
-/** Largest chunk joined from reads for a client without extensions (what one pipe read gives). */
-const CODEX_MAX_CHUNK_BYTES = 64 * 1024;
-/** Remembered writeIds per process (docs/protocol.md, "What tether adds to these": the last 4096). */
-const WRITE_ID_MEMORY = 4096;
 
 export class ManagedProcess {
   readonly id: string;
@@ -82,15 +38,14 @@ export class ManagedProcess {
   readonly handle: number;
   pid = 0;
   private child: SpawnedChild | null = null;
-  private stdinOpen = false;
+  private readonly stdin: ChildStdin;
 
   private readonly log: OutputLog;
   /** Where its output bytes live until the log lets go of them (reused blocks: no allocation per read). */
   private readonly arena: ByteArena;
   private readonly limits: OutputLimits;
-  private readonly memory: { budget: MemoryBudget; history: MemoryAccount; unacked: MemoryAccount } | null;
-  /** What was last reported to the host as held (history + unacknowledged). */
-  private reportedHeld = 0;
+  /** What its output holds under the memory budget, reported to the session. */
+  private readonly held: HeldOutput;
   /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
   private announced = false;
 
@@ -101,17 +56,13 @@ export class ManagedProcess {
   closed = false;
   private exitTimer: NodeJS.Timeout | null = null;
 
-  /** The child's output streams start paused (spawn.ts); `updateFlow` decides from the start. */
-  private reading = false;
-  private pausedSince = performance.now();
-  private pausedTotalMs = 0;
-  private inputBytes = 0;
+  /** Whether its output is read (its streams start paused; `updateFlow` decides from the start), and how long not. */
+  private readonly flow = new PauseClock();
   private released = false;
   private resolveClosed!: () => void;
   /** Resolves once the process has exited and its output reached end of file. */
   readonly whenClosed = new Promise<void>((resolve) => (this.resolveClosed = resolve));
-  private waiters = new Set<() => void>();
-  private writeIds = new Set<string>();
+  private readonly waiters = new NewsWaiters();
 
   private constructor(
     spec: SpawnSpec,
@@ -120,6 +71,7 @@ export class ManagedProcess {
     this.id = spec.processId;
     this.tty = spec.tty;
     this.handle = spec.handle ?? 0;
+    this.stdin = new ChildStdin(spec.tty);
     this.limits = spec.limits;
     // Spare blocks given back after a quiet while: the budget learns of it.
     this.arena = new ByteArena({ onTrim: () => this.updateFlow() });
@@ -128,12 +80,11 @@ export class ManagedProcess {
       windowBytes: spec.limits.windowBytes,
       retentionBytes: spec.limits.retentionBytes,
       // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
-      maxChunkBytes: spec.clientAcks ? spec.limits.maxChunkBytes : Math.min(spec.limits.maxChunkBytes, CODEX_MAX_CHUNK_BYTES),
+      maxChunkBytes: chunkLimit(spec.limits.maxChunkBytes, spec.clientAcks),
       clientAcks: spec.clientAcks,
     });
-    const budget = spec.memory;
-    this.memory = budget ? { budget, history: budget.account('output'), unacked: budget.account('unacked') } : null;
-    if (budget?.pressured) {
+    this.held = new HeldOutput(spec.memory, (delta) => this.host.outputHeldChanged?.(delta));
+    if (this.held.pressured) {
       this.log.squeezeHistory(true);
       this.arena.squeeze(true);
     }
@@ -156,12 +107,7 @@ export class ManagedProcess {
     });
     proc.child = child;
     proc.pid = child.pid;
-    const stdin = child.stdin;
-    if (stdin) {
-      proc.stdinOpen = true;
-      stdin.on('error', () => (proc.stdinOpen = false));
-      stdin.on('close', () => (proc.stdinOpen = false));
-    }
+    proc.stdin.attach(child.stdin);
     proc.updateFlow();
     return proc;
   }
@@ -169,7 +115,7 @@ export class ManagedProcess {
   private onExit(rawExitCode: number, tty: boolean): void {
     this.rawExitCode = rawExitCode;
     if (tty) {
-      this.stdinOpen = false;
+      this.stdin.close();
       return; // a pty's exit and close coincide
     }
     // Report the exit once the pipes are drained (close), so output usually precedes it;
@@ -190,18 +136,10 @@ export class ManagedProcess {
   /** `data` is only valid during the call (a read buffer shared by every child): it is copied. */
   private onOutput(stream: OutputStream, data: Buffer): void {
     if (this.released) return; // being removed: drain without keeping anything
-    // A read (up to 256 KiB) larger than a chunk may be (64 KiB for a Codex client, which may
-    // read back in small steps and keeps a small retention) goes in as several chunks; and a
-    // read that does not fit what is left of the block being filled is split there, so blocks
-    // are filled to the end (memory held is about the bytes kept, not a block per read).
-    const max = this.log.options.maxChunkBytes;
-    for (let at = 0; at < data.length; ) {
-      const n = Math.min(max, data.length - at, this.arena.fits);
-      this.log.append(stream, this.arena.copy(data.subarray(at, at + n)));
-      at += n;
-    }
+    // Several chunks if the read is larger than a chunk or than what the block has left (output-chunks.ts).
+    appendRead(this.log, this.arena, this.log.options.maxChunkBytes, stream, data);
     this.changed();
-    this.wake();
+    this.waiters.wake();
   }
 
   private recordExit(): void {
@@ -212,9 +150,9 @@ export class ManagedProcess {
     if (this.log.exitSeq !== null || this.rawExitCode === null) return;
     this.exitCode = this.rawExitCode;
     this.log.recordExit(this.exitCode);
-    this.stdinOpen = false;
+    this.stdin.close();
     this.changed();
-    this.wake();
+    this.waiters.wake();
   }
 
   private recordClosed(): void {
@@ -223,7 +161,7 @@ export class ManagedProcess {
     this.resolveClosed();
     this.log.recordClose();
     this.changed();
-    this.wake();
+    this.waiters.wake();
     this.host.processClosed(this);
   }
 
@@ -322,7 +260,7 @@ export class ManagedProcess {
   /** The server's memory budget crossed its pause mark (either way): squeeze or keep history, pause or read. */
   memoryPressureChanged(): void {
     if (this.released) return;
-    const pressured = this.memory?.budget.pressured ?? false;
+    const pressured = this.held.pressured;
     this.log.squeezeHistory(pressured);
     this.arena.squeeze(pressured);
     this.updateFlow();
@@ -330,13 +268,9 @@ export class ManagedProcess {
 
   /** Applies the output log's decision to the child: read it, or let it block on write. */
   updateFlow(): void {
-    if (this.memory && !this.released) {
+    if (!this.released) {
       // Every change of the log passes here: the budget always knows what this process keeps.
-      // What its blocks hold beyond the bytes themselves (the block being filled, blocks kept
-      // for reuse) counts as history: the budget sees the memory, not just the output.
-      this.memory.history.set(Math.max(this.log.historyBytes, this.arena.heldBytes - this.log.unackedBytes));
-      this.memory.unacked.set(this.log.unackedBytes);
-      this.reportHeld(this.memory.history.bytes + this.memory.unacked.bytes);
+      this.held.update({ historyBytes: this.log.historyBytes, unackedBytes: this.log.unackedBytes, arenaHeldBytes: this.arena.heldBytes });
     }
     const read = shouldReadChild({
       finished: this.closed || this.released,
@@ -346,31 +280,12 @@ export class ManagedProcess {
       windowBytes: this.limits.windowBytes,
       readAheadBytes: this.limits.readAheadBytes,
       // Under pressure, only sessions over their fair share (or past it with the budget full) pause.
-      memoryPressured: this.memory ? (this.host.outputHeldBack ?? this.memory.budget.pressured) : false,
+      memoryPressured: this.held.budgeted ? (this.host.outputHeldBack ?? this.held.pressured) : false,
     });
-    if (read === this.reading) return;
-    this.reading = read;
-    if (!read) this.pausedSince = performance.now();
-    else this.pausedTotalMs += performance.now() - this.pausedSince;
-    this.child?.setReading(read);
-  }
-
-  /** Tells the session what this process holds now (its fair share counts it). */
-  private reportHeld(held: number): void {
-    const delta = held - this.reportedHeld;
-    if (delta === 0) return;
-    this.reportedHeld = held;
-    this.host.outputHeldChanged?.(delta);
+    if (this.flow.set(read)) this.child?.setReading(read);
   }
 
   // ---- process/read --------------------------------------------------------------------------
-
-  private wake(): void {
-    if (this.waiters.size === 0) return;
-    const waiters = [...this.waiters];
-    this.waiters.clear();
-    for (const w of waiters) w();
-  }
 
   private hasNewsAfter(afterSeq: number): boolean {
     const exitSeq = this.log.exitSeq;
@@ -379,22 +294,7 @@ export class ManagedProcess {
 
   /** Resolves once there is something new after `afterSeq`, after `waitMs`, or when `signal` aborts (the asking connection closed). */
   async waitForNews(afterSeq: number, waitMs: number, signal?: AbortSignal): Promise<void> {
-    if (waitMs <= 0 || signal?.aborted || this.hasNewsAfter(afterSeq)) return;
-    await new Promise<void>((resolve) => {
-      const done = () => {
-        clearTimeout(timer);
-        this.waiters.delete(check);
-        signal?.removeEventListener('abort', done);
-        resolve();
-      };
-      const check = () => {
-        if (this.hasNewsAfter(afterSeq)) done();
-        else this.waiters.add(check);
-      };
-      const timer = setTimeout(done, waitMs);
-      signal?.addEventListener('abort', done, { once: true });
-      this.waiters.add(check);
-    });
+    await this.waiters.wait(() => this.hasNewsAfter(afterSeq), waitMs, signal);
   }
 
   /**
@@ -407,11 +307,9 @@ export class ManagedProcess {
     // Nobody can read it any more: its output goes now (it may itself live on a while, in its
     // session's set of processes whose descendants still run).
     this.log.discard();
-    this.arena.dispose(); 
-    this.memory?.history.close();
-    this.memory?.unacked.close();
-    this.reportHeld(0);
-    this.wake();
+    this.arena.dispose();
+    this.held.close();
+    this.waiters.wake();
     this.updateFlow();
   }
 
@@ -440,34 +338,13 @@ export class ManagedProcess {
    * pty has no end of file to send: there it is ignored (closing it would hang the child up).
    */
   async write(data: Buffer, writeId: string, closeStdin = false): Promise<WriteStatus> {
-    if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
-    if (!this.stdinOpen || this.log.exitSeq !== null) return 'stdinClosed';
-    this.writeIds.add(writeId);
-    this.inputBytes += data.length;
-    if (this.writeIds.size > WRITE_ID_MEMORY * 2) {
-      // Forget the oldest half at once (Sets iterate in insertion order).
-      let drop = WRITE_ID_MEMORY;
-      for (const id of this.writeIds) {
-        if (drop-- <= 0) break;
-        this.writeIds.delete(id);
-      }
-    }
-    const stdin = this.child!.stdin!;
-    if (closeStdin && !this.tty) {
-      this.stdinOpen = false;
-      stdin.end(data);
-      return 'accepted';
-    }
-    if (data.length === 0) return 'accepted';
-    // The callback runs once the kernel took these bytes, or with an error once the pipe is gone.
-    await new Promise<void>((resolve) => stdin.write(data, () => resolve()));
-    return 'accepted';
+    return this.stdin.write(data, writeId, closeStdin, this.log.exitSeq !== null);
   }
 
   /** Sends `name` to the command's process group. */
   signal(name: SignalName): void {
     if (this.closed) return;
-    this.child?.signal(SIGNALS[name]);
+    this.child?.signal(osSignal(name));
   }
 
   /**
@@ -507,17 +384,17 @@ export class ManagedProcess {
 
   /** Whether its output is currently not read (window full, or its connection behind). */
   get isPaused(): boolean {
-    return !this.reading;
+    return !this.flow.reading;
   }
 
   /** Bytes written to its stdin (re-sent writes counted once). */
   get bytesWritten(): number {
-    return this.inputBytes;
+    return this.stdin.bytesWritten;
   }
 
   /** How long its pipes have not been read, in all (metrics). */
   get pausedMs(): number {
-    return this.pausedTotalMs + (this.reading ? 0 : performance.now() - this.pausedSince);
+    return this.flow.pausedMs;
   }
 
   /** Bytes of output read from the child so far. */

@@ -1,0 +1,60 @@
+/**
+ * A process's stdin from the protocol's side (`process/write`): whether it is still open,
+ * the writeIds already taken (a write re-sent after a reconnect is not written twice), the
+ * bytes written, and the wait until the pipe — or the terminal — took each write, so a
+ * client that awaits its writes cannot make the server buffer unbounded input.
+ */
+import type { Writable } from 'node:stream';
+import type { WriteStatus } from '../protocol/index.js';
+import { WriteIds } from './write-ids.js';
+
+export class ChildStdin {
+  private stdin: Writable | null = null;
+  private open = false;
+  private readonly writeIds = new WriteIds();
+  private inputBytes = 0;
+
+  /** `tty`: a terminal, which has no end of file to send. */
+  constructor(private readonly tty: boolean) {}
+
+  /** The child's stdin (null: it has none); it stays open until it errs, closes, or `close()`. */
+  attach(stdin: Writable | null): void {
+    if (!stdin) return;
+    this.stdin = stdin;
+    this.open = true;
+    stdin.on('error', () => (this.open = false));
+    stdin.on('close', () => (this.open = false));
+  }
+
+  /** The child exited: no more writes. */
+  close(): void {
+    this.open = false;
+  }
+
+  /**
+   * Writes `data` (see ManagedProcess.write): 'accepted' once taken (or already taken under
+   * this writeId), 'stdinClosed' if closed or `exited`. `closeStdin` ends the pipe after
+   * `data`; on a terminal it is ignored (closing it would hang the child up).
+   */
+  async write(data: Buffer, writeId: string, closeStdin: boolean, exited: boolean): Promise<WriteStatus> {
+    if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
+    if (!this.open || exited) return 'stdinClosed';
+    this.writeIds.add(writeId);
+    this.inputBytes += data.length;
+    const stdin = this.stdin!;
+    if (closeStdin && !this.tty) {
+      this.open = false;
+      stdin.end(data);
+      return 'accepted';
+    }
+    if (data.length === 0) return 'accepted';
+    // The callback runs once the kernel took these bytes, or with an error once the pipe is gone.
+    await new Promise<void>((resolve) => stdin.write(data, () => resolve()));
+    return 'accepted';
+  }
+
+  /** Bytes written (re-sent writes counted once). */
+  get bytesWritten(): number {
+    return this.inputBytes;
+  }
+}
