@@ -7,6 +7,7 @@ import { defineConfig } from 'vitest/config';
 export const unitTests = [
   'byte-arena',
   'chaos-schedule',
+  'chaos-stats',
   'client-acks',
   'client-engine',
   'client-kill',

@@ -11,228 +11,44 @@
  * - refuse: new connections are reset at once (the server's host is unreachable).
  * It listens on 127.0.0.1 unless told otherwise; what it does is reported as events, and
  * `stats()` sums it up.
+ *
+ * This file accepts connections and applies the faults; one proxied connection (its pipes,
+ * quota and end) is link.ts, the sums of `stats()` stats.ts, the surface's types
+ * proxy-types.ts.
  */
 import { EventEmitter } from 'node:events';
 import net from 'node:net';
-import { performance } from 'node:perf_hooks';
-import { FaultPipe, type LinkShape, type PipeCounters } from './pipe.js';
+import { ProxiedConnection } from './link.js';
+import type { LinkShape } from './pipe.js';
+import type {
+  BlackholeMode,
+  ChaosProxyEvents,
+  ChaosProxyOptions,
+  ChaosStats,
+  CloseReason,
+  CutAction,
+  CutAfterBytesOptions,
+  CutEachAfterOptions,
+  CutRandomlyOptions,
+  Direction,
+  FaultState,
+} from './proxy-types.js';
+import { ProxyTotals } from './stats.js';
 
-export interface ChaosProxyOptions {
-  targetPort: number;
-  targetHost?: string;
-  /** Where to listen (default 127.0.0.1, any free port). */
-  listenHost?: string;
-  listenPort?: number;
-  /** Deterministic jitter and random cuts: a source of numbers in [0, 1). */
-  random?: () => number;
-  /** Queued bytes per direction and connection before the sender is paused (default 1 MiB). */
-  highWaterMark?: number;
-}
-
-export interface CutRandomlyOptions {
-  minMs: number;
-  maxMs: number;
-  signal?: AbortSignal;
-  /** Deterministic runs (e.g. fast-check): a source of numbers in [0, 1). */
-  random?: () => number;
-}
-
-/** 'up': client to target; 'down': target to client; 'both': the two added up. */
-export type Direction = 'up' | 'down' | 'both';
-
-export interface CutAfterBytesOptions {
-  direction?: Direction;
-  /** Every connection, now and later, gets the quota (default: only until the first cut). */
-  repeat?: boolean;
-}
-
-export interface CutEachAfterOptions {
-  /** Which bytes count (default 'down': what the target sends, e.g. a server's output). */
-  direction?: Direction;
-  /**
-   * What happens once the quota crossed: 'reset' (default) resets both sides at once, so
-   * whatever is still in flight (socket buffers, the peer's unread bytes) is lost;
-   * 'blackhole' stops that connection in both directions without closing it (only a
-   * keepalive can tell; the connection closes when a peer gives up on it). A function is
-   * asked at each cut (a seeded mix of both).
-   */
-  action?: CutAction | (() => CutAction);
-}
-
-export type CutAction = 'reset' | 'blackhole';
-
-export type BlackholeMode = 'hold' | 'drop';
-
-/** What a connection did, as reported when it opens, closes or is cut. */
-export interface ConnectionReport {
-  id: number;
-  /** The client's address and port. */
-  remote: string;
-  ageMs: number;
-  /** Client to target: forwarded, still held (lost if the connection is cut now), dropped. */
-  up: PipeCounters;
-  /** Target to client. */
-  down: PipeCounters;
-}
-
-/** Why a connection ended. */
-export type CloseReason = 'cut' | 'quota' | 'client' | 'target' | 'target-unreachable' | 'proxy';
-
-/** The faults in force right now. */
-export interface FaultState {
-  latencyMs: number;
-  jitterMs: number;
-  bandwidth: number;
-  blackhole: false | BlackholeMode;
-  refusing: boolean;
-  cutting: false | { minMs: number; maxMs: number };
-  quota: false | { bytes: number; direction: Direction; repeat: boolean };
-}
-
-export interface ChaosStats {
-  /** Since the proxy started, in ms. */
-  uptimeMs: number;
-  accepted: number;
-  refused: number;
-  active: number;
-  peakActive: number;
-  /** Connections reset by a cut (cutAll, interval cuts). */
-  cuts: number;
-  /** Connections ended by a byte quota. */
-  quotaCuts: number;
-  targetFailures: number;
-  up: PipeCounters;
-  down: PipeCounters;
-}
-
-export interface ChaosProxyEvents {
-  connection: [report: ConnectionReport];
-  /** `cutEachAfter` with action 'blackhole' stopped a connection (it stays open). */
-  blackholed: [report: ConnectionReport];
-  close: [report: ConnectionReport, reason: CloseReason, error?: Error];
-  cut: [count: number, reports: ConnectionReport[]];
-  refused: [remote: string];
-  fault: [state: FaultState];
-}
-
-const zero = (): PipeCounters => ({ forwarded: 0, held: 0, dropped: 0 });
-const add = (into: PipeCounters, more: PipeCounters) => {
-  into.forwarded += more.forwarded;
-  into.held += more.held;
-  into.dropped += more.dropped;
-};
-
-/** The byte quota a connection may still spend before it is cut. */
-interface Quota {
-  direction: Direction;
-  remaining: number;
-}
-
-class ProxiedConnection {
-  readonly openedAt = performance.now();
-  readonly up: FaultPipe;
-  readonly down: FaultPipe;
-  quota: Quota | undefined;
-  private ended = false;
-  /** Between the end of a quota and both sides closing. */
-  private ending = false;
-
-  constructor(
-    readonly id: number,
-    readonly client: net.Socket,
-    readonly upstream: net.Socket,
-    private readonly proxy: { shape: () => LinkShape; random: () => number; highWaterMark?: number; quotaSpent(c: ProxiedConnection): void },
-    private readonly onGone: (c: ProxiedConnection, reason: CloseReason, error?: Error) => void,
-  ) {
-    const pipeOptions = (direction: 'up' | 'down') => ({
-      shape: proxy.shape,
-      random: proxy.random,
-      highWaterMark: proxy.highWaterMark,
-      quota: (length: number) => this.take(direction, length),
-    });
-    this.up = new FaultPipe(client, upstream, pipeOptions('up'));
-    this.down = new FaultPipe(upstream, client, pipeOptions('down'));
-    // A half-close or an error on either side ends the whole connection, like a real link.
-    let connected = false;
-    upstream.once('connect', () => (connected = true));
-    const sides: [net.Socket, CloseReason][] = [
-      [client, 'client'],
-      [upstream, 'target'],
-    ];
-    for (const [socket, side] of sides) {
-      const reason = (): CloseReason => (side === 'target' && !connected ? 'target-unreachable' : side);
-      const gone = (err?: Error) => {
-        // Ending after a quota: both sides close on their own once they have read it all.
-        if (this.ending) {
-          if (this.client.destroyed && this.upstream.destroyed) this.destroy('quota');
-          return;
-        }
-        this.destroy(reason(), err);
-      };
-      socket.on('error', (err) => gone(err));
-      socket.on('close', () => gone());
-      socket.on('end', () => gone());
-    }
-  }
-
-  get remote(): string {
-    return `${this.client.remoteAddress}:${this.client.remotePort}`;
-  }
-
-  report(): ConnectionReport {
-    return {
-      id: this.id,
-      remote: this.remote,
-      ageMs: Math.round(performance.now() - this.openedAt),
-      up: { ...this.up.counters },
-      down: { ...this.down.counters },
-    };
-  }
-
-  setHolding(holding: boolean): void {
-    this.up.setHolding(holding);
-    this.down.setHolding(holding);
-  }
-
-  /**
-   * Ends the connection once the quota's bytes are out. Each side sees end-of-stream right
-   * after its last byte rather than a reset: a reset makes the kernel discard bytes that
-   * arrived but were not read yet, so the count the peer sees would depend on timing. What
-   * is still open after a second is reset.
-   */
-  async endAfterQuota(): Promise<void> {
-    await Promise.all([this.up.finish(), this.down.finish()]);
-    if (this.ended) return;
-    this.ending = true;
-    for (const socket of [this.client, this.upstream]) socket.end();
-    setTimeout(() => this.destroy('quota'), 1000).unref();
-  }
-
-  /** An abrupt cut (or the end after a quota, or a peer gone): both peers see a reset. */
-  destroy(reason: CloseReason, error?: Error): void {
-    if (this.ended) return;
-    this.ended = true;
-    this.up.dispose();
-    this.down.dispose();
-    for (const socket of [this.client, this.upstream]) {
-      if (socket.destroyed) continue;
-      if (typeof socket.resetAndDestroy === 'function' && socket.readyState === 'open') socket.resetAndDestroy();
-      else socket.destroy();
-    }
-    this.onGone(this, this.ending ? 'quota' : reason, error);
-  }
-
-  private take(direction: 'up' | 'down', length: number): number {
-    const quota = this.quota;
-    if (!quota || (quota.direction !== 'both' && quota.direction !== direction)) return length;
-    if (quota.remaining <= 0) return 0;
-    const allowed = Math.min(length, quota.remaining);
-    quota.remaining -= allowed;
-    // After the pipe has queued what it was allowed (hence the microtask).
-    if (quota.remaining === 0) queueMicrotask(() => this.proxy.quotaSpent(this));
-    return allowed;
-  }
-}
+export type {
+  BlackholeMode,
+  ChaosProxyEvents,
+  ChaosProxyOptions,
+  ChaosStats,
+  CloseReason,
+  ConnectionReport,
+  CutAction,
+  CutAfterBytesOptions,
+  CutEachAfterOptions,
+  CutRandomlyOptions,
+  Direction,
+  FaultState,
+} from './proxy-types.js';
 
 export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   private readonly connections = new Set<ProxiedConnection>();
@@ -247,17 +63,8 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   private targetPort: number;
   private readonly targetHost: string;
   private readonly random: () => number;
-  private readonly startedAt = performance.now();
   private nextId = 1;
-  private readonly totals = {
-    accepted: 0,
-    refused: 0,
-    peakActive: 0,
-    quotaCuts: 0,
-    targetFailures: 0,
-    up: zero(),
-    down: zero(),
-  };
+  private readonly totals = new ProxyTotals();
   /** How many connections were cut so far (by cutAll, cutEvery or cutRandomly). */
   cuts = 0;
 
@@ -454,24 +261,7 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
   }
 
   stats(): ChaosStats {
-    const up = { ...this.totals.up };
-    const down = { ...this.totals.down };
-    for (const connection of this.connections) {
-      add(up, connection.up.counters);
-      add(down, connection.down.counters);
-    }
-    return {
-      uptimeMs: Math.round(performance.now() - this.startedAt),
-      accepted: this.totals.accepted,
-      refused: this.totals.refused,
-      active: this.connections.size,
-      peakActive: this.totals.peakActive,
-      cuts: this.cuts,
-      quotaCuts: this.totals.quotaCuts,
-      targetFailures: this.totals.targetFailures,
-      up,
-      down,
-    };
+    return this.totals.snapshot(this.connections, this.cuts);
   }
 
   async close(): Promise<void> {
@@ -490,7 +280,7 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
       const remote = `${client.remoteAddress}:${client.remotePort}`;
       client.on('error', () => {});
       client.resetAndDestroy();
-      this.totals.refused++;
+      this.totals.refusedOne();
       this.emit('refused', remote);
       return;
     }
@@ -511,8 +301,7 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
     if (this.eachRule) this.armEach(connection);
     else if (this.quotaRule) connection.quota = { direction: this.quotaRule.direction, remaining: this.quotaRule.bytes };
     this.connections.add(connection);
-    this.totals.accepted++;
-    this.totals.peakActive = Math.max(this.totals.peakActive, this.connections.size);
+    this.totals.opened(this.connections.size);
     if (this.shape.blackhole === 'hold') connection.setHolding(true);
     this.emit('connection', connection.report());
   }
@@ -535,10 +324,7 @@ export class ChaosProxy extends EventEmitter<ChaosProxyEvents> {
 
   private gone(connection: ProxiedConnection, reason: CloseReason, error?: Error): void {
     if (!this.connections.delete(connection)) return;
-    add(this.totals.up, connection.up.counters);
-    add(this.totals.down, connection.down.counters);
-    if (reason === 'quota') this.totals.quotaCuts++;
-    if (reason === 'target-unreachable') this.totals.targetFailures++;
+    this.totals.closed(connection, reason);
     this.emit('close', connection.report(), reason, error);
   }
 }
