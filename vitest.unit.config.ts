@@ -30,6 +30,7 @@ export const unitTests = [
   'server-connection-parts',
   'server-descriptors',
   'server-env',
+  'server-log-entries',
   'server-memory-budget',
   'server-output-log',
   'server-process-parts',

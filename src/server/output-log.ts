@@ -3,7 +3,8 @@
  * close), keeps what a client has not acknowledged, keeps a bounded history of what it has
  * for `process/read`, knows what to send next on the current connection, and decides
  * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
- * is tested on its own (test/server-output-log.test.ts), like the client's sequencer.
+ * is tested on its own (test/server-output-log.test.ts), like the client's sequencer. Its
+ * entries and their bytes are log-entries.ts; whether to read the child, read-decision.ts.
  *
  * Three cursors over the sequence, always ackedSeq <= sentSeq < next:
  *
@@ -23,29 +24,10 @@
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
  */
 import type { OutputStream } from '../protocol/index.js';
+import { dropOutput, hasOutputAfter, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputMemory } from './log-entries.js';
 
-export interface OutputEntry {
-  readonly kind: 'output';
-  readonly seq: number;
-  readonly stream: OutputStream;
-  bytes: number;
-  /** The bytes; while the chunk is still open for appending, the pieces so far. */
-  data: Buffer;
-  parts: Buffer[] | null;
-}
-
-export interface ExitEntry {
-  readonly kind: 'exit';
-  readonly seq: number;
-  readonly exitCode: number;
-}
-
-export interface CloseEntry {
-  readonly kind: 'close';
-  readonly seq: number;
-}
-
-export type LogEntry = OutputEntry | ExitEntry | CloseEntry;
+export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputMemory } from './log-entries.js';
+export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
 
 export interface OutputLogOptions {
   /** Unacknowledged output at which the child stops being read. */
@@ -65,12 +47,6 @@ export interface OutputLogOptions {
    * both are adjacent in memory. Without it the log only drops its references.
    */
   memory?: OutputMemory;
-}
-
-/** What the log needs of the memory its Buffers live in (see OutputArena). */
-export interface OutputMemory {
-  extend(first: Buffer, second: Buffer): Buffer | null;
-  release(view: Buffer): void;
 }
 
 /** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
@@ -389,32 +365,17 @@ export class OutputLog {
 
   // ---- internals -----------------------------------------------------------------------------
 
-  /** Index of the first kept entry with seq > `seq` (seqs ascend; binary search). */
   private indexAfter(seq: number): number {
-    let lo = this.head;
-    let hi = this.entries.length;
-    while (lo < hi) {
-      const mid = (lo + hi) >>> 1;
-      if (this.entries[mid]!.seq <= seq) lo = mid + 1;
-      else hi = mid;
-    }
-    return lo;
+    return indexAfter(this.entries, this.head, seq);
   }
 
   /** Output bytes of entries with from < seq <= to (all of them unacknowledged, so kept). */
   private bytesBetween(from: number, to: number): number {
-    let bytes = 0;
-    for (let i = this.indexAfter(from); i < this.entries.length; i++) {
-      const e = this.entries[i]!;
-      if (e.seq > to) break;
-      if (e.kind === 'output') bytes += e.bytes;
-    }
-    return bytes;
+    return outputBytesBetween(this.entries, this.head, from, to);
   }
 
   private hasOutputAfter(seq: number): boolean {
-    for (let i = this.indexAfter(seq); i < this.entries.length; i++) if (this.entries[i]!.kind === 'output') return true;
-    return false;
+    return hasOutputAfter(this.entries, this.head, seq);
   }
 
   /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
@@ -439,22 +400,12 @@ export class OutputLog {
     }
   }
 
-  /** Lets go of an entry's bytes (exactly once: it is empty afterwards). */
   private drop(entry: OutputEntry): void {
-    const memory = this.options.memory;
-    if (memory) for (const part of entry.parts ?? [entry.data]) memory.release(part);
-    entry.data = EMPTY;
-    entry.parts = null;
+    dropOutput(entry, this.options.memory);
   }
 
-  /** Joins a chunk's pieces into one Buffer (a copy: the pieces are let go of). */
   private seal(entry: OutputEntry): void {
-    const parts = entry.parts;
-    if (!parts) return;
-    entry.data = Buffer.concat(parts, entry.bytes);
-    entry.parts = null;
-    const memory = this.options.memory;
-    if (memory) for (const part of parts) memory.release(part);
+    sealOutput(entry, this.options.memory);
   }
 
   /** Joins a chunk's pieces into `data` (once: later calls find it joined). */
@@ -462,44 +413,4 @@ export class OutputLog {
     this.seal(entry);
     return entry.data;
   }
-}
-
-const EMPTY = Buffer.alloc(0);
-
-/** An output chunk's bytes, in the pieces it was read in (one piece once joined). */
-export function outputParts(entry: OutputEntry): readonly Buffer[] {
-  return entry.parts ?? [entry.data];
-}
-
-
-/** What the decision to read a child looks at (see `shouldReadChild`). */
-export interface ReadDecisionInputs {
-  /** The process closed or is being removed: its pipes must drain to end of file. */
-  finished: boolean;
-  /** A connection is attached and ready to take output. */
-  attached: boolean;
-  unackedBytes: number;
-  unsentBytes: number;
-  windowBytes: number;
-  /**
-   * While attached, output not yet handed to the connection at which reading stops: there is
-   * no point reading a child faster than its socket drains (memory), and the child's own
-   * pipe buffer holds the rest. While detached, output collects up to the window, so a
-   * client that comes back within the TTL finds it waiting.
-   */
-  readAheadBytes: number;
-  /**
-   * The server-wide memory budget (issue 13) is past its pause mark (90 %, until it falls
-   * below 80 %): every producer pauses, its child blocks on write, nothing is dropped.
-   */
-  memoryPressured: boolean;
-}
-
-/** Whether to read a child's output now. The only place this decision is made. */
-export function shouldReadChild(f: ReadDecisionInputs): boolean {
-  if (f.finished) return true;
-  if (f.memoryPressured) return false;
-  if (f.unackedBytes >= f.windowBytes) return false;
-  if (f.attached && f.unsentBytes >= f.readAheadBytes) return false;
-  return true;
 }

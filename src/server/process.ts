@@ -13,7 +13,8 @@
  * signal names (signal-names.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
-import { OutputLog, shouldReadChild, type LogEntry, type OutputEntry } from './output-log.js';
+import { OutputLog, type LogEntry, type OutputEntry } from './output-log.js';
+import { shouldReadChild } from './read-decision.js';
 import type { SpawnedChild } from './spawn.js';
 import type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
 import { localProcesses, type ProcessBackend } from './backend.js';
