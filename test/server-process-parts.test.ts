@@ -1,6 +1,6 @@
 // The parts split out of server/process.ts (ManagedProcess), each without a process or a
 // socket: writeId memory, the pause clock, process/read's long polls (fake timers), reads cut
-// into chunks, the output held under the memory budget, and the signal names.
+// into chunks, the output held under the memory budget, the exit's grace, and the signal names.
 import { afterEach, describe, expect, it, vi } from 'vitest';
 import { WriteIds } from '../src/server/write-ids.js';
 import { PauseClock } from '../src/server/pause-clock.js';
@@ -9,6 +9,7 @@ import { appendRead, chunkLimit, CODEX_MAX_CHUNK_BYTES } from '../src/server/out
 import { HeldOutput } from '../src/server/held-output.js';
 import { MemoryBudget } from '../src/server/memory-budget.js';
 import { osSignal } from '../src/server/signal-names.js';
+import { ExitGrace, EXIT_WITHOUT_EOF_GRACE_MS } from '../src/server/exit-grace.js';
 
 describe('WriteIds', () => {
   it('remembers at least the last `keep` ids, forgetting the oldest half past twice that', () => {
@@ -147,5 +148,38 @@ describe('signal names', () => {
     expect(osSignal('terminate')).toBe('SIGTERM');
     expect(osSignal('kill')).toBe('SIGKILL');
     expect(osSignal('user2')).toBe('SIGUSR2');
+  });
+});
+
+describe('ExitGrace', () => {
+  afterEach(() => vi.useRealTimers());
+
+  it('reports an exit whose pipes stay open after the grace, and not once settled', async () => {
+    vi.useFakeTimers();
+    const grace = new ExitGrace();
+    expect(grace.hasExited).toBe(false);
+    expect(grace.settle()).toBe(null);
+    let due = 0;
+    grace.exited(3, () => due++);
+    expect(grace.hasExited).toBe(true);
+    await vi.advanceTimersByTimeAsync(EXIT_WITHOUT_EOF_GRACE_MS - 1);
+    expect(due).toBe(0);
+    await vi.advanceTimersByTimeAsync(1);
+    expect(due).toBe(1);
+    expect(grace.settle()).toBe(3);
+
+    const closed = new ExitGrace();
+    closed.exited(0, () => due++);
+    expect(closed.settle()).toBe(0); // the pipes closed first
+    await vi.advanceTimersByTimeAsync(EXIT_WITHOUT_EOF_GRACE_MS * 2);
+    expect(due).toBe(1);
+  });
+
+  it('has no grace without a callback (a pty)', async () => {
+    vi.useFakeTimers();
+    const grace = new ExitGrace();
+    grace.exited(1);
+    expect(vi.getTimerCount()).toBe(0);
+    expect(grace.settle()).toBe(1);
   });
 });

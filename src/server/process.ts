@@ -10,7 +10,7 @@
  * into chunks (output-chunks.ts), what its output holds under the memory budget
  * (held-output.ts), how long it was not read (pause-clock.ts), the long polls of
  * process/read (news-waiters.ts), stdin and its writeIds (child-stdin.ts, write-ids.ts),
- * signal names (signal-names.ts).
+ * when its exit is reported (exit-grace.ts), signal names (signal-names.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
 import { OutputLog, type LogEntry, type OutputEntry } from './output-log.js';
@@ -26,11 +26,9 @@ import { appendRead, chunkLimit } from './output-chunks.js';
 import { PauseClock } from './pause-clock.js';
 import { osSignal } from './signal-names.js';
 import { ChildStdin } from './child-stdin.js';
+import { ExitGrace } from './exit-grace.js';
 
 export type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
-
-/** A process that exited with its pipes still open (a grandchild holds them) reports its exit after this. */
-const EXIT_WITHOUT_EOF_GRACE_MS = 20;
 
 export class ManagedProcess {
   readonly id: string;
@@ -53,9 +51,9 @@ export class ManagedProcess {
   exitCode: number | null = null;
   /** Why the server gave up on the process (an output stream failed), for `process/read`. */
   failure: string | null = null;
-  private rawExitCode: number | null = null;
+  /** When its exit is reported (after its output, or after a grace). */
+  private readonly exit = new ExitGrace();
   closed = false;
-  private exitTimer: NodeJS.Timeout | null = null;
 
   /** Whether its output is read (its streams start paused; `updateFlow` decides from the start), and how long not. */
   private readonly flow = new PauseClock();
@@ -114,14 +112,14 @@ export class ManagedProcess {
   }
 
   private onExit(rawExitCode: number, tty: boolean): void {
-    this.rawExitCode = rawExitCode;
     if (tty) {
+      this.exit.exited(rawExitCode);
       this.stdin.close();
       return; // a pty's exit and close coincide
     }
     // Report the exit once the pipes are drained (close), so output usually precedes it;
     // do not hold it back forever when a grandchild keeps the pipes open.
-    this.exitTimer = setTimeout(() => this.recordExit(), EXIT_WITHOUT_EOF_GRACE_MS);
+    this.exit.exited(rawExitCode, () => this.recordExit());
   }
 
   /**
@@ -144,12 +142,9 @@ export class ManagedProcess {
   }
 
   private recordExit(): void {
-    if (this.exitTimer) {
-      clearTimeout(this.exitTimer);
-      this.exitTimer = null;
-    }
-    if (this.log.exitSeq !== null || this.rawExitCode === null) return;
-    this.exitCode = this.rawExitCode;
+    const code = this.exit.settle();
+    if (this.log.exitSeq !== null || code === null) return;
+    this.exitCode = code;
     this.log.recordExit(this.exitCode);
     this.stdin.close();
     this.changed();
@@ -353,7 +348,7 @@ export class ManagedProcess {
    * dies too — also what outlived an already exited process.
    */
   terminate(): boolean {
-    const running = this.log.exitSeq === null && this.rawExitCode === null;
+    const running = this.log.exitSeq === null && !this.exit.hasExited;
     this.killTree();
     return running;
   }
