@@ -34,6 +34,7 @@ export const unitTests = [
   'server-memory-budget',
   'server-output-log',
   'server-process-parts',
+  'server-stdio-lines',
   'supervisor-diagnosis',
   'supervisor-policy',
   'supervisor-retry-policy',

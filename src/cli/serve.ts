@@ -6,6 +6,7 @@ import { readFileSync } from 'node:fs';
 import { constants as osConstants } from 'node:os';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
+import { serveOnStdio } from './serve-stdio.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from './units.js';
 import { parseFlags, parseOrReport, printHelp, UsageError } from './usage.js';
@@ -17,7 +18,9 @@ Prints the bound URL (ws://HOST:PORT, wss:// with TLS) as the first line of stdo
 
 options:
   --listen URL               ws://HOST:PORT to bind (default ws://127.0.0.1:8765; port 0 = any free port;
-                             wss:// with --tls-cert/--tls-key)
+                             wss:// with --tls-cert/--tls-key), or stdio: one connection on
+                             stdin/stdout, one JSON message a line, no token; it ends at EOF
+                             on stdin, its processes killed, and the server exits 0
   --port PORT                the same as --listen ws://127.0.0.1:PORT
   --session-ttl DURATION     how long a detached session survives (default 30s)
   --token-file FILE          require "Authorization: Bearer <token>" (token read from FILE,
@@ -113,6 +116,8 @@ function readPem(flag: string, file: string, what: string): string {
 
 export interface ServeConfig {
   options: TetherServerOptions;
+  /** `--listen stdio`: one connection on stdin/stdout instead of a port. */
+  stdio: boolean;
   logLevel: LogLevel;
   help: boolean;
 }
@@ -158,7 +163,12 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   const v = parsed.values;
   const options: TetherServerOptions = {};
   if (v.listen !== undefined && v.port !== undefined) throw new UsageError('give --listen or --port, not both');
-  if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
+  const stdio = v.listen === 'stdio' || v.listen === 'stdio://';
+  if (stdio) {
+    const tcpOnly = ['port', 'token-file', 'tls-cert', 'tls-key', 'allow-origin', 'allow-host', 'insecure-no-token', 'max-connections'] as const;
+    const given = tcpOnly.find((flag) => v[flag] !== undefined);
+    if (given) throw new UsageError(`--${given} does not apply to --listen stdio (one connection on stdin/stdout, no token)`);
+  } else if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
   if (v.port !== undefined) Object.assign(options, { host: Defaults.host, port: parsePort('--port', v.port) });
   if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
@@ -187,7 +197,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
     const [token, ...more] = readTokens('--token-file', v['token-file']);
     options.token = token;
     if (more.length > 0) options.tokens = more;
-  } else if (env.TETHER_TOKEN) {
+  } else if (env.TETHER_TOKEN && !stdio) {
     options.token = env.TETHER_TOKEN.trim();
   }
   if (v.listen?.startsWith('wss:') && v['tls-cert'] === undefined) throw new UsageError('--listen wss://… needs --tls-cert and --tls-key');
@@ -207,7 +217,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (!isLogLevel(logLevel)) {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${v['log-level']}'`);
   }
-  return { options, logLevel, help: v.help ?? false };
+  return { options, stdio, logLevel, help: v.help ?? false };
 }
 
 export async function run(argv: string[]): Promise<void> {
@@ -220,6 +230,7 @@ export async function run(argv: string[]): Promise<void> {
   // Children never see the server's credential, whatever envPolicy they ask for.
   delete process.env.TETHER_TOKEN;
   const logger = stderrLogger(config.logLevel);
+  if (config.stdio) return serveOnStdio(config, logger);
   let server;
   try {
     server = await startServer({ ...config.options, logger });

@@ -91,6 +91,8 @@ export class Connection implements SessionLink {
   private receiver: ReceiveMeter | null = null;
   /** Holds messages being received to the memory budget (receive-meter.ts). */
   private receiveGuard: ReceiveGuard | null = null;
+  /** The link carries binary messages (a WebSocket; not stdio): the binaryOutput extension may be accepted. @internal */
+  binaryFrames = true;
   /** How long a connection paused mid-message by the budget may stay so (the server sets its --stall-timeout). */
   receiveStallMs = 30_000;
   constructor(

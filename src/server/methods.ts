@@ -181,7 +181,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const conn = ctx.conn;
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
     const p = parseParams(Method.initialize, InitializeParamsSchema, params);
-    const extensions = acceptExtensions(p.tether);
+    // Binary output needs binary messages (a stdio link has none).
+    const extensions = acceptExtensions(p.tether).filter((name) => conn.binaryFrames || name !== 'binaryOutput');
     let session: Session;
     if (p.resumeSessionId) {
       const existing = state.sessions.get(p.resumeSessionId);

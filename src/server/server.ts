@@ -58,7 +58,12 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   /** The server-wide memory budget (what every byte holder reports to). */
   readonly memory: MemoryBudget;
   private closing: Promise<void> | null = null;
-  private readonly maxMessageBytes: number;
+  /** The largest message accepted (`maxMessageBytes`). @internal */
+  readonly maxMessageBytes: number;
+  private readonly rpc: ReturnType<typeof createRpcServer>;
+  private readonly marks: BackpressureMarks;
+  private readonly maxInflight: number;
+  private readonly stallMs: number;
 
   /** Use `startServer`. `processes`: where commands run (backend.ts), prepared already. */
   constructor(
@@ -133,8 +138,8 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
         },
       },
     };
-    const rpc = createRpcServer(this.state);
-    const marks: BackpressureMarks = {
+    this.rpc = createRpcServer(this.state);
+    this.marks = {
       highWaterBytes: opts.backpressure?.highWaterBytes ?? Defaults.highWaterBytes,
       lowWaterBytes: opts.backpressure?.lowWaterBytes ?? Defaults.lowWaterBytes,
     };
@@ -146,7 +151,8 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     });
 
     const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
-    const maxInflight = opts.maxInflightRequests ?? Defaults.maxInflightRequests;
+    this.maxInflight = opts.maxInflightRequests ?? Defaults.maxInflightRequests;
+    const stallMs = (this.stallMs = opts.stallTimeoutMs ?? Defaults.stallTimeoutMs);
     // A socket that never finishes its request headers is closed (408) as soon as it is late.
     http.headersTimeout = initializeTimeoutMs;
     http.requestTimeout = initializeTimeoutMs;
@@ -181,12 +187,10 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       const verdict = this.gate.admitUpgrade(req, socket, this.closing !== null);
       if (!verdict) return;
       this.wss.handleUpgrade(req, socket, head, (ws) => {
-        const conn = this.onConnection(ws, verdict.credential, req, rpc, marks);
+        // ws closes an oversized message with a bare 1009; give the peer a reason it can act on.
+        giveCloseReason(ws, 1009, `message exceeds the server's ${formatExactBytes(this.maxMessageBytes)} limit (max payload)`);
+        const conn = this.onConnection(ws, verdict.credential, `${req.socket.remoteAddress}:${req.socket.remotePort}`);
         conn.requireInitializeWithin(initializeTimeoutMs);
-        conn.maxInflight = maxInflight;
-        conn.maxRequestBytes = this.maxMessageBytes;
-        conn.useMemoryBudget(this.memory);
-        conn.receiveStallMs = stallMs;
         conn.meterReceiving(socket as Socket);
       });
     });
@@ -202,7 +206,6 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     }, interval);
     this.pingTimer.unref();
 
-    const stallMs = opts.stallTimeoutMs ?? Defaults.stallTimeoutMs;
     this.stallTimer = setInterval(
       () => {
         const now = performance.now();
@@ -217,17 +220,24 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     this.stallTimer.unref();
   }
 
-  private onConnection(
-    ws: WebSocket,
-    credential: Buffer,
-    req: IncomingMessage,
-    rpc: ReturnType<typeof createRpcServer>,
-    marks: BackpressureMarks,
-  ): Connection {
-    const remote = `${req.socket.remoteAddress}:${req.socket.remotePort}`;
-    // ws closes an oversized message with a bare 1009; give the peer a reason it can act on.
-    giveCloseReason(ws, 1009, `message exceeds the server's ${formatExactBytes(this.maxMessageBytes)} limit (max payload)`);
-    const conn = new Connection(ws, credential, rpc, marks, remote);
+  /**
+   * Serves one link that is not a WebSocket upgrade (stdio-listener.ts): `socket` behaves as
+   * the part of a `ws` WebSocket a Connection uses. Same methods, sessions and limits; no
+   * token (the link is its own credential), and no binary frames.
+   * @internal
+   */
+  adopt(socket: WebSocket, remote: string): Connection {
+    const conn = this.onConnection(socket, Buffer.alloc(0), remote);
+    conn.binaryFrames = false;
+    return conn;
+  }
+
+  private onConnection(ws: WebSocket, credential: Buffer, remote: string): Connection {
+    const conn = new Connection(ws, credential, this.rpc, this.marks, remote);
+    conn.maxInflight = this.maxInflight;
+    conn.maxRequestBytes = this.maxMessageBytes;
+    conn.useMemoryBudget(this.memory);
+    conn.receiveStallMs = this.stallMs;
     this.connections.add(conn);
     this.state.log('debug', `connection from ${remote}`);
     ws.on('error', (err) => this.state.log('warn', `connection ${remote}: ${err.message}`));
@@ -295,14 +305,19 @@ export class InsecureConfigError extends Error {
   override readonly name = 'InsecureConfigError';
 }
 
+/** RangeError for a `…Ms` option that is no duration (startServer, startStdioServer). @internal */
+export function checkDurations(opts: TetherServerOptions, caller: string): void {
+  for (const [key, value] of Object.entries(opts)) {
+    const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
+    if (invalid) throw new RangeError(`${caller}: ${key} ${invalid} (got ${String(value)})`);
+  }
+}
+
 export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
   const processes = localProcesses;
   // Before anything of a session exists (local: the server made non-dumpable, keepers checked).
   processes.prepare();
-  for (const [key, value] of Object.entries(opts)) {
-    const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
-    if (invalid) throw new RangeError(`startServer: ${key} ${invalid} (got ${String(value)})`);
-  }
+  checkDurations(opts, 'startServer');
   const host = opts.host ?? Defaults.host;
   const guarded = opts.token !== undefined || opts.insecureNoToken === true;
   const refuse = (where: string) =>

@@ -1,0 +1,36 @@
+/**
+ * `tether serve --listen stdio`: one connection on this process's stdin and stdout
+ * (server/stdio-listener.ts). stdout carries protocol lines only, logs go to stderr. The
+ * end of stdin ends the connection and its session (its processes killed), and the process
+ * exits 0; a signal stops it as it stops `tether serve`.
+ */
+import { startStdioServer, serveStdio } from '../server/stdio-listener.js';
+import { installLastResort } from '../server/last-resort.js';
+import type { Logger } from '../util/logger.js';
+import type { ServeConfig } from './serve.js';
+
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+
+export async function serveOnStdio(config: ServeConfig, logger: Logger): Promise<void> {
+  let server;
+  try {
+    server = startStdioServer({ ...config.options, logger });
+  } catch (err) {
+    process.stderr.write(`tether serve: ${(err as Error).message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  process.on('exit', () => server.killAllChildrenSync());
+  installLastResort({ log: logger, killChildren: () => server.killAllChildrenSync() });
+  process.stderr.on('error', () => {});
+  const stop = (signal: NodeJS.Signals) => {
+    logger('info', `${signal}: shutting down, killing every child process`);
+    void server.close();
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, stop);
+  logger('info', 'tether serve on stdio (one connection; it ends at the end of stdin)');
+  await serveStdio(server, process.stdin, process.stdout);
+  logger('info', 'stdio connection ended: its processes were killed');
+  await server.close();
+  for (const signal of STOP_SIGNALS) process.off(signal, stop);
+}
