@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ErrorCode, Messages } from '../src/protocol/index.js';
 import { RawClient, b64, type Frame } from './helpers/raw-client.js';
 import { isCodex, startTarget, type Target } from './helpers/target.js';
+import { CODEX_VERSION } from './helpers/codex.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -213,6 +214,16 @@ describe('handshake', () => {
     expect(await c.request('environment/status', {})).toEqual({ status: 'ready' });
   });
 
+  it.runIf(isCodex)('tether reports every capability this Codex advertises (those it lacks as false)', async () => {
+    const c = await connect();
+    const codex = (await c.handshake()).environmentInfo.capabilities as Record<string, boolean>;
+    const { environmentInfo } = await import('../src/server/environment-info.js');
+    const tether = environmentInfo().capabilities;
+    expect(Object.keys(tether)).toEqual(expect.arrayContaining(Object.keys(codex)));
+    // Anything tether names that this Codex does not (an older release) is false: never claimed.
+    for (const name of Object.keys(tether).filter((n) => !(n in codex))) expect(tether[name], name).toBe(false);
+  });
+
   it('answers unknown methods with -32601 after the handshake', async () => {
     const c = await ready();
     expectError(await c.call('no/such-method', {}), ErrorCode.MethodNotFound);
@@ -336,8 +347,11 @@ describe('process/start', () => {
       ErrorCode.InternalError,
       isCodex ? ENOENT : `cannot start '/bin/true': cwd '/no/such/dir': ${ENOENT}`,
     );
-    // A session without extension startErrorDetail gets no `data`, as from Codex.
-    expect((await start(c, id, ['/no/such/binary'])).error).not.toHaveProperty('data');
+    // A session without extension startErrorDetail gets no `data`, as from Codex 0.169
+    // (0.171 adds `data: {kind: "spawnNotFound"}`).
+    const refused = (await start(c, id, ['/no/such/binary'])).error;
+    if (isCodex && CODEX_VERSION !== '0.169.0') expect(refused?.data).toEqual({ kind: 'spawnNotFound' });
+    else expect(refused).not.toHaveProperty('data');
     expectError(await c.call('process/read', { processId: id }), ErrorCode.InvalidRequest, Messages.unknownProcess(id));
     expect((await start(c, id, ['/bin/true'])).result).toEqual({ processId: id, sandboxType: 'none' });
   });

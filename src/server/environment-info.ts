@@ -11,9 +11,11 @@ import type { EnvironmentInfo } from '../protocol/index.js';
 
 export const TETHER_VERSION = '0.1.0';
 
+/** Codex 0.171's, in its order (0.171 added networkProxyTransparentTcp to 0.169's). */
 const CODEX_CAPABILITIES = [
   'networkProxyLaunch',
   'networkProxyReviewDomains',
+  'networkProxyTransparentTcp',
   'credentialMasking',
   'credentialMaskingCustomProviders',
   'capabilityDiscoverySandbox',

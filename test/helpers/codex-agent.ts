@@ -14,6 +14,10 @@ import { join } from 'node:path';
 import { ensureCodexInstalled, makeCodexHome } from './codex.js';
 
 export interface CodexAgentOptions {
+  /** The Codex release to run (default: CODEX_VERSION, TETHER_CODEX_VERSION or 0.169.0). */
+  version?: string;
+  /** Written to CODEX_HOME/environments.toml (0.171: exec-servers the agent may use, e.g. one it launches as a program). */
+  environmentsToml?: string;
   /** ws:// URL of the exec-server Codex runs its commands on. Omit to let Codex run them locally. */
   execServerUrl?: string;
   /** Base URL of the fake Responses API (`FakeModel.baseUrl`, ends in /v1). */
@@ -123,9 +127,10 @@ export class CodexAgent extends EventEmitter {
 
   /** Starts `codex app-server` with a fresh CODEX_HOME and completes `initialize`/`initialized`. */
   static async start(options: CodexAgentOptions): Promise<CodexAgent> {
-    const bin = ensureCodexInstalled();
+    const bin = ensureCodexInstalled(options.version);
     const home = makeCodexHome();
     writeFileSync(join(home, 'config.toml'), codexConfigToml(options.modelBaseUrl));
+    if (options.environmentsToml !== undefined) writeFileSync(join(home, 'environments.toml'), options.environmentsToml);
     const env: Record<string, string> = {};
     for (const [key, value] of Object.entries(process.env)) {
       if (value !== undefined && !(options.unsetEnv ?? []).includes(key)) env[key] = value;

@@ -9,19 +9,25 @@ import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import type { Target, TargetOptions } from './target.js';
 
-export const CODEX_VERSION = '0.169.0';
+/** The Codex the interop suites run against by default (TETHER_CODEX_VERSION overrides it). */
+export const DEFAULT_CODEX_VERSION = '0.169.0';
+/** The newest release: its agent can launch an exec-server as a program (environments.toml, stdio). */
+export const CODEX_LATEST = '0.171.0';
+/** The version of this run: `TETHER_CODEX_VERSION` (e.g. 0.171.0), else the default. */
+export const CODEX_VERSION = process.env.TETHER_CODEX_VERSION ?? DEFAULT_CODEX_VERSION;
 
-export function codexCacheDir(): string {
-  return process.env.TETHER_CODEX_CACHE ?? join(homedir(), '.cache', 'tether', `codex-${CODEX_VERSION}`);
+/** One cache directory per version; TETHER_CODEX_CACHE (a directory of those) moves them all. */
+export function codexCacheDir(version: string = CODEX_VERSION): string {
+  return join(process.env.TETHER_CODEX_CACHE ?? join(homedir(), '.cache', 'tether'), `codex-${version}`);
 }
 
-/** Path of the `codex` binary, installing `@openai/codex@0.169.0` into the cache first if needed. */
-export function ensureCodexInstalled(): string {
-  const dir = codexCacheDir();
+/** Path of the `codex` binary of `version`, installing `@openai/codex@<version>` into the cache first if needed. */
+export function ensureCodexInstalled(version: string = CODEX_VERSION): string {
+  const dir = codexCacheDir(version);
   const bin = join(dir, 'node_modules', '.bin', 'codex');
   if (!existsSync(bin)) {
-    process.stderr.write(`installing @openai/codex@${CODEX_VERSION} into ${dir} (once)\n`);
-    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', dir, `@openai/codex@${CODEX_VERSION}`], {
+    process.stderr.write(`installing @openai/codex@${version} into ${dir} (once)\n`);
+    execFileSync('npm', ['install', '--no-audit', '--no-fund', '--prefix', dir, `@openai/codex@${version}`], {
       stdio: ['ignore', 'ignore', 'inherit'],
     });
   }
@@ -37,8 +43,8 @@ export interface CodexServer extends Target {
   child: ChildProcess;
 }
 
-export async function startCodexServer(options: TargetOptions = {}): Promise<CodexServer> {
-  const bin = ensureCodexInstalled();
+export async function startCodexServer(options: TargetOptions & { version?: string } = {}): Promise<CodexServer> {
+  const bin = ensureCodexInstalled(options.version);
   const home = makeCodexHome();
   const args = ['exec-server', '--listen', `ws://127.0.0.1:${options.port ?? 0}`];
   if (options.token !== undefined) {
