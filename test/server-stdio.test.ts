@@ -188,6 +188,21 @@ describe('tether serve --listen stdio', () => {
     expect(stderr).toMatch(/tether serve on stdio/);
   });
 
+  it('stops on SIGTERM with stdin still open, as tether serve does: its processes killed, exit 0', async () => {
+    const child = spawnTether(['serve', '--listen', 'stdio'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    child.stderr!.resume();
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    const peer = new LinePeer(child.stdin!, child.stdout!);
+    await peer.handshake();
+    await peer.call('process/start', { processId: 'p', argv: ['sh', '-c', 'echo $$; exec sleep 1000'], cwd: CWD, env: ENV, tty: false });
+    await peer.waitFor((f) => f.method === 'process/output' && f.params.processId === 'p');
+    const pid = Number(peer.output('p').trim());
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0);
+    expect(running(pid)).toBe(false);
+    child.stdin!.destroy();
+  });
+
   it('refuses options that only mean something on a port', async () => {
     const { parseServeArgs } = await import('../src/cli/serve.js');
     expect(parseServeArgs(['--listen', 'stdio'], { TETHER_TOKEN: 'x' })).toMatchObject({ stdio: true, options: {} });
