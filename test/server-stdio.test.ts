@@ -30,7 +30,9 @@ class LinePeer extends EventEmitter {
     fromServer: NodeJS.ReadableStream,
   ) {
     super();
-    createInterface({ input: fromServer }).on('line', (line) => {
+    const lines = createInterface({ input: fromServer });
+    lines.on('error', () => {}); // the stream failing is what some tests do on purpose
+    lines.on('line', (line) => {
       this.lines.push(line);
       const frame = JSON.parse(line) as Frame;
       this.frames.push(frame);
@@ -156,6 +158,25 @@ describe('serveStdio', () => {
     input.end();
     await served;
     expect(await expired).toBe(sessionId);
+    expect(server.sessionCount).toBe(0);
+    expect(pids.filter(running)).toEqual([]);
+  });
+});
+
+describe('serveStdio when the reader goes away', () => {
+  it('ends the connection and its session when the output fails (EPIPE: the parent is gone)', async () => {
+    server = startStdioServer();
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const served = serveStdio(server, input, output);
+    const peer = new LinePeer(input, output);
+    await peer.handshake();
+    await peer.call('process/start', { processId: 'p', argv: ['sh', '-c', 'echo up; exec sleep 1000'], cwd: CWD, env: ENV, tty: false });
+    await peer.waitFor((f) => f.method === 'process/output' && f.params.processId === 'p');
+    const pids = server.childPids();
+    expect(pids.every(running)).toBe(true);
+    output.destroy(Object.assign(new Error('write EPIPE'), { code: 'EPIPE' }));
+    await served;
     expect(server.sessionCount).toBe(0);
     expect(pids.filter(running)).toEqual([]);
   });
