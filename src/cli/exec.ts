@@ -6,7 +6,8 @@
  * signal killed it), and a dropped link is survived with a one-line notice on stderr.
  */
 import { finished } from 'node:stream/promises';
-import { SessionLostError, type ExecClient, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
+import { ServerStoppedError, SessionLostError, type ExecClient, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
+import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { RpcError } from '../protocol/errors.js';
 import { connectClient } from './connect.js';
 import { catchEarlySignals, type EarlySignals } from './early-signals.js';
@@ -198,8 +199,16 @@ function forwardSignals(proc: ExecProcess, tty: boolean): () => void {
 }
 
 function reportRecoveries(client: ExecClient): void {
+  let restarting = false;
+  client.on('restarting', (event) => {
+    restarting = true;
+    say(restartingLine(event.keptMs));
+  });
   client.on('state', (change: StateChange) => {
-    if (change.state === 'recovering') say(`connection lost (${change.reason ?? 'unknown reason'}); reconnecting…`);
+    if (change.state !== 'recovering') return;
+    // The restart was already told, in better words.
+    if (!restarting) say(`connection lost (${change.reason ?? 'unknown reason'}); reconnecting…`);
+    restarting = false;
   });
   client.on('recovered', (event: RecoveredEvent) => {
     say(`reconnected after ${Math.round(event.downtimeMs)} ms; session resumed`);
@@ -207,12 +216,17 @@ function reportRecoveries(client: ExecClient): void {
 }
 
 function describe(err: unknown): string {
+  // The server said so as it stopped: the whole truth in its own words.
+  if (err instanceof ServerStoppedError) return SERVER_STOPPED_LINE;
   if (err instanceof SessionLostError) {
+    // Only what is known: after a silent drop the server may be running (then its TTL ends the
+    // command) or gone (then the command went with it).
     const fate: Record<SessionLostError['reason'], string> = {
       expired: 'the remote command was killed with its session',
-      deadline: "the remote command is killed when the server's session TTL runs out",
-      auth: "the remote command is killed when the server's session TTL runs out",
+      deadline: "if the server is still running, it kills the remote command when the session's TTL runs out",
+      auth: "if the server is still running, it kills the remote command when the session's TTL runs out",
       closed: 'the remote command was terminated',
+      stopped: 'the remote command was killed when the server stopped',
     };
     return `${err.message}; ${fate[err.reason]}`;
   }

@@ -25,7 +25,7 @@ import type { Logger } from '../util/logger.js';
 import { invalidDuration, settleWithin } from '../util/timeouts.js';
 import { Acknowledger } from './acks.js';
 import type { TrustedCa } from './connection.js';
-import type { EngineState, RecoveredEvent, StateChange } from './engine.js';
+import type { EngineState, RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
 import { RemoteFs } from './fs.js';
 import { ProcessTable } from './inbound.js';
@@ -34,7 +34,7 @@ import { ProcessOps } from './process-ops.js';
 import { SessionLink } from './session-link.js';
 
 export type ClientState = EngineState;
-export type { RecoveredEvent, StateChange } from './engine.js';
+export type { RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
 export { fullEnvPolicy } from './process-ops.js';
 
 /** `ExecClient`'s events and their arguments. */
@@ -45,6 +45,12 @@ export interface ExecClientEventMap {
   recovered: [event: RecoveredEvent];
   /** A connect or recovery attempt failed and will be retried. */
   retry: [event: { attempt: number; error: Error }];
+  /**
+   * The server closed the connection saying it restarts and keeps the session for `keptMs`
+   * (docs/protocol.md, "When the server stops"): the client reconnects at once, within its
+   * recovery deadline; a 'state' event (recovering) follows.
+   */
+  restarting: [event: RestartingEvent];
   /** Flow control without `acks` (`outputHighWaterMark`): the socket was paused or resumed. */
   flow: [event: { paused: boolean }];
   /** The server's `fs/missingChanged` for a watch of `fs` (used by `fs` itself). */
@@ -204,6 +210,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     link.engine.on('state', (change) => this.#onStateChange(change));
     link.engine.on('recovered', (event) => this.emit('recovered', event));
     link.engine.on('retry', (event) => this.emit('retry', event));
+    link.engine.on('restarting', (event) => this.emit('restarting', event));
   }
 
   /** Connects, creates a session and returns the client. Rejects with the transport error, or `SessionLostError('auth')`. */

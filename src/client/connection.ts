@@ -9,7 +9,7 @@ import WebSocket from 'ws';
 import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/dialect.js';
 import { RpcError } from '../protocol/errors.js';
 import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
-import { AuthRefusedError, ConnectionLostError } from './errors.js';
+import { AuthRefusedError, ConnectionLostError, PeerClosedError } from './errors.js';
 import { DemuxSocket, type OutputReceiver } from './demux-socket.js';
 
 export interface ConnectionOptions {
@@ -238,10 +238,7 @@ export class Connection {
   private attach(): void {
     const ws = this.ws;
     ws.on('error', (err) => this.shutdown(err));
-    ws.on('close', (code, reason) => {
-      const text = reason.toString('utf8');
-      this.shutdown(new Error(`connection closed (${code}${text ? ` ${text}` : ''})`));
-    });
+    ws.on('close', (code, reason) => this.shutdown(new PeerClosedError(code, reason.toString('utf8'))));
     ws.on('pong', () => this.onPong());
     ws.on('ping', () => (this.lastInboundAt = performance.now()));
     if (this.options.keepaliveIntervalMs > 0) {

@@ -9,11 +9,18 @@
  *
  * States: recovering (before the first connection, and after a drop) → connected → … , or
  * failed (for good: every waiter and the owner get the same `SessionLostError`).
+ *
+ * What the server said as it closed the connection (a `CloseNotice`, issue #27) changes the
+ * drop: "stopped" fails at once (a `ServerStoppedError`: the processes are gone, nothing to
+ * wait for), "restarting" recovers on the short restart schedule (`restartRetryDelayMs`,
+ * first attempt at once) within the same recovery deadline, after a 'restarting' event.
  */
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { reconnectDelayMs } from './backoff.js';
-import { SessionLostError, type SessionLostReason } from './errors.js';
+import { restartRetryDelayMs } from '../util/backoff.js';
+import { sessionLostError, type SessionLostError, type SessionLostReason } from './errors.js';
+import type { CloseNotice } from '../protocol/close-reasons.js';
 import type { Logger } from '../util/logger.js';
 
 export type EngineState = 'connected' | 'recovering' | 'failed';
@@ -68,6 +75,8 @@ export interface ReconnectEngineOptions<C extends EngineConnection> {
   now?: () => number;
   /** Randomness for the backoff jitter (Math.random). */
   random?: () => number;
+  /** The wait before recovery attempt `attempt` after a plain drop (reconnectDelayMs). */
+  delayMs?: (attempt: number, random: () => number) => number;
   logger?: Logger;
 }
 
@@ -80,6 +89,15 @@ export interface ReconnectEngineEvents {
   state: [change: StateChange];
   recovered: [event: RecoveredEvent];
   retry: [event: { attempt: number; error: Error }];
+  /** The server closed the connection saying it restarts and keeps the session for `keptMs`; a recovery follows. */
+  restarting: [event: RestartingEvent];
+}
+
+export interface RestartingEvent {
+  /** The generation of the connection the server closed. */
+  generation: number;
+  /** How long the server said it keeps the session. */
+  keptMs: number;
 }
 
 export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<ReconnectEngineEvents> {
@@ -136,12 +154,19 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
    * recovery: a candidate that dies during recovery fails its attempt by itself, and an old
    * socket's late close changes nothing.
    */
-  lost(connection: C, reason: Error): void {
+  lost(connection: C, reason: Error, notice: CloseNotice | null = null): void {
     if (connection !== this._current || this._state !== 'connected') return;
     this.log('info', `connection ${connection.generation} lost: ${reason.message}`);
+    if (notice?.kind === 'stopped') {
+      // The server ended the session with itself: no reconnect can find it again.
+      this.fail('stopped', reason);
+      return;
+    }
     this._state = 'recovering';
+    const restarting = notice?.kind === 'restarting';
+    if (restarting) this.emit('restarting', { generation: connection.generation, keptMs: notice.keptMs });
     this.emitState('connected', 1, reason);
-    void this.recover(reason, this.now());
+    void this.recover(reason, this.now(), restarting ? restartRetryDelayMs : (this.options.delayMs ?? reconnectDelayMs));
   }
 
   /** The current connection, waiting while recovering; rejects once failed. */
@@ -155,7 +180,7 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
   fail(reason: SessionLostReason, cause?: unknown): SessionLostError {
     if (this._failure) return this._failure;
     const previous = this._state;
-    const error = new SessionLostError(reason, { cause, sessionId: this.options.sessionId() });
+    const error = sessionLostError(reason, { cause, sessionId: this.options.sessionId() });
     this._failure = error;
     this._state = 'failed';
     this.stop.abort(error);
@@ -183,12 +208,12 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
     });
   }
 
-  private async recover(cause: Error, lostAt: number): Promise<void> {
+  private async recover(cause: Error, lostAt: number, delayMs: (attempt: number, random: () => number) => number): Promise<void> {
     const deadline = lostAt + this.options.recoveryDeadlineMs;
     let lastError: Error = cause;
     for (let attempt = 1; this._state === 'recovering'; attempt++) {
       this.attempt = attempt;
-      const wait = reconnectDelayMs(attempt, this.random);
+      const wait = delayMs(attempt, this.random);
       if (this.now() + wait >= deadline) {
         await this.sleep(Math.max(0, deadline - this.now()));
         this.fail('deadline', lastError);

@@ -3,14 +3,16 @@
  * error answer (`RpcError`): the whole session is gone (`SessionLostError`), or one process
  * lost output it can never get back (`OutputLostError`).
  */
+import { parseCloseNotice, type CloseNotice } from '../protocol/close-reasons.js';
 
-export type SessionLostReason = 'expired' | 'deadline' | 'auth' | 'closed';
+export type SessionLostReason = 'expired' | 'deadline' | 'auth' | 'closed' | 'stopped';
 
 const reasonText: Record<SessionLostReason, string> = {
   expired: 'the server no longer knows the session (it expired or the server restarted)',
   deadline: 'the server could not be reached again before the recovery deadline',
   auth: 'the server refused the credentials',
   closed: 'the client was closed',
+  stopped: 'the server stopped, and its processes were killed with the session',
 };
 
 /**
@@ -18,7 +20,7 @@ const reasonText: Record<SessionLostReason, string> = {
  * process of the client, so callers can compare by identity and see the same `cause`.
  */
 export class SessionLostError extends Error {
-  override readonly name = 'SessionLostError';
+  override readonly name: string = 'SessionLostError';
   constructor(
     readonly reason: SessionLostReason,
     options?: { cause?: unknown; sessionId?: string; detail?: string },
@@ -27,6 +29,23 @@ export class SessionLostError extends Error {
     const detail = options?.detail ?? causeText(options?.cause);
     super(`session${id} lost: ${reasonText[reason]}${detail ? ` (${detail})` : ''}`, { cause: options?.cause });
   }
+}
+
+/**
+ * The server said, as it stopped, that its sessions end with it (close 1001 with tether's
+ * reason, docs/protocol.md "When the server stops"): every process of the session was
+ * killed, and no reconnect can bring it back. A `SessionLostError` with reason `stopped`.
+ */
+export class ServerStoppedError extends SessionLostError {
+  override readonly name: string = 'ServerStoppedError';
+  constructor(options?: { cause?: unknown; sessionId?: string }) {
+    super('stopped', { ...options, detail: '' });
+  }
+}
+
+/** The error a failure with `reason` rejects with (a `ServerStoppedError` for `stopped`). */
+export function sessionLostError(reason: SessionLostReason, options?: { cause?: unknown; sessionId?: string }): SessionLostError {
+  return reason === 'stopped' ? new ServerStoppedError(options) : new SessionLostError(reason, options);
 }
 
 /**
@@ -62,6 +81,30 @@ export class ConnectionLostError extends Error {
   ) {
     super(message, options);
   }
+}
+
+/**
+ * The server closed the socket with a close frame (internal: a `ConnectionLostError`'s cause,
+ * and the reason of a recovery). `notice` is what a tether server said about it as it stopped.
+ */
+export class PeerClosedError extends Error {
+  override readonly name = 'PeerClosedError';
+  readonly notice: CloseNotice | null;
+  constructor(
+    readonly code: number,
+    readonly closeReason: string,
+  ) {
+    super(`connection closed (${code}${closeReason ? ` ${closeReason}` : ''})`);
+    this.notice = parseCloseNotice(code, closeReason);
+  }
+}
+
+/** What the server said as it closed the connection that `error` (or one of its causes) reports. */
+export function closeNoticeOf(error: unknown): CloseNotice | null {
+  for (let e = error, depth = 0; e instanceof Error && depth < 4; e = e.cause, depth++) {
+    if (e instanceof PeerClosedError) return e.notice;
+  }
+  return null;
 }
 
 /** The server answered the WebSocket upgrade with 401/403: retrying cannot help. */

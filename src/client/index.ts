@@ -3,12 +3,12 @@
  * exactly-once process I/O through drops (docs/protocol.md, "How a client recovers").
  */
 export { ExecClient } from './client.js';
-export type { ClientState, ExecClientEventMap, ExecClientOptions, RecoveredEvent, SpawnOptions, StateChange } from './client.js';
+export type { ClientState, ExecClientEventMap, ExecClientOptions, RecoveredEvent, RestartingEvent, SpawnOptions, StateChange } from './client.js';
 export { ExecProcess } from './process.js';
 export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs.js';
 export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } from './fs.js';
 export type { ExecProcessEventMap, KillSignal, ProcessEvent } from './process.js';
-export { SessionLostError, OutputLostError, AuthRefusedError } from './errors.js';
+export { SessionLostError, ServerStoppedError, OutputLostError, AuthRefusedError } from './errors.js';
 export type { SessionLostReason } from './errors.js';
 // What a failed request rejects with (a process/start refused, say): the server's JSON-RPC
 // error, its code one of ErrorCode; `data` is StartErrorDetail for a start that failed.

@@ -14,7 +14,7 @@ import { reconnectDelayMs } from './backoff.js';
 import { Connection } from './connection.js';
 import { ReconnectEngine } from './engine.js';
 import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
-import { AuthRefusedError, ConnectionLostError, OutputLostError, SessionLostError, WrongSessionError } from './errors.js';
+import { AuthRefusedError, closeNoticeOf, ConnectionLostError, OutputLostError, SessionLostError, WrongSessionError } from './errors.js';
 import type { ExecClientOptions } from './client.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process.js';
 import { STILL_STARTING_MS } from './process-ops.js';
@@ -66,7 +66,14 @@ export class SessionLink {
     this.engine = new ReconnectEngine<Connection>({
       recoveryDeadlineMs: this.recoveryDeadlineMs,
       resume: (attempt, remainingMs, signal) => this.resume(remainingMs, signal),
-      fatal: (err) => (err instanceof AuthRefusedError ? 'auth' : isUnknownSession(err) || err instanceof WrongSessionError ? 'expired' : undefined),
+      fatal: (err) =>
+        err instanceof AuthRefusedError
+          ? 'auth'
+          : isUnknownSession(err) || err instanceof WrongSessionError
+            ? 'expired'
+            : closeNoticeOf(err)?.kind === 'stopped'
+              ? 'stopped' // the server we resumed on stopped during the catch-up
+              : undefined,
       sessionId: () => this.sessionId,
       logger: options.logger,
     });
@@ -175,7 +182,7 @@ export class SessionLink {
         memoryFor: (header) => this.host.outputMemoryFor(header),
         output: (header, pieces, memory) => this.host.onBinaryOutput(header, pieces, memory),
       },
-      onClose: (reason, connection) => this.engine.lost(connection, reason),
+      onClose: (reason, connection) => this.engine.lost(connection, reason, closeNoticeOf(reason)),
       onStrayError: (error) => this.log('warn', `server reported an error for an unidentifiable message: ${error.code} ${error.message}`),
     });
   }

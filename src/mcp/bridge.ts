@@ -17,7 +17,8 @@
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import type { EnvPolicy } from '../protocol/index.js';
-import type { ExecClient, ExecProcess, RecoveredEvent, StateChange } from '../client/index.js';
+import { ServerStoppedError, type ExecClient, type ExecProcess, type RecoveredEvent, type RestartingEvent, type StateChange } from '../client/index.js';
+import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
 
 /** As ssh and `tether exec`: 255 means tether itself failed (unreachable, session lost), not the server. */
@@ -54,15 +55,24 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
   const program = options.argv[0] ?? '';
 
   // One line per drop and one per recovery: enough for a human reading the host's logs.
+  // A restart the server announced is told as such, instead of as a lost link.
+  let restarting = false;
+  const onRestarting = ({ keptMs }: RestartingEvent) => {
+    restarting = true;
+    say(restartingLine(keptMs));
+  };
   const onState = ({ state, previous, reason }: StateChange) => {
-    if (state === 'recovering' && previous !== 'recovering') say(`link lost${reason ? ` (${reason})` : ''}; reconnecting…`);
+    if (state === 'recovering' && previous !== 'recovering' && !restarting) say(`link lost${reason ? ` (${reason})` : ''}; reconnecting…`);
+    restarting = false;
   };
   const onRecovered = ({ attempts, downtimeMs }: RecoveredEvent) => {
     say(`reconnected, session resumed (${Math.round(downtimeMs)} ms, ${attempts} attempt${attempts === 1 ? '' : 's'})`);
   };
+  client.on('restarting', onRestarting);
   client.on('state', onState);
   client.on('recovered', onRecovered);
   const unlisten = () => {
+    client.off('restarting', onRestarting);
     client.off('state', onState);
     client.off('recovered', onRecovered);
   };
@@ -145,7 +155,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       // (proc.terminate() is a no-op on a failed handle: ask the server directly.)
       if (client.state !== 'failed') void client.request('process/terminate', { processId: proc.id }).catch(() => {});
       void outputDone.then(() => {
-        say(`giving up on the remote MCP server: ${message(error)}`);
+        say(error instanceof ServerStoppedError ? SERVER_STOPPED_LINE : `giving up on the remote MCP server: ${message(error)}`);
         settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });
       });
     });

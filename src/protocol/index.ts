@@ -6,3 +6,4 @@ export * from './dialect.js';
 export * from './extensions.js';
 export * from './fs.js';
 export * from './binary-frames.js';
+export * from './close-reasons.js';

@@ -352,6 +352,23 @@ export class Connection implements SessionLink {
     if (session?.hasQueued) session.pump();
   };
 
+  /**
+   * An orderly close with `code` and `reason` (a close frame, which the peer sees before the
+   * socket goes); a peer that does not answer it within `graceMs` has its socket cut.
+   * Resolves once the socket is closed.
+   */
+  closeWith(code: number, reason: string, graceMs: number): Promise<void> {
+    if (this.closed || this.ws.readyState === this.ws.CLOSED) return Promise.resolve();
+    return new Promise((resolve) => {
+      const timer = setTimeout(() => this.ws.terminate(), graceMs);
+      this.ws.once('close', () => {
+        clearTimeout(timer);
+        resolve();
+      });
+      this.ws.close(code, reason);
+    });
+  }
+
   /** The socket is gone: the session (if any) becomes detached and its TTL starts. */
   onClosed(): void {
     if (this.closed) return;

@@ -30,6 +30,10 @@ import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
 import type { Session } from './session.js';
 import { invalidDuration } from '../util/timeouts.js';
 import { giveCloseReason } from '../util/ws-internals.js';
+import { stopClose } from '../protocol/close-reasons.js';
+
+/** How long a stopping server waits for a client to answer its close frame before cutting the socket. */
+const STOP_CLOSE_GRACE_MS = 1_000;
 
 /** The events of a `TetherServer` (names and payloads as they always were). */
 export interface TetherServerEvents {
@@ -281,16 +285,28 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     for (const s of this.state.sessions.values()) s.killAllSync();
   }
 
-  /** Stops listening, drops every connection and kills every child and its descendants. */
+  /**
+   * What a stop keeps of the sessions: null today (they end with the server, and clients are
+   * told "stopped"). The hook for issue #27's state dir: once a successor can adopt them,
+   * return `{ keptMs }` here and clients are told "restarting" and reconnect at once.
+   */
+  private keptOnStop(): { keptMs: number } | null {
+    return null;
+  }
+
+  /** Stops listening, tells every client why (close 1001, docs/protocol.md), closes every connection and kills every child and its descendants. */
   close(): Promise<void> {
     this.closing ??= (async () => {
       clearInterval(this.pingTimer);
       clearInterval(this.stallTimer);
       const closedHttp = new Promise<void>((resolve) => this.http.close(() => resolve()));
-      for (const conn of this.connections) conn.ws.terminate();
+      // Every client is told why before its socket goes (issue #27): the close frame goes out
+      // first, so no event of a process killed below can overtake it.
+      const { code, reason } = stopClose(this.keptOnStop());
+      const goodbyes = [...this.connections].map((conn) => conn.closeWith(code, reason, STOP_CLOSE_GRACE_MS));
       const sessions = [...this.state.sessions.values()];
       for (const s of sessions) s.expire();
-      await Promise.all(sessions.map((s) => s.waitAllClosed(2_000)));
+      await Promise.all([...goodbyes, ...sessions.map((s) => s.waitAllClosed(2_000))]);
       this.http.closeAllConnections?.();
       this.gate.destroySockets();
       await closedHttp;

@@ -75,6 +75,20 @@ export function reconnectDelayMs(attempt: number, random: () => number = Math.ra
   return halfJitter(exponentialDelay(attempt - 1, RECONNECT), random);
 }
 
+/** After a restart notice: 100 ms growing by half to 500 ms. */
+const RESTART: ExponentialPolicy = { initialMs: 100, factor: 1.5, maxMs: 500 };
+
+/**
+ * Exec client reconnect delays after the server said it restarts and keeps the session
+ * (close 1012, protocol/close-reasons.ts): the first attempt goes at once, then short
+ * half-jittered waits that stop growing at 500 ms, so the client is back as soon as the new
+ * server listens instead of sleeping through a backoff meant for a link that flaps.
+ */
+export function restartRetryDelayMs(attempt: number, random: () => number = Math.random): number {
+  if (attempt <= 1) return 0;
+  return halfJitter(exponentialDelay(attempt - 1, RESTART), random);
+}
+
 /** A write to a process the server is still starting is re-sent after 5 ms, doubling to 100 ms (no jitter). */
 const STARTING_WRITE: ExponentialPolicy = { initialMs: 5, factor: 2, maxMs: 100 };
 
