@@ -5,7 +5,8 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ReconnectEngine, type EngineConnection, type StateChange } from '../src/client/engine.js';
-import { SessionLostError } from '../src/client/errors.js';
+import { ServerStoppedError, SessionLostError } from '../src/client/errors.js';
+import { parseCloseNotice, restartingReason, SERVER_STOPPED_REASON, stopClose } from '../src/protocol/close-reasons.js';
 
 class FakeConnection implements EngineConnection {
   isOpen = true;
@@ -25,7 +26,7 @@ class FakeConnection implements EngineConnection {
 type Outcome = { ok: true } | { ok: false; error: Error } | { hang: true };
 
 /** An engine whose attempts follow a script; records when each attempt started. */
-function setup(script: Outcome[], opts: { deadlineMs?: number; random?: () => number } = {}) {
+function setup(script: Outcome[], opts: { deadlineMs?: number; random?: () => number; delayMs?: (attempt: number) => number } = {}) {
   let generation = 1;
   const attempts: { at: number; attempt: number; remaining: number }[] = [];
   const states: StateChange[] = [];
@@ -33,6 +34,7 @@ function setup(script: Outcome[], opts: { deadlineMs?: number; random?: () => nu
     recoveryDeadlineMs: opts.deadlineMs ?? 10_000,
     now: () => Date.now(),
     random: opts.random ?? (() => 0.5),
+    delayMs: opts.delayMs,
     sessionId: () => 'session-0123456789',
     fatal: (err) => ((err as Error).message === 'auth' ? 'auth' : (err as Error).message === 'gone' ? 'expired' : undefined),
     resume: (attempt, remaining, signal) => {
@@ -183,5 +185,84 @@ describe('ReconnectEngine', () => {
     engine.fail('closed');
     await vi.advanceTimersByTimeAsync(1000);
     expect(attempts).toHaveLength(1);
+  });
+
+  // What the server said as it closed (issue #27). The plain backoff is made 60 s for every
+  // attempt, the first too, so only the restart schedule can reconnect within a second.
+  const sixtySeconds = () => 60_000;
+
+  it("a 'stopped' notice fails at once with ServerStoppedError: no attempt, no waiting", async () => {
+    const { engine, first, attempts, states } = setup([{ ok: true }]);
+    engine.lost(first, new Error('connection lost'), { kind: 'stopped' });
+    expect(engine.state).toBe('failed');
+    const waiting = engine.ready();
+    const error = await waiting.then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(ServerStoppedError);
+    expect(error).toBeInstanceOf(SessionLostError);
+    expect((error as SessionLostError).reason).toBe('stopped');
+    expect((error as Error).message).toMatch(/server stopped/);
+    await vi.advanceTimersByTimeAsync(60_000);
+    expect(attempts).toEqual([]);
+    expect(states.map((s) => [s.previous, s.state])).toEqual([['connected', 'failed']]);
+  });
+
+  it("a 'restarting' notice reconnects at once, then on short waits, within the same deadline", async () => {
+    const { engine, first, attempts, states } = setup(
+      [{ ok: false, error: new Error('refused') }, { ok: false, error: new Error('refused') }, { ok: true }],
+      { delayMs: sixtySeconds },
+    );
+    const restarting = vi.fn();
+    engine.on('restarting', restarting);
+    engine.lost(first, new Error('connection closed (1012)'), { kind: 'restarting', keptMs: 30_000 });
+    expect(restarting).toHaveBeenCalledWith({ generation: 1, keptMs: 30_000 });
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(engine.state).toBe('connected');
+    expect(attempts.map((a) => a.at - 1_000_000)).toEqual([0, 75, 188]); // 0, then 75 and 113 ms (random 0.5)
+    expect(attempts[0]!.remaining).toBe(10_000); // the recovery deadline, as for any drop
+    expect(states.map((s) => [s.previous, s.state])).toEqual([
+      ['connected', 'recovering'],
+      ['recovering', 'connected'],
+    ]);
+  });
+
+  it('the same drop without a notice waits out the plain backoff (the control of the test above)', async () => {
+    const { engine, first, attempts } = setup([{ ok: true }], { delayMs: sixtySeconds });
+    engine.lost(first, new Error('connection closed (1006)'));
+    await vi.advanceTimersByTimeAsync(1_000);
+    expect(attempts).toEqual([]);
+    expect(engine.state).toBe('recovering');
+  });
+
+  it("a 'restarting' server that never comes back still fails at the recovery deadline", async () => {
+    const { engine, first, attempts } = setup([], { deadlineMs: 2_000, delayMs: sixtySeconds });
+    engine.lost(first, new Error('connection closed (1012)'), { kind: 'restarting', keptMs: 30_000 });
+    await vi.advanceTimersByTimeAsync(2_000);
+    expect(engine.state).toBe('failed');
+    expect(engine.failure?.reason).toBe('deadline');
+    expect(attempts.length).toBeGreaterThan(4);
+  });
+});
+
+describe('close notices (protocol/close-reasons.ts)', () => {
+  it("reads tether's stopped and restarting closes", () => {
+    expect(parseCloseNotice(1001, SERVER_STOPPED_REASON)).toEqual({ kind: 'stopped' });
+    expect(parseCloseNotice(1012, restartingReason(30_000))).toEqual({ kind: 'restarting', keptMs: 30_000 });
+    const stop = stopClose(null);
+    expect(parseCloseNotice(stop.code, stop.reason)).toEqual({ kind: 'stopped' });
+    const restart = stopClose({ keptMs: 45_000 });
+    expect(restart.code).toBe(1012);
+    expect(parseCloseNotice(restart.code, restart.reason)).toEqual({ kind: 'restarting', keptMs: 45_000 });
+    expect(Buffer.byteLength(restart.reason)).toBeLessThanOrEqual(123); // a close frame's reason limit
+  });
+
+  it("takes any other close for a plain drop: a proxy's 1001, a bare 1012, tether's text under another code", () => {
+    expect(parseCloseNotice(1001, '')).toBeNull();
+    expect(parseCloseNotice(1001, 'proxy going away')).toBeNull();
+    expect(parseCloseNotice(1012, '')).toBeNull();
+    expect(parseCloseNotice(1012, 'server restarting')).toBeNull();
+    expect(parseCloseNotice(1000, SERVER_STOPPED_REASON)).toBeNull();
+    expect(parseCloseNotice(1001, restartingReason(30_000))).toBeNull();
+    expect(parseCloseNotice(1012, SERVER_STOPPED_REASON)).toBeNull();
+    expect(parseCloseNotice(1006, '')).toBeNull();
   });
 });
