@@ -190,8 +190,13 @@ describe('ExecClient recovery', () => {
       const proc = client.spawn(['sleep', '30']);
       await new Promise((resolve) => proc.once('spawn', resolve));
       const failed = waitFor<StateChange>(client, 'state', (s) => s.state === 'failed');
-      await own.stop(); // the client's socket dies with it
+      // The link dies silently first (a server that stops says so, and the client would fail
+      // with 'stopped' at once: test/server-stop-notice.test.ts); retries are refused meanwhile.
+      proxy.refuse(true);
+      proxy.cutAll();
+      await own.stop();
       const restarted = await startTarget({ port: Number(new URL(own.url).port) }); // same port, no sessions
+      proxy.refuse(false);
       try {
         const change = await failed;
         expect((change.error as SessionLostError).reason).toBe('expired');

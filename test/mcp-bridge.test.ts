@@ -194,7 +194,7 @@ describe('tether mcp bridge', () => {
     expect(b.out()).toBe('');
   });
 
-  it('session really lost: exits non-zero with a clear message on stderr', async () => {
+  it('session really lost (the server stopped): exits non-zero at once with the true message on stderr', async () => {
     const own = await startTetherServer({});
     const port = Number(new URL(own.url).port);
     let restarted: Target | undefined;
@@ -208,7 +208,8 @@ describe('tether mcp bridge', () => {
     await own.stop();
     restarted = await startTetherServer({ port });
     expect(await b.exited).toBe(EXIT_SESSION_LOST);
-    expect(b.err()).toMatch(/tether mcp: giving up on the remote MCP server: session .*lost: the server no longer knows the session/);
+    expect(b.err()).toContain('tether mcp: server stopped; process killed\n');
+    expect(b.err()).not.toMatch(/reconnecting/);
   });
 
   it('a remote command that cannot start: non-zero exit and the reason on stderr', async () => {

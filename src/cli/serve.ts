@@ -71,6 +71,10 @@ options:
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
+SIGTERM, SIGINT, SIGHUP or SIGQUIT stop the server: every client is told first (a
+WebSocket close 1001, "server stopped"; tether exec and mcp then exit at once), then
+every process is killed. A second signal kills them at once.
+
 ${DURATION_SYNTAX}.
 ${SIZE_SYNTAX}.`;
 
