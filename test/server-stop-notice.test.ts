@@ -120,6 +120,38 @@ describe('a close that says "restarting" (1012, the server keeps the session)', 
   );
 
   it(
+    'tether exec says "server restarting; session kept for 30 s; reconnecting" and carries on',
+    async () => {
+      const { target, closeFirst } = await serverClosingFirstConnection(1012, restartingReason(30_000));
+      const cli = spawnTether(['exec', '--url', target.url, '--recovery-deadline', '60s', 'sh', '-c', 'echo ready; read l; echo "got $l"'], {
+        stdio: ['pipe', 'pipe', 'pipe'],
+      });
+      let stdout = '';
+      let stderr = '';
+      const exited = new Promise<number | null>((resolve) => cli.once('close', (code) => resolve(code)));
+      await new Promise<void>((resolve) => {
+        cli.stdout!.on('data', (d: Buffer) => {
+          stdout += d.toString();
+          if (stdout.includes('ready\n')) resolve();
+        });
+      });
+      await new Promise<void>((resolve) => {
+        cli.stderr!.on('data', (d: Buffer) => {
+          stderr += d.toString();
+          if (stderr.includes('reconnected')) resolve();
+        });
+        closeFirst();
+      });
+      cli.stdin!.end('x\n');
+      expect(await exited).toBe(0);
+      expect(stdout).toBe('ready\ngot x\n');
+      expect(stderr).toContain('tether exec: server restarting; session kept for 30 s; reconnecting\n');
+      expect(stderr).not.toContain('connection lost');
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     "a 1001 or 1012 without tether's reason (a proxy's) is a plain drop: recovered, no restart or stop told",
     async () => {
       for (const [code, reason] of [

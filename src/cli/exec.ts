@@ -99,7 +99,8 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
     });
   } catch (err) {
     if (early.exitCode !== undefined) return early.exitCode;
-    say(describe(err));
+    // Nothing was started yet: the stop killed no command of ours.
+    say(err instanceof ServerStoppedError ? 'server stopped before the command started' : describe(err));
     return EXIT_TETHER_ERROR;
   } finally {
     early.release(); // from here on, signals go to the remote command (forwardSignals)
