@@ -20,7 +20,8 @@ import { spawn } from 'node:child_process';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { summarize, table, ms } from './lib/stats.js';
-import { startParams, WsRpc } from './lib/ws-rpc.js';
+import { spawnToClosed, throughputRun } from './lib/measure.js';
+import { WsRpc } from './lib/ws-rpc.js';
 
 const [dirA, dirB] = process.argv.slice(2);
 if (!dirA || !dirB) {
@@ -67,37 +68,14 @@ function runCli(side: Side, args: string[], countBytes?: number): Promise<number
   });
 }
 
-let counter = 0;
-async function spawnToClosed(side: Side): Promise<number> {
-  const id = `ab-${++counter}`;
-  const closed = new Promise<void>((resolve) => side.rpc.onProcess(id, (method) => method === 'process/closed' && resolve()));
-  const started = performance.now();
-  await side.rpc.request('process/start', startParams(id, ['/bin/true']));
-  await closed;
-  side.rpc.offProcess(id);
-  return performance.now() - started;
-}
-
+/** Milliseconds of one 64 MiB run (throughputRun gives MiB/s). */
 async function streamCodex(side: Side): Promise<number> {
-  const id = `ab-${++counter}`;
-  let bytes = 0;
-  const closed = new Promise<void>((resolve) =>
-    side.rpc.onProcess(id, (method, params) => {
-      if (method === 'process/output') bytes += Buffer.byteLength(params.chunk, 'base64');
-      else if (method === 'process/closed') resolve();
-    }),
-  );
-  const started = performance.now();
-  await side.rpc.request('process/start', startParams(id, ['/usr/bin/head', '-c', String(STREAM_BYTES), '/dev/zero']));
-  await closed;
-  side.rpc.offProcess(id);
-  if (bytes !== STREAM_BYTES) throw new Error(`${side.dir}: ${bytes} bytes, expected ${STREAM_BYTES}`);
-  return performance.now() - started;
+  return ((STREAM_BYTES / 1024 / 1024) / (await throughputRun(side.rpc, STREAM_BYTES))) * 1000;
 }
 
 const rows: Record<string, (side: Side) => Promise<number>> = {
   start: (side) => runCli(side, ['exec', '--url', side.url, '--', 'true']),
-  spawn: spawnToClosed,
+  spawn: async (side) => (await spawnToClosed(side.rpc, 1, 0))[0]!,
   stream: streamCodex,
   binary: (side) => runCli(side, ['exec', '--url', side.url, '--', 'head', '-c', String(STREAM_BYTES), '/dev/zero'], STREAM_BYTES),
 };

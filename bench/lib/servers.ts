@@ -9,7 +9,7 @@ import { startCodexServer } from '../../test/helpers/codex.js';
 import { childPids } from './rss.js';
 
 export interface BenchServer {
-  name: 'tether' | 'codex';
+  name: 'tether' | 'codex' | 'relay';
   url: string;
   /** Pid of the process that serves (for Codex: the native binary, not its node launcher). */
   pid: number;
@@ -57,7 +57,17 @@ export function exitCleanlyOnSignalsAndCrashes(): void {
 }
 
 export async function startTetherProcess(extraArgs: string[] = []): Promise<BenchServer> {
-  const child = spawn(process.execPath, ['bin/tether.js', 'serve', '--listen', 'ws://127.0.0.1:0', ...extraArgs], {
+  return startCliServer('tether', ['serve', '--listen', 'ws://127.0.0.1:0', ...extraArgs]);
+}
+
+/** `tether relay` in front of `upstreamUrl`, listening on loopback without a downstream token. */
+export async function startRelayProcess(upstreamUrl: string, extraArgs: string[] = []): Promise<BenchServer> {
+  return startCliServer('relay', ['relay', '--to', upstreamUrl, '--listen', 'ws://127.0.0.1:0', '--insecure-no-token', ...extraArgs]);
+}
+
+/** A `tether` command that prints the URL it serves on as its first stdout line. */
+async function startCliServer(name: BenchServer['name'], args: string[]): Promise<BenchServer> {
+  const child = spawn(process.execPath, ['bin/tether.js', ...args], {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_ENV: 'production' },
@@ -68,9 +78,9 @@ export async function startTetherProcess(extraArgs: string[] = []): Promise<Benc
     if (stderr.length > 50) stderr.shift();
   });
   const untrack = track([child.pid!]);
-  const url = await firstLine(child, 'tether serve', () => stderr.join(''));
+  const url = await firstLine(child, `tether ${args[0]}`, () => stderr.join(''));
   return {
-    name: 'tether',
+    name,
     url,
     pid: child.pid!,
     stop: async () => {
