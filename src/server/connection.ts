@@ -144,6 +144,11 @@ export class Connection implements SessionLink {
    * of waiting for the 30 s heartbeat; without a pong in time it is dropped, its session
    * detaches, and the client's next retry succeeds.
    */
+  /** Ends the connection: its session is gone (SessionLink). */
+  drop(reason: string): void {
+    this.ws.close(1011, reason.slice(0, 120));
+  }
+
   probe(timeoutMs: number): void {
     this.liveness.probe(timeoutMs);
   }

@@ -13,15 +13,14 @@
  * per-session and a server-wide cap (http-sockets.ts), a connect timeout and an idle timeout
  * (http-timeouts.ts), but no total one: a long body that keeps coming is not cut.
  */
-import { request as httpRequest, type IncomingMessage } from 'node:http';
-import { request as httpsRequest } from 'node:https';
 import { z } from 'zod';
-import { internalError, invalidParams, parseParams } from '../protocol/index.js';
+import { internalError, invalidParams, parseParams, RpcError } from '../protocol/index.js';
 import type { Connection } from './connection.js';
 import { decodeBase64 } from './fs/base64.js';
 import type { ByteBudget } from './fs/budget.js';
 import type { OutgoingSockets } from './http-sockets.js';
 import { HttpTimeoutDefaults, RequestTimeouts, type HttpTimeoutLimits } from './http-timeouts.js';
+import type { HttpRequestWork, HttpResponseLike } from './http-work.js';
 
 export const HttpMethod = { request: 'http/request', bodyDelta: 'http/request/bodyDelta' } as const;
 
@@ -44,7 +43,6 @@ export interface HttpRequestResult {
 
 /** RFC 9110 token: what a method or a header name may be made of. */
 const TOKEN = /^[!#$%&'*+\-.^_`|~0-9A-Za-z]+$/;
-const MAX_REDIRECTS = 10;
 
 export interface HttpLimits {
   /** Largest body answered in one message; larger ones need `streamResponse` (8 MiB). */
@@ -67,7 +65,12 @@ const activeStreams = new WeakMap<Connection, Set<string>>();
  * Handles one `http/request`; `requireReady` is the handshake check (after the params, as in
  * Codex), which gives the session the request counts against.
  */
-export async function httpRequestMethod(raw: unknown, conn: Connection, limits: HttpLimits, requireReady: () => object): Promise<HttpRequestResult> {
+export async function httpRequestMethod(
+  raw: unknown,
+  conn: Connection,
+  limits: HttpLimits,
+  requireReady: () => { backend: { httpRequest(request: HttpRequestWork): Promise<HttpResponseLike> } },
+): Promise<HttpRequestResult> {
   const p = parseParams(HttpMethod.request, HttpRequestParamsSchema, raw);
   const session = requireReady();
   let url: URL;
@@ -112,14 +115,17 @@ export async function httpRequestMethod(raw: unknown, conn: Connection, limits: 
     conn.signal.removeEventListener('abort', onClose);
     streams?.delete(p.requestId);
   };
-  let response: IncomingMessage;
+  let response: HttpResponseLike;
   try {
-    response = await send(p.method, url, headers, body, p.redirectPolicy !== 'stop', abort.signal, deadlines);
-  } catch {
+    const work: HttpRequestWork = { method: p.method, url, headers, body, follow: p.redirectPolicy !== 'stop', signal: abort.signal, deadlines, timeoutMs: p.timeoutMs };
+    response = await session.backend.httpRequest(work);
+  } catch (err) {
     release();
+    // A back-end that forwards the request may have the wire's own error to tell.
+    if (err instanceof RpcError) throw err;
     throw internalError(`http/request failed: error sending request for url (${url.href})`);
   }
-  const result: HttpRequestResult = { status: response.statusCode ?? 0, headers: headerList(response), bodyBase64: '' };
+  const result: HttpRequestResult = { status: response.status, headers: response.headers, bodyBase64: '' };
   if (p.streamResponse) {
     void streamBody(response, conn, p.requestId, abort.signal, deadlines).finally(release);
     return result;
@@ -128,8 +134,8 @@ export async function httpRequestMethod(raw: unknown, conn: Connection, limits: 
   try {
     // The whole body is reserved at once (its announced length, or the cap): reserving piece by
     // piece, requests that each hold part of the budget could wait for one another forever.
-    const announced = Number(response.headers['content-length']);
-    const want = Number.isSafeInteger(announced) && announced >= 0 ? Math.min(announced, limits.maxBufferedBodyBytes) : limits.maxBufferedBodyBytes;
+    const announced = response.contentLength;
+    const want = announced !== undefined ? Math.min(announced, limits.maxBufferedBodyBytes) : limits.maxBufferedBodyBytes;
     if (limits.memory) {
       deadlines.pause(); // waiting for our own memory is not upstream's idleness
       giveBack = await limits.memory(session).acquire(want, abort.signal).catch(() => {
@@ -146,77 +152,7 @@ export async function httpRequestMethod(raw: unknown, conn: Connection, limits: 
   }
 }
 
-/** One request, following redirects the way reqwest does (303, and 301/302 for other than GET/HEAD, become a GET without body). */
-async function send(
-  method: string,
-  url: URL,
-  headers: Array<{ name: string; value: string }>,
-  body: Buffer | undefined,
-  follow: boolean,
-  signal: AbortSignal,
-  deadlines: RequestTimeouts,
-): Promise<IncomingMessage> {
-  for (let redirects = 0; ; redirects++) {
-    const response = await once(method, url, headers, body, signal, deadlines);
-    const location = response.headers.location;
-    const status = response.statusCode ?? 0;
-    if (!follow || ![301, 302, 303, 307, 308].includes(status) || !location || redirects >= MAX_REDIRECTS) return response;
-    response.destroy(); // the redirect's own body is not wanted, nor its socket kept open
-    const next = new URL(location, url);
-    if (next.protocol !== 'http:' && next.protocol !== 'https:') return response;
-    if (status === 303 || ((status === 301 || status === 302) && method !== 'GET' && method !== 'HEAD')) {
-      method = 'GET';
-      body = undefined;
-      headers = headers.filter((h) => !/^(content-type|content-length|transfer-encoding)$/i.test(h.name));
-    }
-    headers = [...headers.filter((h) => h.name.toLowerCase() !== 'referer'), { name: 'referer', value: url.href }];
-    url = next;
-  }
-}
-
-function once(
-  method: string,
-  url: URL,
-  headers: Array<{ name: string; value: string }>,
-  body: Buffer | undefined,
-  signal: AbortSignal,
-  deadlines: RequestTimeouts,
-): Promise<IncomingMessage> {
-  return new Promise((resolve, reject) => {
-    // agent: false: a socket of its own, closed with the response (a pooled, kept-alive one
-    // would hold a descriptor outside the cap).
-    const request = (url.protocol === 'https:' ? httpsRequest : httpRequest)(url, { method, signal, setHost: false, agent: false });
-    deadlines.connecting();
-    request.once('socket', (socket) => {
-      if (!socket.connecting) deadlines.activity();
-      else socket.once('connect', () => deadlines.activity());
-      socket.on('data', () => deadlines.activity());
-    });
-    // Header names go out in lower case, as hyper sends them (repeats of a name together);
-    // reqwest adds accept: */*; Node's own Connection header is left out, as hyper does.
-    const byName = new Map<string, string[]>();
-    for (const { name, value } of headers) {
-      const key = name.toLowerCase();
-      byName.set(key, [...(byName.get(key) ?? []), value]);
-    }
-    if (!byName.has('accept')) byName.set('accept', ['*/*']);
-    byName.set('host', [url.host]);
-    if (body !== undefined) byName.set('content-length', [String(body.length)]);
-    for (const [name, values] of byName) request.setHeader(name, values.length === 1 ? values[0]! : values);
-    if (!byName.has('connection')) request.removeHeader('connection');
-    request.once('response', resolve);
-    request.once('error', reject);
-    request.end(body);
-  });
-}
-
-function headerList(response: IncomingMessage): Array<{ name: string; value: string }> {
-  const list: Array<{ name: string; value: string }> = [];
-  for (let i = 0; i + 1 < response.rawHeaders.length; i += 2) list.push({ name: response.rawHeaders[i]!.toLowerCase(), value: response.rawHeaders[i + 1]! });
-  return list;
-}
-
-async function readBody(response: IncomingMessage, limit: number, url: URL, deadlines: RequestTimeouts): Promise<Buffer> {
+async function readBody(response: HttpResponseLike, limit: number, url: URL, deadlines: RequestTimeouts): Promise<Buffer> {
   deadlines.activity();
   const parts: Buffer[] = [];
   let total = 0;
@@ -237,7 +173,7 @@ async function readBody(response: IncomingMessage, limit: number, url: URL, dead
 }
 
 /** The body as bodyDelta notifications, in order, never faster than the connection takes them. */
-async function streamBody(response: IncomingMessage, conn: Connection, requestId: string, signal: AbortSignal, deadlines: RequestTimeouts): Promise<void> {
+async function streamBody(response: HttpResponseLike, conn: Connection, requestId: string, signal: AbortSignal, deadlines: RequestTimeouts): Promise<void> {
   let seq = 0;
   const delta = (chunk: Buffer, done: boolean, error: string | null) =>
     conn.sendNotification(HttpMethod.bodyDelta, { requestId, seq: ++seq, deltaBase64: chunk.toString('base64'), done, error });

@@ -40,8 +40,6 @@ import type { Connection, ConnectionContext } from './connection.js';
 import type { ProcessCapacity } from './capacity.js';
 import type { DescriptorBudget } from './descriptors.js';
 import type { MemoryBudget } from './memory-budget.js';
-import { buildChildEnv } from './env.js';
-import { environmentInfo } from './environment-info.js';
 import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { ByteBudget } from './fs/budget.js';
 import { registerFsMethods, sessionShare, type FsServerLimits } from './fs/methods.js';
@@ -49,7 +47,7 @@ import { defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from './descri
 import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
 import { ManagedProcess } from './process.js';
-import type { ProcessBackend } from './backend.js';
+import type { ServerBackend } from './backend.js';
 import { Session } from './session.js';
 import { shareOwner, type OutputShares } from './fair-share.js';
 import type { SessionLimits } from './session.js';
@@ -82,8 +80,8 @@ export interface ServerState {
   monitor: ServerMonitor;
   /** Digest of the admin token: a connection holding it lists every session. */
   adminCredential: Buffer | null;
-  /** Where processes run (backend.ts); local keeper processes when not given. */
-  processes?: ProcessBackend;
+  /** Where the work is done (backend.ts): processes, files, HTTP, the host's description. */
+  backend: ServerBackend;
 }
 
 /** Which words Codex uses in its "client must call initialize before using … methods" texts. */
@@ -102,6 +100,17 @@ function requireProcess(session: Session, processId: string): ManagedProcess {
   const proc = session.processes.get(processId);
   if (!proc) throw invalidRequest(Messages.unknownProcess(processId));
   return proc;
+}
+
+/**
+ * The back-end can no longer do a session's work (a relay's upstream session is gone): the
+ * session expires, and its client, dropped, hears what a Codex server says for an unknown
+ * session when it tries to resume it (and for unknown processes meanwhile).
+ */
+function lostSession(state: ServerState, session: Session, reason: string): void {
+  if (session.isExpired) return;
+  state.log('info', `session ${session.shortId} lost by its back-end: ${reason}`);
+  session.lost(`session lost: ${reason}`);
 }
 
 /** file:///x → /x, with a -32602 naming the field when it is not a usable file URI. */
@@ -181,8 +190,10 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const conn = ctx.conn;
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
     const p = parseParams(Method.initialize, InitializeParamsSchema, params);
-    // Binary output needs binary messages (a stdio link has none).
-    const extensions = acceptExtensions(p.tether).filter((name) => conn.binaryFrames || name !== 'binaryOutput');
+    // Only what the back-end can carry (a relay: what its upstream negotiated); binary output
+    // needs binary messages (a stdio link has none).
+    const carried = state.backend.extensions;
+    const extensions = acceptExtensions(p.tether).filter((name) => (carried === null || carried.has(name)) && (conn.binaryFrames || name !== 'binaryOutput'));
     let session: Session;
     if (p.resumeSessionId) {
       const existing = state.sessions.get(p.resumeSessionId);
@@ -222,6 +233,8 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
         throw internalError(full);
       }
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
+      const created = session;
+      created.backend = state.backend.openSession(created, (reason) => lostSession(state, created, reason));
       if (state.shares) session.joinShares(state.shares);
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, p.clientName);
@@ -232,7 +245,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     session.attach(conn, p.tether?.delivered ?? undefined);
     // Events (a resumed session's backlog first) flow once this answer is out.
     ctx.afterReply = () => session.startSending(conn);
-    const result: InitializeResult = { sessionId: session.id, environmentInfo: environmentInfo() };
+    const result: InitializeResult = { sessionId: session.id, environmentInfo: session.backend.environmentInfo() };
     // Only a client that asked learns about extensions: a Codex client sees Codex's result.
     if (p.tether) {
       result.tether = { version: EXTENSIONS_VERSION, extensions };
@@ -252,8 +265,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
 
   rpc.addMethod(Method.environmentInfo, (params, { conn }) => {
     parseParams(Method.environmentInfo, EmptyParamsSchema, params);
-    requireReady(conn, 'environment info');
-    return environmentInfo();
+    return requireReady(conn, 'environment info').backend.environmentInfo();
   });
 
   rpc.addMethod(Method.environmentStatus, (params, { conn }) => {
@@ -309,7 +321,9 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           processId: p.processId,
           argv: p.argv,
           cwd,
-          env: buildChildEnv(p.env, p.envPolicy),
+          cwdUri: p.cwd,
+          env: p.env,
+          envPolicy: p.envPolicy,
           tty: p.tty,
           pipeStdin: p.pipeStdin ?? false,
           arg0: p.arg0,
@@ -321,7 +335,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
           handle,
         },
         session,
-        state.processes,
+        session.backend,
       ).catch((err: unknown) => {
         state.monitor.processStartFailed(session, p.processId, p.argv, err instanceof Error ? err.message : String(err));
         // The failure's detail is an extension: a Codex client gets Codex's error exactly.

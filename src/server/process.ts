@@ -17,7 +17,7 @@ import { OutputLog, type LogEntry, type OutputEntry } from './output-log.js';
 import { shouldReadChild } from './read-decision.js';
 import type { SpawnedChild } from './spawn.js';
 import type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
-import { localProcesses, type ProcessBackend } from './backend.js';
+import type { SessionBackend } from './backend.js';
 import { settleWithin } from '../util/timeouts.js';
 import { ByteArena } from '../util/byte-arena.js';
 import { HeldOutput } from './held-output.js';
@@ -90,10 +90,10 @@ export class ManagedProcess {
   }
 
   /**
-   * Spawns the child through `backend` (local keeper processes by default); rejects with
+   * Spawns the child through its session's `backend` (backend.ts); rejects with
    * -32603 and the OS message if it cannot start (nothing is left behind).
    */
-  static async start(spec: SpawnSpec, host: ProcessHost, backend: ProcessBackend = localProcesses): Promise<ManagedProcess> {
+  static async start(spec: SpawnSpec, host: ProcessHost, backend: Pick<SessionBackend, 'spawn'>): Promise<ManagedProcess> {
     const proc = new ManagedProcess(spec, host);
     const child = await backend.spawn(spec, {
       output: (stream, data) => proc.onOutput(stream, data),

@@ -23,7 +23,8 @@ import { OutputShares } from './fair-share.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { HttpGate } from './http-gate.js';
 import { createRpcServer, type ServerState } from './methods.js';
-import { localProcesses, type ProcessBackend } from './backend.js';
+import type { ServerBackend } from './backend.js';
+import { localBackend } from './local-backend.js';
 import { createMetricsRegistry } from './metrics.js';
 import { ServerMonitor } from './monitor.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
@@ -69,12 +70,12 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   private readonly maxInflight: number;
   private readonly stallMs: number;
 
-  /** Use `startServer`. `processes`: where commands run (backend.ts), prepared already. */
+  /** Use `startServer`. `backend`: where the work is done (backend.ts), prepared already. */
   constructor(
     private readonly http: HttpServer,
     opts: TetherServerOptions,
     host: string,
-    processes: ProcessBackend = localProcesses,
+    backend: ServerBackend = localBackend,
   ) {
     super();
     const address = http.address();
@@ -127,7 +128,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       log,
       monitor: new ServerMonitor(log, { auditArgv: opts.auditArgv ?? false }),
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,
-      processes,
+      backend,
       sessionHooks: {
         expired: (s) => {
           this.state.sessions.delete(s.id);
@@ -329,10 +330,14 @@ export function checkDurations(opts: TetherServerOptions, caller: string): void 
   }
 }
 
-export async function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
-  const processes = localProcesses;
+export function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
+  return startServerWith(opts, localBackend);
+}
+
+/** `startServer` with another back-end (backend.ts; the relay's remote one). Not public: src/relay uses it. */
+export async function startServerWith(opts: TetherServerOptions, backend: ServerBackend): Promise<TetherServer> {
   // Before anything of a session exists (local: the server made non-dumpable, keepers checked).
-  processes.prepare();
+  backend.prepare();
   checkDurations(opts, 'startServer');
   const host = opts.host ?? Defaults.host;
   const guarded = opts.token !== undefined || opts.insecureNoToken === true;
@@ -369,5 +374,5 @@ export async function startServer(opts: TetherServerOptions = {}): Promise<Tethe
     await new Promise<void>((resolve) => http.close(() => resolve()));
     throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
   }
-  return new TetherServer(http, opts, host, processes);
+  return new TetherServer(http, opts, host, backend);
 }

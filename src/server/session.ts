@@ -10,6 +10,7 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { ExtensionName } from '../protocol/index.js';
+import type { SessionBackend } from './backend.js';
 import { shareOwner, type OutputShares, type SessionShare } from './fair-share.js';
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess, OutputLimits, ProcessHost } from './process.js';
@@ -21,6 +22,8 @@ export interface SessionLink {
   sendEntry(proc: ManagedProcess, entry: LogEntry): void;
   /** The send buffer is above its high-water mark: wait for `Session.pump` to be called again. */
   readonly congested: boolean;
+  /** Ends the link: the session is gone underneath it (its back-end lost its work). */
+  drop?(reason: string): void;
   /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
   probe(timeoutMs: number): void;
 }
@@ -64,6 +67,8 @@ export class Session implements ProcessHost {
   private readonly kept = new Set<ManagedProcess>();
   private expired = false;
   private readonly expiryListeners: Array<() => void> = [];
+  /** Where its work is done (backend.ts): given when `initialize` creates it, closed when it expires. */
+  backend!: SessionBackend;
   /** Its fair share of the memory budget's output (fair-share.ts); null: the budget's pressure alone decides. */
   private share: SessionShare | null = null;
   private reflowing = false;
@@ -126,6 +131,13 @@ export class Session implements ProcessHost {
 
   ownedBy(credential: Buffer): boolean {
     return credential.length === this.credential.length && timingSafeEqual(credential, this.credential);
+  }
+
+  /** Its back-end lost it: the session expires and its connection, if any, is dropped. */
+  lost(reason: string): void {
+    const link = this.link;
+    this.expire();
+    link?.drop?.(reason);
   }
 
   /** A resume was refused because we are attached: make sure the current link is not a dead one. */
@@ -277,6 +289,7 @@ export class Session implements ProcessHost {
       proc.release();
     }
     this.share?.close();
+    this.backend?.close();
     for (const listener of this.expiryListeners.splice(0)) listener();
     this.hooks.expired(this);
   }

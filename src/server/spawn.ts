@@ -10,6 +10,7 @@ import type { Writable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import { ErrorCode, internalError, RpcError, type StartErrorDetail } from '../protocol/index.js';
 import type { OutputStream } from '../protocol/index.js';
+import type { buildChildEnv } from './env.js';
 import { KeptProcess } from './keeper.js';
 import { osErrorMessage } from './os-error.js';
 import { quoted } from '../util/format.js';
@@ -17,7 +18,13 @@ import { quoted } from '../util/format.js';
 export interface ChildSpec {
   argv: string[];
   cwd: string;
+  /** The client's `cwd` as sent (a `file:` URI), for a back-end that forwards it. */
+  cwdUri?: string;
+  /** The client's `env`; with `envPolicy`, the back-end builds the child's environment from its own (env.ts). */
   env: Record<string, string>;
+  envPolicy?: Parameters<typeof buildChildEnv>[1];
+  /** The client's process id, for a back-end that forwards it. */
+  processId?: string;
   tty: boolean;
   pipeStdin: boolean;
   arg0?: string | null;

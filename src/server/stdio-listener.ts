@@ -15,7 +15,8 @@ import { createServer } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
 import type WebSocket from 'ws';
 import { formatExactBytes } from '../util/format.js';
-import { localProcesses, type ProcessBackend } from './backend.js';
+import type { ServerBackend } from './backend.js';
+import { localBackend } from './local-backend.js';
 import type { TetherServerOptions } from './options.js';
 import { checkDurations, TetherServer } from './server.js';
 import type { Session } from './session.js';
@@ -26,12 +27,13 @@ const KILL_WAIT_MS = 2_000;
 
 /**
  * A TetherServer that listens on no port, for `serveStdio` (its `url` means nothing; its
- * `close()` kills what is left). `processes`: where commands run, as for `startServer`.
+ * `close()` kills what is left). `backend`: where the work is done (backend.ts), as for
+ * `startServerWith`: the local one, or the relay's remote one.
  */
-export function startStdioServer(opts: TetherServerOptions = {}, processes: ProcessBackend = localProcesses): TetherServer {
-  processes.prepare();
+export function startStdioServer(opts: TetherServerOptions = {}, backend: ServerBackend = localBackend): TetherServer {
+  backend.prepare();
   checkDurations(opts, 'startStdioServer');
-  return new TetherServer(createServer(), opts, 'stdio', processes);
+  return new TetherServer(createServer(), opts, 'stdio', backend);
 }
 
 /**

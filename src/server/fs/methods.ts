@@ -43,15 +43,13 @@ import type { Session } from '../session.js';
 import { decodeBase64 } from './base64.js';
 import { ByteBudget } from './budget.js';
 import { Limiter, OpenFileCount } from './limiter.js';
-import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES, readEnvironmentConfig } from './environment-config.js';
+import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES } from './environment-config.js';
 import { fsError, mapFsErrors } from './errors.js';
-import { readWholeFile, writeWholeFile } from './files.js';
 import { checkBlockLength, checkHandleId } from './handles.js';
-import { canonicalize, getMetadata, readDirectory } from './metadata.js';
 import { FsConnectionState, FsSessionState } from './scope.js';
-import { copy, createDirectory, remove } from './tree.js';
-import { parsePathUri, type NativePath } from './uri.js';
-import { checkWalkLimits, walk } from './walk.js';
+import { parsePathUri } from './uri.js';
+import { checkWalkLimits } from './walk.js';
+import type { FsTarget } from '../backend.js';
 
 export interface FsServerLimits {
   /** Largest file fs/readFile answers (8 MiB); larger ones are read with fs/open + fs/readBlock. */
@@ -185,7 +183,7 @@ export function registerFsMethods(
     return p;
   }
 
-  const pathOf = (uri: string): NativePath => parsePathUri(uri);
+  const pathOf = (uri: string): FsTarget => ({ uri, path: parsePathUri(uri) });
   /** The OS work of a request: at most `maxOperations` at once server-wide, errors in Codex's form. */
   const work = <T>(operation: () => Promise<T>): Promise<T> => operations.run(() => mapFsErrors(operation));
 
@@ -197,7 +195,7 @@ export function registerFsMethods(
     // its answers must not hold slots other sessions need. Inside, only the byte budget waits.
     await conn.whenDrained();
     const { data, release } = await work(() =>
-      readWholeFile(path, limits.maxReadFileBytes, (bytes) => {
+      session.backend.fs.readFile(path, limits.maxReadFileBytes, (bytes) => {
         refuseOverShare(session, bytes);
         return budget.acquire(bytes, conn.signal, session);
       }),
@@ -218,7 +216,7 @@ export function registerFsMethods(
       try {
         const decoded = decodeBase64(p.dataBase64);
         if (!decoded.ok) throw invalidRequest(`${FsMethod.writeFile} requires valid base64 dataBase64: ${decoded.message}`);
-        await work(() => writeWholeFile(path, decoded.bytes));
+        await work(() => session.backend.fs.writeFile(path, decoded.bytes));
         return {};
       } finally {
         release();
@@ -231,7 +229,7 @@ export function registerFsMethods(
     const path = pathOf(p.path);
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.createDirectory, p, async () => {
-      await work(() => createDirectory(path, p.recursive ?? true));
+      await work(() => session.backend.fs.createDirectory(path, p.recursive ?? true));
       return {};
     });
   });
@@ -239,32 +237,32 @@ export function registerFsMethods(
   rpc.addMethod(FsMethod.getMetadata, async (raw, { conn }): Promise<FsMetadata> => {
     const p = params(FsMethod.getMetadata, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
-    ready(conn);
-    return work(() => getMetadata(path));
+    const { session } = ready(conn);
+    return work(() => session.backend.fs.getMetadata(path));
   });
 
   rpc.addMethod(FsMethod.readDirectory, async (raw, { conn }): Promise<FsReadDirectoryResult> => {
     const p = params(FsMethod.readDirectory, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
-    ready(conn);
+    const { session } = ready(conn);
     await conn.whenDrained();
-    return { entries: await work(() => readDirectory(path, limits.maxDirectoryEntries)) };
+    return { entries: await work(() => session.backend.fs.readDirectory(path, limits.maxDirectoryEntries)) };
   });
 
   rpc.addMethod(FsMethod.canonicalize, async (raw, { conn }) => {
     const p = params(FsMethod.canonicalize, FsPathParamsSchema, raw);
     const path = pathOf(p.path);
-    ready(conn);
-    return { path: await work(() => canonicalize(path)) };
+    const { session } = ready(conn);
+    return { path: await work(() => session.backend.fs.canonicalize(path)) };
   });
 
   rpc.addMethod(FsMethod.walk, async (raw, { conn }): Promise<FsWalkResult> => {
     const p = params(FsMethod.walk, FsWalkParamsSchema, raw);
     const path = pathOf(p.path);
-    ready(conn);
+    const { session } = ready(conn);
     checkWalkLimits(p.options);
     await conn.whenDrained();
-    return work(() => walk(path, p.options));
+    return work(() => session.backend.fs.walk(path, p.options));
   });
 
   rpc.addMethod(FsMethod.remove, async (raw, { conn }) => {
@@ -272,7 +270,7 @@ export function registerFsMethods(
     const path = pathOf(p.path);
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.remove, p, async () => {
-      await work(() => remove(path, p.recursive ?? true, p.force ?? true));
+      await work(() => session.backend.fs.remove(path, p.recursive ?? true, p.force ?? true));
       return {};
     });
   });
@@ -283,7 +281,7 @@ export function registerFsMethods(
     const destination = pathOf(p.destinationPath);
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.copy, p, async () => {
-      await work(() => copy(source, destination, p.recursive));
+      await work(() => session.backend.fs.copy(source, destination, p.recursive));
       return {};
     });
   });
@@ -294,20 +292,20 @@ export function registerFsMethods(
     const { session, fs } = ready(conn);
     return once(fs, session, FsMethod.open, p, async () => {
       checkHandleId(p.handleId);
-      await work(() => connectionState(conn).scope(fs).handles.openFile(p.handleId, path, p.mode ?? 'read'));
+      await work(() => session.backend.fs.openFile(connectionState(conn).scope(fs), p.handleId, path, p.mode ?? 'read'));
       return { handleId: p.handleId };
     });
   });
 
   rpc.addMethod(FsMethod.readBlock, async (raw, { conn }): Promise<FsReadBlockResult> => {
     const p = params(FsMethod.readBlock, FsReadBlockParamsSchema, raw);
-    const { fs } = ready(conn);
+    const { session, fs } = ready(conn);
     checkHandleId(p.handleId);
     checkBlockLength(p.len, 'read');
     refuseOverShare(conn.session!, p.len);
     const release = await admit(conn, p.len);
     try {
-      const block = await work(() => connectionState(conn).scope(fs).handles.readBlock(p.handleId, p.offset, p.len));
+      const block = await work(() => session.backend.fs.readBlock(connectionState(conn).scope(fs), p.handleId, p.offset, p.len));
       return { chunk: new Base64Text(block.bytes.toString('base64')) as unknown as string, eof: block.eof };
     } finally {
       release();
@@ -324,7 +322,7 @@ export function registerFsMethods(
     const writeId = session.extensions.has('fsWritten') ? (p.writeId ?? undefined) : undefined;
     const release = await admit(conn, decoded.bytes.length);
     try {
-      await work(() => connectionState(conn).scope(fs).handles.writeBlock(p.handleId, p.offset, decoded.bytes, writeId));
+      await work(() => session.backend.fs.writeBlock(connectionState(conn).scope(fs), p.handleId, p.offset, decoded.bytes, writeId));
       return {};
     } finally {
       release();
@@ -337,14 +335,14 @@ export function registerFsMethods(
     if (p.writeIds.length > FsLimits.maxWriteIds) {
       throw invalidParams(`invalid params for ${FsMethod.written}: writeIds: at most ${FsLimits.maxWriteIds} ids (got ${p.writeIds.length})`);
     }
-    const { fs } = ready(conn);
-    return { writeIds: connectionState(conn).scope(fs).handles.completedWrites(p.handleId, p.writeIds) };
+    const { session, fs } = ready(conn);
+    return { writeIds: await session.backend.fs.completedWrites(connectionState(conn).scope(fs), p.handleId, p.writeIds) };
   });
 
   rpc.addMethod(FsMethod.close, async (raw, { conn }) => {
     const p = params(FsMethod.close, FsCloseParamsSchema, raw);
-    const { fs } = ready(conn);
-    await work(() => connectionState(conn).scope(fs).handles.close(p.handleId));
+    const { session, fs } = ready(conn);
+    await work(() => session.backend.fs.closeFile(connectionState(conn).scope(fs), p.handleId));
     return {};
   });
 
@@ -355,12 +353,12 @@ export function registerFsMethods(
     }
     const missing = p.missing.map(pathOf);
     const present = p.present ? pathOf(p.present) : null;
-    const { fs } = ready(conn);
+    const { session, fs } = ready(conn);
     const own = connectionState(conn);
     if (own.usedWatchIds.has(p.watchId)) return { watching: false };
     own.usedWatchIds.add(p.watchId);
     try {
-      return { watching: await own.scope(fs).watchMissing(p.watchId, missing, present) };
+      return { watching: await session.backend.fs.watchMissing(own.scope(fs), p.watchId, missing, present) };
     } catch (err) {
       throw fsError(err);
     }
@@ -370,13 +368,13 @@ export function registerFsMethods(
     const { conn } = ctx;
     const p = parseParams(FsMethod.environmentConfigRead, EnvironmentConfigReadParamsSchema, raw);
     pathOf(p.cwd);
-    requireReady(conn, 'environment config');
+    const session = requireReady(conn, 'environment config');
     // Built only once the send buffer has room for the largest answer, and the file read
     // (at most MAX_CONFIG_FILE_BYTES) holds file-data budget meanwhile.
     await conn.reserveAnswer(ctx, MAX_CONFIG_ANSWER_BYTES + 64 * 1024);
     const release = await budget.acquire(MAX_CONFIG_FILE_BYTES + 1, conn.signal);
     try {
-      return await readEnvironmentConfig(p.configPaths, p.requirementsPaths);
+      return await session.backend.environmentConfig(p.configPaths, p.requirementsPaths, p.cwd);
     } finally {
       release();
     }

@@ -36,6 +36,11 @@ export class FsScope {
     this.handles = new HandleTable(limits.maxHandles, limits.openFiles);
   }
 
+  /** Tells the client that watch `watchId` saw a change (`fs/missingChanged`). */
+  tell(watchId: number): void {
+    if (!this.closed) this.notify(watchId);
+  }
+
   /** Replaces the watch; true if it is now watching. */
   async watchMissing(watchId: number, missing: NativePath[], present: NativePath | null): Promise<boolean> {
     const generation = ++this.watchGeneration;
