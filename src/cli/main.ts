@@ -16,6 +16,7 @@ const commands: Record<string, Command> = {
   cp: { summary: 'copy files and directories to or from a tether host, surviving drops', load: () => import('./cp.js') },
   mcp: { summary: 'stdio MCP bridge to a remote stdio MCP server', load: () => import('./mcp.js') },
   gateway: { summary: 'aggregating MCP gateway with health checks and reconnects', load: () => import('./gateway.js') },
+  relay: { summary: 'a local exec-server whose sessions survive a flaky link upstream', load: () => import('./relay.js') },
   ps: { summary: 'list the sessions and processes on a tether server', load: () => import('./ps.js') },
   chaos: { summary: 'a flaky-link proxy for testing (resets, latency, bandwidth, black holes)', load: () => import('./chaos.js') },
 };

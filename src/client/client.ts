@@ -28,6 +28,8 @@ import type { TrustedCa } from './connection.js';
 import type { EngineState, RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
 import { RemoteFs } from './fs.js';
+import { ConnectionLostError } from './errors.js';
+import { OutcomeUnknownError } from './fs-errors.js';
 import { ProcessTable } from './inbound.js';
 import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process.js';
 import { ProcessOps } from './process-ops.js';
@@ -246,9 +248,20 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
   /**
    * Any exec-server method. Waits while recovering and re-sends if the connection dies before
    * the answer (the protocol's methods are idempotent or made so; `process/start` is settled
-   * by asking the server, as `spawn` does).
+   * by asking the server, as `spawn` does). With `{ resend: false }` it is sent at most once:
+   * a connection lost before the answer rejects with `OutcomeUnknownError` (for a request
+   * that changes something on a server that cannot answer a re-sent one from memory).
    */
-  async request<T = unknown>(method: string, params: object = {}): Promise<T> {
+  async request<T = unknown>(method: string, params: object = {}, options: { resend?: boolean } = {}): Promise<T> {
+    if (options.resend === false) {
+      const connection = await this.#link.ready();
+      try {
+        return await connection.request<T>(method, params);
+      } catch (err) {
+        if (err instanceof ConnectionLostError) throw new OutcomeUnknownError(method, requestPath(params), { cause: err });
+        throw err;
+      }
+    }
     if (method === Method.processStart) {
       const p = params as ProcessStartParams;
       await this.#ops.start(p, () => {});
@@ -347,4 +360,11 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     }
     this.emit('state', change);
   }
+}
+
+/** What a request is about, for an `OutcomeUnknownError`: its path (or source path), else nothing. */
+function requestPath(params: object): string {
+  const p = params as { path?: unknown; sourcePath?: unknown; url?: unknown };
+  const path = p.path ?? p.sourcePath ?? p.url;
+  return typeof path === 'string' ? path : '';
 }

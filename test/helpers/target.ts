@@ -1,11 +1,18 @@
 /**
  * The server under test. Suites named `*.both.test.ts` are written once against this seam
- * and run against tether (`npm test`) and the real Codex exec-server (`npm run test:interop`).
+ * and run against tether (`npm test`), the real Codex exec-server (`npm run test:interop`),
+ * and `tether relay` in front of either (`npm run test:relay`, `npm run test:relay-codex`):
+ * a relay is held to its upstream's expectations (`isCodex` for a relay in front of Codex).
  */
-export type TargetKind = 'tether' | 'codex';
+export type TargetKind = 'tether' | 'codex' | 'relay:tether' | 'relay:codex';
 
-export const targetKind: TargetKind = process.env.TETHER_TEST_TARGET === 'codex' ? 'codex' : 'tether';
-export const isCodex = targetKind === 'codex';
+const KINDS: readonly TargetKind[] = ['tether', 'codex', 'relay:tether', 'relay:codex'];
+const asked = process.env.TETHER_TEST_TARGET as TargetKind | undefined;
+export const targetKind: TargetKind = asked && KINDS.includes(asked) ? asked : 'tether';
+/** The server the client ends up talking to behaves as Codex's (directly, or behind a relay). */
+export const isCodex = targetKind === 'codex' || targetKind === 'relay:codex';
+/** A relay stands between the client and the server. */
+export const isRelay = targetKind === 'relay:tether' || targetKind === 'relay:codex';
 
 export interface TargetOptions {
   /** Bearer token the server requires (both servers support it). */
@@ -29,6 +36,10 @@ export interface Target {
 }
 
 export async function startTarget(options: TargetOptions = {}): Promise<Target> {
+  if (isRelay) {
+    const { startRelayTarget } = await import('./relay.js');
+    return startRelayTarget(targetKind === 'relay:codex' ? 'codex' : 'tether', options);
+  }
   if (isCodex) {
     const { startCodexServer } = await import('./codex.js');
     return startCodexServer(options);

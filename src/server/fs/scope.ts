@@ -27,9 +27,10 @@ export class FsScope {
   /** Bumped by every watchMissing: a slower earlier call never replaces a newer watch. */
   private watchGeneration = 0;
   private closed = false;
+  private readonly closers: Array<() => void> = [];
 
   constructor(
-    limits: FsScopeLimits,
+    readonly limits: FsScopeLimits,
     /** Delivers `fs/missingChanged` (or keeps it until someone can be told). */
     private readonly notify: (watchId: number) => void,
   ) {
@@ -55,8 +56,15 @@ export class FsScope {
     return started !== null;
   }
 
+  /** Runs `listener` once when the scope closes (a back-end's own per-scope state). */
+  onClose(listener: () => void): void {
+    if (this.closed) listener();
+    else this.closers.push(listener);
+  }
+
   async close(): Promise<void> {
     this.closed = true;
+    for (const listener of this.closers.splice(0)) listener();
     this.watch?.stop();
     this.watch = null;
     await this.handles.closeAll();

@@ -1,0 +1,142 @@
+/**
+ * The relay's back-end (server/backend.ts): every downstream session is served by one
+ * upstream session, held by tether's `ExecClient` (resume, replay, acknowledged output,
+ * exactly-once writes, idempotency keys for mutating fs calls when the upstream is tether).
+ *
+ * `RemoteBackend.connect` first opens one upstream session to learn what the upstream is:
+ * the extensions it accepts (the relay offers its clients those and no more) and its
+ * `environment/info` (answered downstream as it is). Then each downstream session opens its
+ * own upstream session when it is created, and closes it when it expires or is closed. An
+ * upstream session that is lost (expired upstream, the recovery deadline passed, refused)
+ * expires its downstream session: its client hears "unknown session" / "unknown process", as
+ * from a Codex server, never a hang.
+ */
+import type { ExecClientOptions } from '../client/index.js';
+import { ExecClient } from '../client/index.js';
+import { internalError, type EnvironmentInfo, type ExtensionName } from '../protocol/index.js';
+import type { ServerBackend, SessionBackend } from '../server/backend.js';
+import { remoteHttpRequest } from './remote-http.js';
+import { RemoteFsWork } from './remote-fs.js';
+import { spawnRemote } from './remote-child.js';
+
+export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal' | 'extensions'> {
+  /** Told when an upstream session is lost or cannot be opened (stderr in the CLI). */
+  log?: (message: string) => void;
+}
+
+export class RemoteBackend implements ServerBackend {
+  private readonly sessions = new Set<RemoteSession>();
+
+  private constructor(
+    readonly url: string,
+    private readonly options: RemoteBackendOptions,
+    readonly extensions: ReadonlySet<ExtensionName>,
+    private readonly info: EnvironmentInfo,
+  ) {}
+
+  /** Learns what the upstream offers (one session, closed again); rejects as `ExecClient.connect` does. */
+  static async connect(url: string, options: RemoteBackendOptions = {}): Promise<RemoteBackend> {
+    const probe = await ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay' });
+    try {
+      const info = await probe.environmentInfo();
+      return new RemoteBackend(url, options, new Set(probe.extensions), info);
+    } finally {
+      await probe.close();
+    }
+  }
+
+  prepare(): void {
+    // Nothing to ready: no keeper, nothing native (the relay runs on any laptop).
+  }
+
+  openSession(session: { readonly id: string; readonly extensions: ReadonlySet<ExtensionName> }, lost: (reason: string) => void): SessionBackend {
+    const remote = new RemoteSession(this.url, this.options, [...this.extensions], this.info, lost, () => this.sessions.delete(remote));
+    this.sessions.add(remote);
+    return remote;
+  }
+
+  /** Upstream sessions open now (one per live downstream session). */
+  get openSessions(): number {
+    return this.sessions.size;
+  }
+
+  /** Closes every upstream session (the relay is stopping). */
+  async close(): Promise<void> {
+    await Promise.all([...this.sessions].map((s) => s.closeNow()));
+  }
+}
+
+class RemoteSession implements SessionBackend {
+  private readonly connected: Promise<ExecClient>;
+  private current: ExecClient | null = null;
+  private closed = false;
+  readonly fs: RemoteFsWork;
+
+  constructor(
+    url: string,
+    options: RemoteBackendOptions,
+    extensions: ExtensionName[],
+    private readonly info: EnvironmentInfo,
+    lost: (reason: string) => void,
+    private readonly forget: () => void,
+  ) {
+    this.connected = ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay', extensions }).then((client) => {
+      this.current = client;
+      if (this.closed) void client.close();
+      client.on('state', (change) => {
+        if (change.state !== 'failed' || this.closed) return;
+        const reason = `upstream session lost: ${change.reason ?? 'failed'}`;
+        options.log?.(reason);
+        lost(reason);
+      });
+      return client;
+    });
+    this.connected.catch((err: Error) => {
+      if (this.closed) return;
+      options.log?.(`cannot open an upstream session: ${err.message}`);
+      lost(`cannot open an upstream session: ${err.message}`);
+    });
+    this.fs = new RemoteFsWork({ client: () => this.client() });
+  }
+
+  /** The upstream client, once connected; a session that is gone is -32603. */
+  private async client(): Promise<ExecClient> {
+    if (this.closed) throw internalError('upstream session closed');
+    try {
+      return await this.connected;
+    } catch (err) {
+      throw internalError(`upstream unavailable: ${(err as Error).message}`);
+    }
+  }
+
+  async spawn(...[spec, events]: Parameters<SessionBackend['spawn']>) {
+    return spawnRemote(await this.client(), spec, events);
+  }
+
+  async httpRequest(request: Parameters<SessionBackend['httpRequest']>[0]) {
+    return remoteHttpRequest(await this.client(), request);
+  }
+
+  environmentInfo(): EnvironmentInfo {
+    return this.info;
+  }
+
+  async environmentConfig(configPaths: string[][], requirementsPaths: string[][], cwd: string) {
+    return (await this.client()).request<Awaited<ReturnType<SessionBackend['environmentConfig']>>>('environmentConfig/read', {
+      cwd,
+      configPaths,
+      requirementsPaths,
+    });
+  }
+
+  close(): void {
+    void this.closeNow();
+  }
+
+  async closeNow(): Promise<void> {
+    if (this.closed) return;
+    this.closed = true;
+    this.forget();
+    await this.current?.close();
+  }
+}
