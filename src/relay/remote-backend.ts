@@ -19,7 +19,7 @@ import { remoteHttpRequest } from './remote-http.js';
 import { RemoteFsWork } from './remote-fs.js';
 import { spawnRemote } from './remote-child.js';
 
-export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal' | 'extensions'> {
+export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal'> {
   /** Told when an upstream session is lost or cannot be opened (stderr in the CLI). */
   log?: (message: string) => void;
 }
@@ -36,6 +36,7 @@ export class RemoteBackend implements ServerBackend {
 
   /** Learns what the upstream offers (one session, closed again); rejects as `ExecClient.connect` does. */
   static async connect(url: string, options: RemoteBackendOptions = {}): Promise<RemoteBackend> {
+    // `extensions`: what to ask the upstream for (default all; tests ask none to see a Codex upstream's rules).
     const probe = await ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay' });
     try {
       const info = await probe.environmentInfo();

@@ -190,9 +190,11 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     const conn = ctx.conn;
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
     const p = parseParams(Method.initialize, InitializeParamsSchema, params);
-    // Only what the back-end can carry (a relay: what its upstream negotiated); binary output
-    // needs binary messages (a stdio link has none).
+    // Only what the back-end can carry (a relay: what its upstream negotiated). One that
+    // carries none (a relay in front of Codex) answers as Codex does: the member is ignored.
+    // Binary output needs binary messages (a stdio link has none).
     const carried = state.backend.extensions;
+    if (carried?.size === 0) delete p.tether;
     const extensions = acceptExtensions(p.tether).filter((name) => (carried === null || carried.has(name)) && (conn.binaryFrames || name !== 'binaryOutput'));
     let session: Session;
     if (p.resumeSessionId) {
