@@ -81,9 +81,6 @@ export function parseRelayArgs(argv: string[], environment: NodeJS.ProcessEnv = 
   if (to === undefined) throw new UsageError('--to URL is required (the upstream exec-server, ws://HOST:PORT)');
   if (!/^wss?:\/\/[^/]/.test(to)) throw new UsageError(`--to must be a ws:// or wss:// URL (got '${to}')`);
   if (!isLogLevel(logLevel)) throw new UsageError(`--log-level: expected debug, info, warn or error, got '${logLevel}'`);
-  if (listen !== 'stdio' && insecureNoToken && !isLoopbackName(listen.host)) {
-    throw new UsageError(`--insecure-no-token is for a loopback listener only (got ${listen.host})`);
-  }
   if (insecureNoToken && listenTokenFile !== undefined) throw new UsageError('give --listen-token-file or --insecure-no-token, not both');
   return { upstream: { ...parsed.connection, url: to }, listen, listenTokenFile, insecureNoToken, logLevel };
 }
@@ -105,6 +102,12 @@ export async function run(argv: string[]): Promise<void> {
   }
   if (config === 'help') {
     printHelp(USAGE);
+    return;
+  }
+  if (config.listen !== 'stdio' && config.insecureNoToken && !isLoopbackName(config.listen.host)) {
+    // One line: refused, not a usage mistake to be explained.
+    process.stderr.write(`tether relay: refusing --insecure-no-token on ${config.listen.host}: it is for a loopback listener only\n`);
+    process.exitCode = 2;
     return;
   }
   if (config.listen === 'stdio') {

@@ -1,0 +1,105 @@
+/**
+ * `tether relay` from its command line: the listen URL is the first line of stdout; the
+ * downstream token is generated into a 0600 file (and required); --insecure-no-token only on
+ * loopback; --to is required; --listen stdio says plainly it is not in this build.
+ */
+import { spawn } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecClient } from '../src/client/index.js';
+import { startServer, type TetherServer } from '../src/server/index.js';
+import { runTether, tetherArgs } from './helpers/cli.js';
+import { collect } from './helpers/client-util.js';
+
+let upstream: TetherServer;
+let dir: string;
+
+beforeAll(async () => {
+  upstream = await startServer({ port: 0 });
+  dir = mkdtempSync(join(tmpdir(), 'tether-relay-cli-'));
+});
+
+afterAll(async () => {
+  await upstream?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+/** Starts `tether relay args…`; resolves with its first stdout line and a stop function. */
+async function relay(args: string[]): Promise<{ url: string; stderr: () => string; stop: () => Promise<void> }> {
+  const child = spawn(process.execPath, tetherArgs(['relay', ...args]), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
+  let err = '';
+  child.stderr.on('data', (d: Buffer) => (err += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout }).once('line', resolve);
+    child.once('exit', (code) => reject(new Error(`tether relay exited ${code}: ${err}`)));
+  });
+  return {
+    url,
+    stderr: () => err,
+    stop: async () => {
+      child.kill('SIGTERM');
+      await exited;
+    },
+  };
+}
+
+describe('tether relay (CLI)', () => {
+  it('prints its loopback URL first, writes a 0600 token file and requires the token', async () => {
+    const tokenFile = join(dir, 'sub', 'relay.token');
+    const r = await relay(['--to', upstream.url, '--listen-token-file', tokenFile]);
+    try {
+      expect(r.url).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/);
+      expect(statSync(tokenFile).mode & 0o777).toBe(0o600);
+      expect(r.stderr()).toContain(tokenFile);
+      const token = readFileSync(tokenFile, 'utf8').trim();
+      await expect(ExecClient.connect(r.url, { clientName: 'no-token', recoveryDeadlineMs: 1000 })).rejects.toThrow(/401/);
+      const client = await ExecClient.connect(r.url, { clientName: 'relay-cli', token });
+      const proc = client.spawn(['sh', '-c', 'echo through the relay']);
+      expect(await collect(proc.stdout)).toBe('through the relay\n');
+      await client.close();
+    } finally {
+      await r.stop();
+    }
+  });
+
+  it('reuses a token file it is given, and refuses one others can read', async () => {
+    const given = join(dir, 'given.token');
+    writeFileSync(given, 'my-own-token\n', { mode: 0o600 });
+    const r = await relay(['--to', upstream.url, '--listen-token-file', given]);
+    try {
+      const client = await ExecClient.connect(r.url, { clientName: 'relay-cli', token: 'my-own-token' });
+      await client.close();
+    } finally {
+      await r.stop();
+    }
+    const open = join(dir, 'open.token');
+    writeFileSync(open, 'x\n', { mode: 0o644 });
+    const refused = await runTether(['relay', '--to', upstream.url, '--listen-token-file', open]);
+    expect(refused.code).toBe(2);
+    expect(refused.stderr).toMatch(/can be read by other users/);
+  });
+
+  it('--insecure-no-token: none needed on loopback, refused elsewhere; --to required; stdio not yet', async () => {
+    const r = await relay(['--to', upstream.url, '--insecure-no-token']);
+    try {
+      const client = await ExecClient.connect(r.url, { clientName: 'relay-cli' });
+      await client.close();
+    } finally {
+      await r.stop();
+    }
+    const wide = await runTether(['relay', '--to', upstream.url, '--insecure-no-token', '--listen', 'ws://0.0.0.0:0']);
+    expect(wide.code).toBe(2);
+    expect(wide.stderr.trim().split('\n')).toHaveLength(1);
+    expect(wide.stderr).toMatch(/loopback listener only/);
+    const missing = await runTether(['relay']);
+    expect(missing.code).toBe(2);
+    expect(missing.stderr).toMatch(/--to URL is required/);
+    const stdio = await runTether(['relay', '--to', upstream.url, '--listen', 'stdio']);
+    expect(stdio.code).toBe(2);
+    expect(stdio.stderr).toMatch(/stdio: not yet/);
+  });
+});
