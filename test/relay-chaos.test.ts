@@ -161,4 +161,42 @@ describe('tether relay, upstream cut by traffic', () => {
       await shortLived.close();
     }
   });
+
+  it('holds memory bounded while the upstream is down: a write waits past the 64 KiB handover, past the in-flight cap it is refused; the rest land once when it returns', async () => {
+    const relay = await relayTo();
+    const c = await RawClient.connect(relay.url);
+    await c.handshake('relay-bound');
+    await c.request('process/start', { processId: 'cat', argv: ['cat'], cwd: pathToFileURL(dir).href, env: {}, tty: false, pipeStdin: true });
+    // The upstream goes away (refused until healed).
+    const cut = new Promise<void>((resolve) => proxy.once('close', () => resolve()));
+    proxy.refuse(true);
+    proxy.cutAll();
+    await cut;
+    const piece = 32 * 1024;
+    const count = 400; // 12.5 MiB of input (17 MiB as base64): more than a connection may have in flight
+    const pieceOf = (j: number) => Buffer.alloc(piece, 97 + (j % 26));
+    const answers: string[] = [];
+    const replies = Array.from({ length: count }, (_, j) => {
+      const reply = c.call('process/write', { processId: 'cat', chunk: pieceOf(j).toString('base64'), writeId: `w${j}` });
+      void reply.then((f) => answers.push(f.error ? 'refused' : 'accepted'));
+      return reply;
+    });
+    // The last one is past the server's in-flight cap: refused at once, a clear error. By its
+    // answer the relay has read every request.
+    const last = await replies[count - 1]!;
+    expect(last.error?.message).toMatch(/too many bytes of requests in flight/);
+    // Only what the handover took was answered; the rest waits, within the cap (16 MiB).
+    expect(answers.filter((a) => a === 'accepted').length).toBeLessThanOrEqual(2);
+    expect(relay.server.memory.used).toBeLessThan(17 * 1024 * 1024 + 2 * piece);
+    proxy.refuse(false); // the upstream returns: tether's client resumes, the writes flow
+    const frames = await Promise.all(replies);
+    const accepted = frames.map((f, j) => (f.error ? -1 : j)).filter((j) => j >= 0);
+    expect(accepted.length).toBeGreaterThan(count / 2);
+    expect(accepted).toEqual(Array.from({ length: accepted.length }, (_, j) => j)); // a prefix, in order
+    const expected = Buffer.concat(accepted.map(pieceOf));
+    await c.waitFor(() => c.outputBuffer('cat').length >= expected.length, 30_000, true);
+    expect(c.outputBuffer('cat').equals(expected)).toBe(true); // each accepted write once, in order
+    await c.request('process/terminate', { processId: 'cat' });
+    await c.close();
+  });
 });
