@@ -199,4 +199,19 @@ describe('tether relay, upstream cut by traffic', () => {
     await c.request('process/terminate', { processId: 'cat' });
     await c.close();
   });
+
+  it('closeOnDetach (stdio): the downstream connection ending closes the upstream session at once', async () => {
+    const relay = await startRelay({ to: upstream.url, closeOnDetach: true });
+    relays.push(relay);
+    const c = await RawClient.connect(relay.url);
+    await c.handshake('relay-detach');
+    await c.request('process/start', { processId: 'p', argv: ['sleep', '60'], cwd: pathToFileURL(dir).href, env: {}, tty: false });
+    expect(relay.backend.openSessions).toBe(1);
+    const upstreamIds = [...upstream.sessions.keys()];
+    const gone = new Promise<string>((resolve) => upstream.on('session-expired', (id: string) => upstreamIds.includes(id) && resolve(id)));
+    await c.drop();
+    await gone; // closed upstream (session/close), not left detached for its TTL
+    expect(relay.backend.openSessions).toBe(0);
+    expect(relay.server.sessions.size).toBe(0);
+  });
 });

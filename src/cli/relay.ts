@@ -111,7 +111,9 @@ export async function run(argv: string[]): Promise<void> {
     return;
   }
   if (config.listen === 'stdio') {
-    // TODO(issue #25): "the server listens on stdio" once the server has its stdio transport.
+    // TODO(issue #25): "the server listens on stdio" once the server has its stdio transport
+    // (another change): then startRelay({ ..., closeOnDetach: true }) with that listener, so
+    // stdin's end of file closes the upstream session at once.
     process.stderr.write('tether relay: --listen stdio: not yet (the server has no stdio transport in this build)\n');
     process.exitCode = 2;
     return;

@@ -14,6 +14,12 @@ export interface RelayOptions {
   upstream?: RemoteBackendOptions;
   /** The downstream listener (host, port, token, limits), as for `startServer`. */
   server?: TetherServerOptions;
+  /**
+   * A downstream session ends, and its upstream session is closed, as soon as its connection
+   * does (instead of waiting detached for a resume): for stdio, where stdin's end of file is
+   * the client going away and no resume can follow.
+   */
+  closeOnDetach?: boolean;
 }
 
 export interface Relay {
@@ -28,6 +34,7 @@ export interface Relay {
 export async function startRelay(options: RelayOptions): Promise<Relay> {
   const backend = await RemoteBackend.connect(options.to, options.upstream);
   const server = await startServerWith({ host: '127.0.0.1', port: 0, ...options.server }, backend);
+  if (options.closeOnDetach) server.on('session-detached', (id) => server.sessions.get(id)?.close());
   return {
     server,
     backend,
