@@ -39,9 +39,13 @@ export async function spawnRemote(client: ExecClient, spec: ChildSpec, events: C
   // Paused until the server says to read (ManagedProcess.updateFlow), like a local child.
   proc.stdout.pause();
   proc.stderr.pause();
+  // Followed from now: after a cut, tether's client may settle the start by reading the
+  // process back, and its output, exit and close can come with the confirmation.
+  const child = follow(proc, spec.tty, events);
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => {
       proc.off('spawn', onSpawn);
+      child.begin(false);
       // The upstream server's refusal is the answer (its code, its text); anything else is -32603.
       reject(err instanceof RpcError ? err : internalError(err.message));
     };
@@ -52,19 +56,36 @@ export async function spawnRemote(client: ExecClient, spec: ChildSpec, events: C
     proc.once('spawn', onSpawn);
     proc.once('error', onError);
   });
-  return follow(proc, spec.tty, events);
+  child.begin(true);
+  return child.spawned;
 }
 
-function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): SpawnedChild {
+/**
+ * Follows `proc` from before its start is confirmed: its events are held until `begin(true)`,
+ * then delivered after the microtasks that follow the resolution (as spawn.ts does), or
+ * dropped with `begin(false)` (it never started).
+ */
+function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned: SpawnedChild; begin(started: boolean): void } {
   let closed = false;
   let begun = false;
+  let dropped = false;
   const held: Array<() => void> = [];
-  const whenBegun = (event: () => void) => (begun ? event() : held.push(event));
-  // As spawn.ts does: events start after the microtasks that follow the resolution.
-  setImmediate(() => {
-    begun = true;
-    for (const event of held.splice(0)) event();
-  });
+  const whenBegun = (event: () => void) => {
+    if (dropped) return;
+    if (begun) event();
+    else held.push(event);
+  };
+  const begin = (started: boolean) => {
+    if (!started) {
+      dropped = true;
+      held.length = 0;
+      return;
+    }
+    setImmediate(() => {
+      begun = true;
+      for (const event of held.splice(0)) event();
+    });
+  };
   const streams: Array<[NodeJS.ReadableStream & { pause(): unknown; resume(): unknown }, OutputStream]> = [
     [proc.stdout, tty ? 'pty' : 'stdout'],
     [proc.stderr, 'stderr'],
@@ -85,14 +106,20 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): SpawnedCh
     });
     stream.once('error', (err: Error) => whenBegun(() => events.streamError(name, err)));
   }
-  proc.once('exit', (code) => whenBegun(() => events.exit(code)));
-  proc.once('close', () => {
-    upstreamClosed = true;
-    maybeClose();
-  });
+  // Promises, not events: whatever happened before this line is not missed.
+  proc.exited.then(
+    (code) => whenBegun(() => events.exit(code)),
+    () => {},
+  );
+  const gone = proc.closed.then(
+    () => {
+      upstreamClosed = true;
+      maybeClose();
+    },
+    () => {},
+  );
   proc.on('error', () => {}); // reported through the streams and the session's lost hook
-  const gone = proc.closed.catch(() => {});
-  return {
+  const spawned: SpawnedChild = {
     pid: 0,
     stdin: proc.stdin ? handOver(proc.stdin) : null,
     setReading(reading) {
@@ -113,6 +140,7 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): SpawnedCh
     },
     whenGone: gone,
   };
+  return { spawned, begin };
 }
 
 /**
