@@ -25,6 +25,7 @@ export const unitTests = [
   'mcp-framing',
   'protocol-dialect',
   'receive-guard',
+  'relay-handles',
   'server-auth',
   'server-capacity',
   'server-connection-parts',
