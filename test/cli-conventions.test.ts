@@ -10,7 +10,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { runTether, spawnTether } from './helpers/cli.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
-const COMMANDS = ['serve', 'exec', 'cp', 'mcp', 'gateway', 'ps', 'chaos'] as const;
+const COMMANDS = ['serve', 'exec', 'cp', 'mcp', 'gateway', 'ps', 'chaos', 'relay'] as const;
 const version = (JSON.parse(readFileSync(join(import.meta.dirname, '..', 'package.json'), 'utf8')) as { version: string }).version;
 
 let target: TetherTarget;
