@@ -77,6 +77,7 @@ export function parseRelayArgs(argv: string[], environment: NodeJS.ProcessEnv = 
     }
   });
   if (parsed === 'help') return 'help';
+  if (argv.some((a) => a === '--url' || a.startsWith('--url='))) throw new UsageError('the upstream is --to URL (--url is for client commands)');
   if (parsed.operands.length > 0) throw new UsageError(`unexpected argument '${parsed.operands[0]}'`);
   if (to === undefined) throw new UsageError('--to URL is required (the upstream exec-server, ws://HOST:PORT)');
   if (!/^wss?:\/\/[^/]/.test(to)) throw new UsageError(`--to must be a ws:// or wss:// URL (got '${to}')`);
