@@ -83,7 +83,7 @@ describe('tether relay (CLI)', () => {
     expect(refused.stderr).toMatch(/can be read by other users/);
   });
 
-  it('--insecure-no-token: none needed on loopback, refused elsewhere; --to required; stdio not yet', async () => {
+  it('--insecure-no-token: none needed on loopback, refused elsewhere and with stdio; --to required', async () => {
     const r = await relay(['--to', upstream.url, '--insecure-no-token']);
     try {
       const client = await ExecClient.connect(r.url, { clientName: 'relay-cli' });
@@ -98,8 +98,44 @@ describe('tether relay (CLI)', () => {
     const missing = await runTether(['relay']);
     expect(missing.code).toBe(2);
     expect(missing.stderr).toMatch(/--to URL is required/);
-    const stdio = await runTether(['relay', '--to', upstream.url, '--listen', 'stdio']);
+    const stdio = await runTether(['relay', '--to', upstream.url, '--listen', 'stdio', '--insecure-no-token']);
     expect(stdio.code).toBe(2);
-    expect(stdio.stderr).toMatch(/stdio: not yet/);
+    expect(stdio.stderr).toMatch(/does not apply to --listen stdio/);
+  });
+
+  it('--listen stdio: one client on stdin/stdout; stdin EOF closes the upstream session at once, its processes killed', async () => {
+    const child = spawn(process.execPath, tetherArgs(['relay', '--to', upstream.url, '--listen', 'stdio']), { stdio: ['pipe', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const lines = createInterface({ input: child.stdout! });
+    const replies: Array<Record<string, any>> = [];
+    const waiters: Array<() => void> = [];
+    lines.on('line', (line) => {
+      replies.push(JSON.parse(line) as Record<string, any>);
+      waiters.splice(0).forEach((w) => w());
+    });
+    const reply = async (id: number) => {
+      for (;;) {
+        const found = replies.find((r) => r.id === id);
+        if (found) return found;
+        await new Promise<void>((resolve) => waiters.push(resolve));
+      }
+    };
+    const send = (message: object) => child.stdin!.write(`${JSON.stringify(message)}\n`);
+    send({ id: 1, method: 'initialize', params: { clientName: 'stdio-relay' } });
+    expect((await reply(1)).result).toHaveProperty('sessionId');
+    send({ method: 'initialized', params: {} });
+    send({ id: 2, method: 'process/start', params: { processId: 'p', argv: ['sleep', '60'], cwd: 'file:///', env: {}, tty: false } });
+    expect((await reply(2)).result).toEqual({ processId: 'p', sandboxType: 'none' });
+    const upstreamSession = [...upstream.sessions.values()].find((s) => s.processes.has('p'))!;
+    const upstreamProc = upstreamSession.processes.get('p')!;
+    const gone = new Promise<void>((resolve) => upstream.on('session-expired', (id: string) => id === upstreamSession.id && resolve()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    child.stdin!.end();
+    await gone; // the upstream session was closed, not left detached for its TTL
+    await upstreamProc.whenClosed;
+    expect(upstreamProc.exitCode).toBe(137);
+    expect(await exited).toBe(0);
+    expect(err).toMatch(/upstream session was closed/);
   });
 });

@@ -6,7 +6,8 @@
  */
 import { InsecureConfigError } from '../server/index.js';
 import { isLoopbackName } from '../util/loopback.js';
-import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
+import { isLogLevel, stderrLogger, type Logger, type LogLevel } from '../util/logger.js';
+import type { RemoteBackendOptions } from '../relay/remote-backend.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { defaultRelayTokenFile, relayToken } from './relay-token.js';
 import { parseListen } from './serve.js';
@@ -36,6 +37,8 @@ downstream:
   --log-level LEVEL         debug | info | warn | error (default info)
   -h, --help                this text`;
 
+const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+
 /** Recovery deadline upstream when none is given: long, a relay is for flaky links. */
 const DEFAULT_DEADLINE_MS = 5 * 60 * 1000;
 
@@ -60,7 +63,7 @@ export function parseRelayArgs(argv: string[], environment: NodeJS.ProcessEnv = 
         return true;
       case '--listen': {
         const text = value();
-        listen = text === 'stdio' ? 'stdio' : parseListen(text);
+        listen = text === 'stdio' || text === 'stdio://' ? 'stdio' : parseListen(text);
         return true;
       }
       case '--listen-token-file':
@@ -82,6 +85,9 @@ export function parseRelayArgs(argv: string[], environment: NodeJS.ProcessEnv = 
   if (to === undefined) throw new UsageError('--to URL is required (the upstream exec-server, ws://HOST:PORT)');
   if (!/^wss?:\/\/[^/]/.test(to)) throw new UsageError(`--to must be a ws:// or wss:// URL (got '${to}')`);
   if (!isLogLevel(logLevel)) throw new UsageError(`--log-level: expected debug, info, warn or error, got '${logLevel}'`);
+  if (listen === 'stdio' && (insecureNoToken || listenTokenFile !== undefined)) {
+    throw new UsageError(`--${insecureNoToken ? 'insecure-no-token' : 'listen-token-file'} does not apply to --listen stdio (one connection on stdin/stdout, no token)`);
+  }
   if (insecureNoToken && listenTokenFile !== undefined) throw new UsageError('give --listen-token-file or --insecure-no-token, not both');
   return { upstream: { ...parsed.connection, url: to }, listen, listenTokenFile, insecureNoToken, logLevel };
 }
@@ -111,17 +117,17 @@ export async function run(argv: string[]): Promise<void> {
     process.exitCode = 2;
     return;
   }
-  if (config.listen === 'stdio') {
-    // TODO(issue #25): "the server listens on stdio" once the server has its stdio transport
-    // (another change): then startRelay({ ..., closeOnDetach: true }) with that listener, so
-    // stdin's end of file closes the upstream session at once.
-    process.stderr.write('tether relay: --listen stdio: not yet (the server has no stdio transport in this build)\n');
-    process.exitCode = 2;
-    return;
-  }
   // The upstream credential is ours; nothing downstream sees it.
   delete process.env.TETHER_TOKEN;
   const log = stderrLogger(config.logLevel);
+  const upstream = {
+    token,
+    ca,
+    recoveryDeadlineMs: config.upstream.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS,
+    keepaliveTimeoutMs: config.upstream.keepaliveTimeoutMs,
+    log: (message: string) => log('warn', message),
+  };
+  if (config.listen === 'stdio') return relayStdio(config.upstream.url, upstream, log);
   let downstreamToken: string | undefined;
   if (!config.insecureNoToken) {
     const file = config.listenTokenFile ?? defaultRelayTokenFile();
@@ -140,13 +146,7 @@ export async function run(argv: string[]): Promise<void> {
   try {
     relay = await startRelay({
       to: config.upstream.url,
-      upstream: {
-        token,
-        ca,
-        recoveryDeadlineMs: config.upstream.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS,
-        keepaliveTimeoutMs: config.upstream.keepaliveTimeoutMs,
-        log: (message) => log('warn', message),
-      },
+      upstream,
       server: {
         host: config.listen.host,
         port: config.listen.port,
@@ -173,4 +173,31 @@ export async function run(argv: string[]): Promise<void> {
     process.once('SIGTERM', shutdown);
     process.once('SIGHUP', shutdown);
   });
+}
+
+/**
+ * `--listen stdio`: one client on stdin/stdout (a Codex `environments.toml` program), no
+ * token (whoever holds the pipe started us). stdout carries protocol lines only. The end of
+ * stdin closes the upstream session at once (its processes killed), then the relay exits 0.
+ */
+async function relayStdio(to: string, upstream: RemoteBackendOptions, log: Logger): Promise<void> {
+  const { relayOnStdio } = await import('../relay/relay.js');
+  let relay;
+  try {
+    relay = await relayOnStdio({ to, upstream, server: { logger: log } }, process.stdin, process.stdout);
+  } catch (err) {
+    process.stderr.write(`tether relay: cannot start (upstream ${to}): ${(err as Error).message}\n`);
+    process.exitCode = 1;
+    return;
+  }
+  process.stderr.on('error', () => {});
+  const stop = (signal: NodeJS.Signals) => {
+    log('info', `${signal}: closing the upstream session`);
+    void relay.stop();
+  };
+  for (const signal of STOP_SIGNALS) process.on(signal, stop);
+  log('info', `tether relay on stdio, upstream ${to} (one connection; it ends at the end of stdin)`);
+  await relay.served;
+  log('info', 'stdio connection ended: its upstream session was closed');
+  for (const signal of STOP_SIGNALS) process.off(signal, stop);
 }

@@ -3,8 +3,10 @@
  * with the remote back-end, so every downstream session is served by one upstream session
  * (remote-backend.ts). Downstream it is an exec-server like any other.
  */
+import type { Readable, Writable } from 'node:stream';
 import type { TetherServer, TetherServerOptions } from '../server/index.js';
 import { startServerWith } from '../server/server.js';
+import { serveStdio, startStdioServer } from '../server/stdio-listener.js';
 import { RemoteBackend, type RemoteBackendOptions } from './remote-backend.js';
 
 export interface RelayOptions {
@@ -40,6 +42,28 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
     backend,
     url: server.url,
     async close() {
+      await server.close();
+      await backend.close();
+    },
+  };
+}
+
+/**
+ * `tether relay --listen stdio`: the relay's server on one connection over `input`/`output`
+ * (server/stdio-listener.ts). Resolves once that connection has ended — at the end of
+ * `input`, which ends its session at once and so closes its upstream session (its processes
+ * killed) before this resolves — or `stop` was called.
+ */
+export async function relayOnStdio(options: Omit<RelayOptions, 'closeOnDetach'>, input: Readable, output: Writable): Promise<{ stop(): Promise<void>; served: Promise<void> }> {
+  const backend = await RemoteBackend.connect(options.to, options.upstream);
+  const server = startStdioServer(options.server ?? {}, backend);
+  const served = serveStdio(server, input, output).then(async () => {
+    await server.close();
+    await backend.close();
+  });
+  return {
+    served,
+    async stop() {
       await server.close();
       await backend.close();
     },

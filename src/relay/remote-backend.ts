@@ -26,6 +26,8 @@ export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal'> 
 
 export class RemoteBackend implements ServerBackend {
   private readonly sessions = new Set<RemoteSession>();
+  /** Upstream sessions being closed (awaited by `close`). */
+  private readonly closing = new Set<Promise<void>>();
 
   private constructor(
     readonly url: string,
@@ -51,7 +53,11 @@ export class RemoteBackend implements ServerBackend {
   }
 
   openSession(session: { readonly id: string; readonly extensions: ReadonlySet<ExtensionName> }, lost: (reason: string) => void): SessionBackend {
-    const remote = new RemoteSession(this.url, this.options, [...this.extensions], this.info, lost, () => this.sessions.delete(remote));
+    const remote = new RemoteSession(this.url, this.options, [...this.extensions], this.info, lost, (closing) => {
+      this.sessions.delete(remote);
+      this.closing.add(closing);
+      void closing.finally(() => this.closing.delete(closing));
+    });
     this.sessions.add(remote);
     return remote;
   }
@@ -61,16 +67,16 @@ export class RemoteBackend implements ServerBackend {
     return this.sessions.size;
   }
 
-  /** Closes every upstream session (the relay is stopping). */
+  /** Closes every upstream session (the relay is stopping), and waits for those being closed. */
   async close(): Promise<void> {
-    await Promise.all([...this.sessions].map((s) => s.closeNow()));
+    await Promise.all([...[...this.sessions].map((s) => s.closeNow()), ...this.closing]);
   }
 }
 
 class RemoteSession implements SessionBackend {
   private readonly connected: Promise<ExecClient>;
-  private current: ExecClient | null = null;
   private closed = false;
+  private closing: Promise<void> = Promise.resolve();
   readonly fs: RemoteFsWork;
 
   constructor(
@@ -79,11 +85,10 @@ class RemoteSession implements SessionBackend {
     extensions: ExtensionName[],
     private readonly info: EnvironmentInfo,
     lost: (reason: string) => void,
-    private readonly forget: () => void,
+    /** Told once, with the upstream session's closing. */
+    private readonly forget: (closing: Promise<void>) => void,
   ) {
     this.connected = ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay', extensions }).then((client) => {
-      this.current = client;
-      if (this.closed) void client.close();
       client.on('state', (change) => {
         if (change.state !== 'failed' || this.closed) return;
         const reason = `upstream session lost: ${change.reason ?? 'failed'}`;
@@ -134,10 +139,15 @@ class RemoteSession implements SessionBackend {
     void this.closeNow();
   }
 
-  async closeNow(): Promise<void> {
-    if (this.closed) return;
+  closeNow(): Promise<void> {
+    if (this.closed) return this.closing;
     this.closed = true;
-    this.forget();
-    await this.current?.close();
+    // Connected or not yet: the upstream session is closed (its processes killed) either way.
+    this.closing = this.connected.then(
+      (client) => client.close(),
+      () => {},
+    );
+    this.forget(this.closing);
+    return this.closing;
   }
 }
