@@ -63,6 +63,7 @@ export function parseRelayArgs(argv: string[], environment: NodeJS.ProcessEnv = 
         return true;
       case '--listen': {
         const text = value();
+        if (text.startsWith('wss:')) throw new UsageError('--listen: the relay listens on ws:// (loopback) or stdio, not wss://');
         listen = text === 'stdio' || text === 'stdio://' ? 'stdio' : parseListen(text);
         return true;
       }
