@@ -1,6 +1,7 @@
 /** Bearer tokens and aborting: refused credentials are a SessionLostError('auth'), never a retry loop. */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { AuthRefusedError, ExecClient, SessionLostError } from '../src/client/index.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { startTarget, type Target } from './helpers/target.js';
 import { collect } from './helpers/client-util.js';
 
@@ -56,16 +57,23 @@ describe('ExecClient authentication', () => {
     const own = await startTarget({ token: 'first-token-0123456789' });
     const port = Number(new URL(own.url).port);
     let restarted: Target | undefined;
+    const proxy = await ChaosProxy.inFrontOf(own.url);
     try {
-      const client = await ExecClient.connect(own.url, { token: 'first-token-0123456789' });
+      const client = await ExecClient.connect(proxy.url, { token: 'first-token-0123456789' });
       const failed = new Promise<{ error?: Error }>((resolve) => client.on('state', (s) => s.state === 'failed' && resolve(s)));
+      // The link dies silently first (a tether server that stops says so, and the client would
+      // fail with 'stopped' at once: test/server-stop-notice.test.ts); retries are refused meanwhile.
+      proxy.refuse(true);
+      proxy.cutAll();
       await own.stop();
       restarted = await startTarget({ token: 'rotated-token-0123456789', port });
+      proxy.refuse(false);
       const change = await failed;
       expect(change.error).toBeInstanceOf(SessionLostError);
       expect((change.error as SessionLostError).reason).toBe('auth');
       expect((change.error as SessionLostError).cause).toBeInstanceOf(AuthRefusedError);
     } finally {
+      await proxy.close();
       await restarted?.stop();
       await own.stop().catch(() => {});
     }
