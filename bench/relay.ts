@@ -1,0 +1,75 @@
+/**
+ * What `tether relay` costs (issue 25): a raw Codex-dialect client (ws-rpc.ts) against an
+ * upstream directly and through a relay in front of it, in the same run, in alternating blocks
+ * so that other load on the machine hits both paths alike. Upstreams: a tether server, and the
+ * Codex exec-server (BENCH_ONLY=tether|codex for one). Rows: the echo round trip (a line
+ * written to `cat` → its output) and 64 MiB of `head -c` output, start → closed.
+ * Targets: the relay's echo p50 at most 1.5x direct; its throughput at least 80 % of direct.
+ */
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { echoRoundTrip, throughputRun } from './lib/measure.js';
+import { startCodexProcess, startRelayProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+import { ms, summarize, table, verdict } from './lib/stats.js';
+import { WsRpc } from './lib/ws-rpc.js';
+
+const BLOCKS = Number(process.env.BENCH_RELAY_BLOCKS ?? 6);
+const ECHO_PER_BLOCK = Number(process.env.BENCH_RELAY_ECHO ?? 30);
+const THROUGHPUT_PER_BLOCK = Number(process.env.BENCH_RELAY_RUNS ?? 1);
+
+interface Path {
+  name: string;
+  rpc: WsRpc;
+  echo: number[];
+  rates: number[];
+}
+
+async function compare(upstream: BenchServer): Promise<string[][]> {
+  const relay = await startRelayProcess(upstream.url);
+  try {
+    const paths: Path[] = [
+      { name: `${upstream.name} direct`, rpc: await WsRpc.session(upstream.url), echo: [], rates: [] },
+      { name: `${upstream.name} via relay`, rpc: await WsRpc.session(relay.url), echo: [], rates: [] },
+    ];
+    for (let block = 0; block < BLOCKS; block++) {
+      const order = block % 2 === 0 ? paths : [...paths].reverse();
+      for (const p of order) p.echo.push(...(await echoRoundTrip(p.rpc, ECHO_PER_BLOCK, block === 0 ? 10 : 2)));
+      for (const p of order) for (let i = 0; i < THROUGHPUT_PER_BLOCK; i++) p.rates.push(await throughputRun(p.rpc));
+    }
+    for (const p of paths) await p.rpc.close();
+    const [direct, relayed] = paths as [Path, Path];
+    const echoRatio = summarize(relayed.echo).p50 / summarize(direct.echo).p50;
+    const rateRatio = summarize(relayed.rates).p50 / summarize(direct.rates).p50;
+    return [
+      ...paths.map((p) => [p.name, ms(summarize(p.echo).p50), ms(summarize(p.echo).p99), `${summarize(p.rates).p50.toFixed(0)} MiB/s`, '', '']),
+      [`relay / direct (${upstream.name})`, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, verdict(echoRatio <= 1.5), verdict(rateRatio >= 0.8)],
+    ];
+  } finally {
+    await relay.stop();
+  }
+}
+
+export async function run(): Promise<void> {
+  const only = process.env.BENCH_ONLY;
+  const rows: string[][] = [['path', 'echo p50', 'echo p99', '64 MiB p50', 'echo ≤ 1.5x', 'rate ≥ 80 %']];
+  for (const start of [
+    { name: 'tether', up: () => startTetherProcess() },
+    { name: 'codex', up: () => startCodexProcess() },
+  ]) {
+    if (only !== undefined && only !== start.name) continue;
+    const upstream = await start.up();
+    try {
+      rows.push(...(await compare(upstream)));
+    } finally {
+      await upstream.stop();
+    }
+  }
+  process.stdout.write(`\ntether relay against direct (Codex dialect, raw ws client; ${BLOCKS} alternating blocks, ${ECHO_PER_BLOCK} echoes and ${THROUGHPUT_PER_BLOCK} x 64 MiB per block and path)\n`);
+  process.stdout.write(table(rows) + '\n');
+}
+
+// `node --import tsx bench/relay.ts` runs just this one.
+if (process.argv[1] && fileURLToPath(import.meta.url) === path.resolve(process.argv[1])) {
+  await run();
+  process.exit(0);
+}
