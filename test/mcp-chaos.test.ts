@@ -195,11 +195,13 @@ describe('session really lost', () => {
     const own = await startTetherServer({});
     const port = Number(new URL(own.url).port);
     let restarted: Target | undefined;
+    const link = await ChaosProxy.inFrontOf(own.url);
     cleanups.push(async () => {
+      await link.close();
       await restarted?.stop();
       await own.stop().catch(() => {});
     });
-    const transport = new ExecStdioClientTransport({ url: own.url, ...everything, stderr: 'ignore', recoveryDeadlineMs: 10_000 });
+    const transport = new ExecStdioClientTransport({ url: link.url, ...everything, stderr: 'ignore', recoveryDeadlineMs: 10_000 });
     const client = new Client({ name: 'tether-lost', version: '0.0.0' });
     const transportErrors: Error[] = [];
     let closes = 0;
@@ -218,8 +220,13 @@ describe('session really lost', () => {
     expect(text(await client.callTool({ name: 'echo', arguments: { message: 'before' } }))).toBe('Echo: before');
 
     const pending = client.callTool({ name: 'trigger-long-running-operation', arguments: { duration: 30, steps: 3 } });
+    // The link dies silently first (a server that stops says so, and the session would be lost
+    // as 'stopped' at once: test/server-stop-notice.test.ts); retries are refused meanwhile.
+    link.refuse(true);
+    link.cutAll();
     await own.stop();
     restarted = await startTetherServer({ port });
+    link.refuse(false);
 
     await expect(pending).rejects.toThrow(/session .*lost: the server no longer knows the session/);
     await expect.poll(() => closes, { timeout: 15_000 }).toBe(1);
