@@ -182,6 +182,26 @@ describe('serveStdio when the reader goes away', () => {
   });
 });
 
+describe('serveStdio with a reader that stops reading', () => {
+  it('holds the output back (the send buffer stays bounded) and drops the connection after the stall timeout', async () => {
+    server = startStdioServer({ stallTimeoutMs: 300, backpressure: { highWaterBytes: 64 * 1024, lowWaterBytes: 16 * 1024 } });
+    const input = new PassThrough();
+    const output = new PassThrough();
+    const served = serveStdio(server, input, output);
+    const peer = new LinePeer(input, output);
+    await peer.handshake();
+    await peer.call('process/start', { processId: 'y', argv: ['yes', 'x'.repeat(100)], cwd: CWD, env: ENV, tty: false });
+    await peer.waitFor((f) => f.method === 'process/output' && f.params.processId === 'y');
+    const pids = server.childPids();
+    output.pause(); // the parent stops reading its pipe
+    await served;
+    // Dropped as a stalled WebSocket would be: the session is over, `yes` is gone.
+    expect(output.writableLength).toBeLessThan(256 * 1024); // about the high-water mark, not the process log
+    expect(server.sessionCount).toBe(0);
+    expect(pids.filter(running)).toEqual([]);
+  });
+});
+
 describe('tether serve --listen stdio', () => {
   it('serves one connection on stdin/stdout: protocol lines only on stdout, logs on stderr, exit 0 at EOF with no orphan', async () => {
     const child = spawnTether(['serve', '--listen', 'stdio', '--log-level', 'debug'], { stdio: ['pipe', 'pipe', 'pipe'] });
