@@ -1,6 +1,7 @@
-// The supervisor's retry policy alone (src/supervisor/policy.ts): plain values, an injected
-// clock and random source; no timers, no servers.
-import { describe, expect, it } from 'vitest';
+// The supervisor's retry policy alone (src/supervisor/policy.ts) and its attempt scheduler (attempt-scheduler.ts):
+// plain values, an injected clock and random source, fake timers; no servers.
+import { describe, expect, it, vi } from 'vitest';
+import { AttemptScheduler } from '../src/supervisor/attempt-scheduler.js';
 import { RetryPolicy, type RetryPolicyOptions } from '../src/supervisor/policy.js';
 import { DEFAULT_BACKOFF } from '../src/util/backoff.js';
 
@@ -77,5 +78,40 @@ describe('RetryPolicy', () => {
     expect(p.recentCrashes).toBe(0);
     expect(p.streakFailures).toBe(0);
     expect(p.onFailure('crash', 'x')).toEqual({ action: 'schedule', delayMs: 0 });
+  });
+});
+
+describe('AttemptScheduler (fake timers)', () => {
+  it('one attempt in flight (a second caller joins it); a schedule fires one retry, replaced by a later one, cancelled by run()', async () => {
+    vi.useFakeTimers();
+    try {
+      const triggers: string[] = [];
+      let release: (ok: boolean) => void = () => {};
+      const s = new AttemptScheduler((trigger) => {
+        triggers.push(trigger);
+        return new Promise<boolean>((resolve) => (release = resolve));
+      });
+      const a = s.run('initial');
+      expect(s.run('call')).toBe(a);
+      release(false);
+      await a;
+      expect(s.inflight).toBeNull();
+      s.schedule(1000);
+      s.schedule(5000); // replaces the first
+      expect(s.nextRetryAt).toBe(Date.now() + 5000);
+      await vi.advanceTimersByTimeAsync(4999);
+      expect(triggers).toEqual(['initial']);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(triggers).toEqual(['initial', 'retry']);
+      release(true);
+      await s.inflight;
+      s.schedule(1000);
+      void s.run('manual'); // cancels the scheduled one
+      expect(s.nextRetryAt).toBeNull();
+      await vi.advanceTimersByTimeAsync(2000);
+      expect(triggers).toEqual(['initial', 'retry', 'manual']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

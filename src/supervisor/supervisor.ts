@@ -1,6 +1,7 @@
 import { EventEmitter } from 'node:events';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import type { CallToolResult, Implementation, LoggingLevel, Progress, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
+import { AttemptScheduler, type Trigger } from './attempt-scheduler.js';
 import { CallPath } from './calls.js';
 import { Catalog } from './catalog.js';
 import { Connector } from './connector.js';
@@ -33,8 +34,6 @@ export interface CallOptions {
   onprogress?: (progress: Progress) => void;
 }
 
-type Trigger = 'initial' | 'retry' | 'call' | 'manual';
-
 /** How long stop() waits for a server to end politely before killing it. */
 const STOP_BUDGET_MS = 4000;
 
@@ -57,15 +56,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private readonly healthMonitor: HealthMonitor<Connection>;
   private readonly catalog: Catalog;
   private readonly calls: CallPath;
+  private readonly attempts: AttemptScheduler;
 
   private _status: ServerStatus = 'disconnected';
   private stopped = true;
   private everConnected = false;
   /** The attempt in progress or scheduled next, counted from 1 in each streak; 0 while connected. */
   private attemptNo = 0;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private nextRetryAt: number | null = null;
-  private inflight: Promise<boolean> | null = null;
   private conn: Connection | null = null;
   private lastError: string | null = null;
   private connectedAt: number | null = null;
@@ -82,6 +79,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const random = options.random ?? Math.random;
     this.log = options.logger ?? (() => {});
     this.policy = new RetryPolicy(this.options, random);
+    this.attempts = new AttemptScheduler((trigger) => this.attemptOnce(trigger));
     this.catalog = new Catalog(this.options.requestTimeoutMs, this.log, this.name);
     this.healthMonitor = new HealthMonitor<Connection>(this.options, {
       isCurrent: (conn) => conn === this.conn,
@@ -94,8 +92,8 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.calls = new CallPath({
       name: this.name,
       requestTimeoutMs: this.options.requestTimeoutMs,
-      state: () => ({ status: this._status, conn: this.conn, attempt: this.attemptNo, nextRetryMs: msUntil(this.nextRetryAt), lastError: this.lastError }),
-      attemptNow: () => this.runAttempt('call'),
+      state: () => ({ status: this._status, conn: this.conn, attempt: this.attemptNo, nextRetryMs: msUntil(this.attempts.nextRetryAt), lastError: this.lastError }),
+      attemptNow: () => this.attempts.run('call'),
       dropConnection: (conn, reason, failure) => this.dropConnection(conn, reason, failure),
     });
     this.connector = new Connector({
@@ -128,7 +126,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.attemptNo = 1;
     this.policy.newStreak();
     this.setStatus('connecting');
-    await this.runAttempt('initial');
+    await this.attempts.run('initial');
   }
 
   /**
@@ -139,7 +137,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   async stop(budgetMs = STOP_BUDGET_MS): Promise<void> {
     if (this.stopped && this._status === 'disconnected') return;
     this.stopped = true;
-    this.clearRetry();
+    this.attempts.clear();
     this.healthMonitor.stop();
     const conn = this.conn;
     this.conn = null;
@@ -149,7 +147,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     // The connection, and an attempt in progress (aborted rather than waited out).
     const victims = [conn, this.connector.opening].filter((c): c is Connection => c !== null);
     for (const c of victims) c.closedByUs = true;
-    const polite = Promise.all([...victims.map((c) => closeQuietly(c.client, budgetMs)), this.inflight?.catch(() => {})]);
+    const polite = Promise.all([...victims.map((c) => closeQuietly(c.client, budgetMs)), this.attempts.inflight?.catch(() => {})]);
     if (!(await settleWithin(polite, budgetMs))) this.log('warn', `[${this.name}] did not stop within ${budgetMs} ms: killing it`);
     // Always: whatever an attempt opened meanwhile, and anything left in a process group.
     for (const c of [...victims, this.connector.opening].filter((c): c is Connection => c !== null && c !== undefined)) forceClose(c);
@@ -161,13 +159,13 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    * now; failed / requires_reauth → reset the counters and try. Resolves after that attempt.
    */
   async retry(): Promise<ServerDetail> {
-    if (this.inflight) {
-      await this.inflight;
+    if (this.attempts.inflight) {
+      await this.attempts.inflight;
       if (this._status === 'connected') return this.detail();
     }
     this.stopped = false;
     this.policy.reset();
-    this.clearRetry();
+    this.attempts.clear();
     const conn = this.conn;
     if (conn) {
       this.conn = null;
@@ -181,7 +179,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.policy.newStreak();
     this.setStatus('reconnecting');
     this.emit('server_reconnecting', { server: this.name, attempt: this.attemptNo, nextRetryMs: 0 });
-    await this.runAttempt('manual');
+    await this.attempts.run('manual');
     return this.detail();
   }
 
@@ -228,18 +226,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     if (this._status === 'connected') void this.conn?.client.sendRootsListChanged().catch(() => {});
   }
 
-  // ---------------------------------------------------------------- attempts
-
-  /** At most one attempt in flight: a second caller joins the first. */
-  private runAttempt(trigger: Trigger): Promise<boolean> {
-    if (this.inflight) return this.inflight;
-    this.clearRetry();
-    const attempt = this.attemptOnce(trigger).finally(() => {
-      if (this.inflight === attempt) this.inflight = null;
-    });
-    this.inflight = attempt;
-    return attempt;
-  }
+  // ---------------------------------------------------------------- attempts (timed and serialised by attempt-scheduler.ts)
 
   private async attemptOnce(trigger: Trigger): Promise<boolean> {
     const from = this._status;
@@ -308,25 +295,14 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   /** Schedules the next attempt (number attemptNo+1) after `delayMs`. */
   private schedule(delayMs: number): void {
-    this.clearRetry();
+    this.attempts.schedule(delayMs);
     this.attemptNo += 1;
     this.setStatus('reconnecting');
-    this.nextRetryAt = Date.now() + delayMs;
     this.emit('server_reconnecting', { server: this.name, attempt: this.attemptNo, nextRetryMs: delayMs });
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      void this.runAttempt('retry');
-    }, delayMs);
-  }
-
-  private clearRetry(): void {
-    if (this.retryTimer) clearTimeout(this.retryTimer);
-    this.retryTimer = undefined;
-    this.nextRetryAt = null;
   }
 
   private enterStopped(status: 'failed' | 'requires_reauth', reason: string): void {
-    this.clearRetry();
+    this.attempts.clear();
     this.setStatus(status);
     this.log('error', `[${this.name}] ${status}: ${reason}`);
     this.emit('server_failed', { server: this.name, reason, status });
@@ -340,7 +316,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.connectedAt = Date.now();
     this.attemptNo = 0;
     this.policy.newStreak();
-    this.clearRetry();
+    this.attempts.clear();
     this.lastError = null;
     // Initialize and discovery answered: that is the first health check.
     const wasDegraded = this.healthMonitor.connected(this.connectedAt);
@@ -421,7 +397,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   private facts(): StatusFacts {
-    const { name, kind, _status: status, attemptNo: attempt, nextRetryAt, lastError, connectedAt, lastAttemptAt, pid, catalog, policy } = this;
-    return { name, kind, status, attempt, nextRetryAt, lastError, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy };
+    const { name, kind, _status: status, attemptNo: attempt, lastError, connectedAt, lastAttemptAt, pid, catalog, policy } = this;
+    return { name, kind, status, attempt, nextRetryAt: this.attempts.nextRetryAt, lastError, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy };
   }
 }
