@@ -64,7 +64,7 @@ describe('gateway over HTTP', () => {
     expect(Object.keys(body)).toEqual(['servers']);
     expect(body.servers.map((s: any) => s.name)).toEqual(['everything', 'web', 'broken']);
     for (const s of body.servers) {
-      expect(Object.keys(s)).toEqual(['name', 'kind', 'status', 'health', 'attempt', 'nextRetryMs', 'lastError', 'connectedAt', 'tools']);
+      expect(Object.keys(s)).toEqual(['name', 'kind', 'status', 'health', 'attempt', 'nextRetryMs', 'lastError', 'reason', 'lastFailure', 'restarts', 'connectedAt', 'tools']);
     }
     const [ev, web, broken] = body.servers;
     expect(ev).toMatchObject({ kind: 'stdio', status: 'connected', health: 'healthy', attempt: 0, nextRetryMs: null, lastError: null });

@@ -86,6 +86,10 @@ describe('the status page in headless Chromium', () => {
     // The old session is gone on the new server: the entry waits for its (long) backoff.
     await page.locator('tr[data-server="files"] td[data-field="next"]').filter({ hasText: /in \d+ s/ }).waitFor({ timeout: 20_000 });
     expect(await status('files').textContent()).toBe('reconnecting');
+    // Not connected: health is greyed out, never a green `healthy`.
+    const health = page.locator('tr[data-server="files"] td[data-field="health"]');
+    expect(await health.textContent()).toBe('—');
+    expect(await health.getAttribute('class')).toBe('unknown');
     const shot = path.join(dir, 'gateway-status.png');
     await page.screenshot({ path: shot });
     if (process.env.TETHER_SCREENSHOT) copyFileSync(shot, path.resolve(repoRoot, process.env.TETHER_SCREENSHOT));
@@ -94,5 +98,7 @@ describe('the status page in headless Chromium', () => {
     await status('files').filter({ hasText: 'connected' }).waitFor({ timeout: 15_000 });
     expect(await page.evaluate(() => (globalThis as unknown as { marker?: number }).marker)).toBe(42); // the same page, never reloaded
     expect(gateway.get('files')!.status).toBe('connected');
+    // Back, the row keeps the last failure (greyed), with when it recovered and the restarts.
+    await page.locator('tr[data-server="files"] td[data-field="error"].past').filter({ hasText: /^last failure at .*, recovered at .*, restarts 1: / }).waitFor({ timeout: 5000 });
   });
 });

@@ -312,9 +312,9 @@ describe('server-to-client requests with two hosts (HTTP)', () => {
   it('the log level asked of the servers is the most verbose one a host set', async () => {
     await a.client.setLoggingLevel('error');
     await b.client.setLoggingLevel('info');
-    expect((gateway.get('ev') as unknown as { logLevel: string }).logLevel).toBe('info');
+    expect((gateway.get('ev') as unknown as { catalog: { logLevel: string } }).catalog.logLevel).toBe('info');
     await (b.client.transport as StreamableHTTPClientTransport).terminateSession();
     await b.client.close();
-    await until(() => (gateway.get('ev') as unknown as { logLevel: string }).logLevel === 'error', 'the level to follow the remaining host');
+    await until(() => (gateway.get('ev') as unknown as { catalog: { logLevel: string } }).catalog.logLevel === 'error', 'the level to follow the remaining host');
   });
 });

@@ -224,4 +224,34 @@ describe('supervisor, exec kind: status true within a second (issue 15)', () => 
     expect(sup.detail().recentCrashes).toBe(3);
     expect(sup.summary().lastError).toBe("the tether server cannot start 'no-such-mcp-server-xyz': No such file or directory (os error 2)");
   });
+
+  it('behind a plain TCP proxy (tether chaos, no fault), the tether server stopped: not connected within 3 s, whatever the recovery deadline', async () => {
+    const t = await tether();
+    const proxy = await ChaosProxy.start({ targetPort: t.server.port });
+    cleanups.push(() => proxy.close());
+    const { sup } = supervise({ tether: { url: proxy.url, recoveryDeadlineMs: 60_000 } });
+    await sup.start();
+    expect(sup.status).toBe('connected');
+    const left = new Promise<string>((resolve) => sup.on('status', ({ status }) => { if (status !== 'connected') resolve(status); }));
+    await t.stop();
+    // Bounded by an event, not a sleep; before, it stayed connected until the recovery deadline.
+    const status = await Promise.race([left, new Promise<string>((resolve) => setTimeout(() => resolve('still connected after 3 s'), 3000).unref())]);
+    expect(status).toBe('reconnecting');
+    expect(sup.summary()).toMatchObject({ status: 'reconnecting', health: 'unknown', lastError: expect.stringMatching(/^the tether (server cannot be reached|link has been down)/) });
+    await sup.stop();
+  });
+
+  it('a black hole behind a proxy (the socket stays open, nothing comes back) is seen by the 2 s keepalive: not connected within 4 s', async () => {
+    const t = await tether();
+    const proxy = await ChaosProxy.start({ targetPort: t.server.port });
+    cleanups.push(() => proxy.close());
+    const { sup } = supervise({ tether: { url: proxy.url, recoveryDeadlineMs: 60_000 } });
+    await sup.start();
+    const left = new Promise<string>((resolve) => sup.on('status', ({ status }) => { if (status !== 'connected') resolve(status); }));
+    proxy.blackhole(true);
+    const status = await Promise.race([left, new Promise<string>((resolve) => setTimeout(() => resolve('still connected after 4 s'), 4000).unref())]);
+    expect(status).toBe('reconnecting');
+    proxy.blackhole(false);
+    await sup.stop();
+  });
 });

@@ -398,4 +398,45 @@ describe('supervisor policy (fake timers)', () => {
     expect(names().at(-1)).toBe('server_disconnected');
     expect(sup.status).toBe('disconnected');
   });
+
+  it('a refused protocol version (-32022) → failed at once with the reason on the row; not retried by time or by calls; a manual retry tries again', async () => {
+    peer.mode = 'version';
+    const { sup, names } = supervise('stdio', peer, { healthIntervalMs: 0 });
+    await sup.start();
+    expect(sup.status).toBe('failed');
+    expect(names()).toEqual(['server_failed']);
+    expect(sup.summary()).toMatchObject({
+      status: 'failed',
+      health: 'unknown',
+      nextRetryMs: null,
+      reason: expect.stringMatching(/refuses the MCP protocol versions .*Unsupported protocol version/),
+      lastError: expect.stringContaining('Unsupported protocol version'),
+    });
+    await vi.advanceTimersByTimeAsync(3_600_000);
+    const err = await sup.callTool('echo', {}).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(ServerUnavailableError);
+    expect(peer.attempts).toBe(1); // neither the clock nor the call tried again
+    peer.mode = 'ok';
+    expect((await sup.retry()).status).toBe('connected');
+    expect(sup.summary().reason).toBeNull();
+    await sup.stop();
+  });
+
+  it('failed after the crash window: the reason on the row, health not healthy; after a recovery the last failure and the restarts stay', async () => {
+    const { sup } = supervise('stdio', peer, { healthIntervalMs: 0 });
+    await sup.start();
+    expect(sup.summary()).toMatchObject({ health: 'healthy', lastFailure: null, restarts: 0 });
+    peer.mode = 'exit';
+    await peer.kill();
+    await settle();
+    expect(sup.status).toBe('failed');
+    expect(sup.summary()).toMatchObject({ health: 'unknown', reason: expect.stringMatching(/^crashed 3 times within 300 s; last: /) });
+    peer.mode = 'ok';
+    await sup.retry();
+    const s = sup.summary();
+    expect(s).toMatchObject({ status: 'connected', health: 'healthy', lastError: null, reason: null, restarts: 1 });
+    expect(s.lastFailure).toMatchObject({ error: expect.any(String), at: expect.any(String), recoveredAt: expect.any(String) });
+    expect(Date.parse(s.lastFailure!.recoveredAt!)).toBeGreaterThanOrEqual(Date.parse(s.lastFailure!.at));
+    await sup.stop();
+  });
 });

@@ -2,6 +2,8 @@
 // plain values, an injected clock and random source, fake timers; no servers.
 import { describe, expect, it, vi } from 'vitest';
 import { AttemptScheduler } from '../src/supervisor/attempt-scheduler.js';
+import { FailureRecord } from '../src/supervisor/failure-record.js';
+import { LinkWatch } from '../src/supervisor/tether-link.js';
 import { RetryPolicy, type RetryPolicyOptions } from '../src/supervisor/policy.js';
 import { DEFAULT_BACKOFF } from '../src/util/backoff.js';
 
@@ -42,7 +44,7 @@ describe('RetryPolicy', () => {
 
   it('auth stops at once with requires_reauth', () => {
     const { p } = policy();
-    expect(p.onFailure('auth', 'HTTP 401')).toEqual({ action: 'stop', status: 'requires_reauth', reason: 'authorization failed: HTTP 401' });
+    expect(p.onFailure('auth', 'HTTP 401')).toEqual({ action: 'stop', status: 'requires_reauth', reason: 'authorization failed: HTTP 401', permanent: true });
   });
 
   it('a crash restarts at once, until crashLimit crashes within the window', () => {
@@ -110,6 +112,49 @@ describe('AttemptScheduler (fake timers)', () => {
       expect(s.nextRetryAt).toBeNull();
       await vi.advanceTimersByTimeAsync(2000);
       expect(triggers).toEqual(['initial', 'retry', 'manual']);
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+});
+
+describe('FailureRecord (injected clock)', () => {
+  it('keeps the last failure after a recovery, counts recoveries, and a permanent stop until a retry', () => {
+    let now = 1000;
+    const r = new FailureRecord(() => now);
+    r.fail('boom');
+    r.stop('crashed 3 times within 300 s; last: boom', true);
+    expect([r.lastError, r.reason, r.permanent]).toEqual(['boom', 'crashed 3 times within 300 s; last: boom', true]);
+    r.retrying();
+    expect([r.reason, r.permanent]).toEqual([null, false]);
+    now = 5000;
+    r.connected();
+    expect(r.lastError).toBeNull();
+    expect(r.lastFailure).toEqual({ error: 'boom', at: 1000, recoveredAt: 5000 });
+    r.connected(); // connected again without a failure between: no new recovery
+    expect(r.restarts).toBe(1);
+  });
+});
+
+describe('LinkWatch (fake timers)', () => {
+  it('a short drop gives no verdict; a recovery longer than the grace, or a failed attempt, is down; connected again is up', async () => {
+    vi.useFakeTimers();
+    try {
+      const verdicts: string[] = [];
+      const w = new LinkWatch({ down: (reason) => verdicts.push(`down: ${reason}`), up: () => verdicts.push('up') }, 1000);
+      const change = (state: 'connected' | 'recovering', reason?: string) => w.onState({ state, previous: state === 'connected' ? 'recovering' : 'connected', generation: 1, attempt: 1, reason });
+      change('recovering');
+      await vi.advanceTimersByTimeAsync(999);
+      change('connected');
+      await vi.advanceTimersByTimeAsync(5000);
+      expect(verdicts).toEqual([]);
+      change('recovering', 'no pong within 2000 ms (link dead)');
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(verdicts).toEqual(['down: the tether link has been down for 1.0 s (no pong within 2000 ms (link dead))']);
+      w.onRetry({ attempt: 1, error: Object.assign(new Error('socket hang up'), { code: 'ECONNRESET' }) });
+      expect(verdicts.at(-1)).toBe('down: the tether server cannot be reached (socket hang up)');
+      change('connected');
+      expect(verdicts.at(-1)).toBe('up');
     } finally {
       vi.useRealTimers();
     }

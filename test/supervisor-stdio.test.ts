@@ -68,6 +68,23 @@ describe('supervisor with real stdio servers', () => {
     expect(events.at(-1)).toEqual(['server_disconnected', expect.objectContaining({ wasIntentional: true })]);
   });
 
+  it('a start-up banner on stderr is not an error: killed later, the failure kept after the restart does not quote it', async () => {
+    const script = `process.stderr.write('Knowledge Graph MCP Server running on stdio\\n'); import(${JSON.stringify(everything.args[0])})`;
+    const sup = new ServerSupervisor({ name: 'banner', kind: 'stdio', command: node, args: ['-e', script] }, fast);
+    const events = watch(sup);
+    await sup.start();
+    expect(sup.status).toBe('connected');
+    const reconnected = once(sup, 'server_reconnected');
+    process.kill(sup.pid!, 'SIGKILL');
+    await reconnected;
+    const { lastFailure, restarts, lastError } = sup.summary();
+    expect(lastError).toBeNull();
+    expect(restarts).toBe(1);
+    expect(lastFailure).toMatchObject({ error: expect.stringContaining('SIGKILL'), recoveredAt: expect.any(String) });
+    expect(lastFailure!.error).not.toContain('Knowledge Graph');
+    expect(JSON.stringify(events)).not.toContain('Knowledge Graph');
+  });
+
   it('a command that exits at once → failed after 3 crashes, with the exit code and stderr in lastError', async () => {
     const sup = new ServerSupervisor(
       { name: 'broken', kind: 'stdio', command: node, args: ['-e', "process.stderr.write('missing API key\\n'); process.exit(3)"] },

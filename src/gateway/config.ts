@@ -49,6 +49,7 @@ const TetherSchema = z.strictObject({
   tokenFile: z.string().min(1).optional(),
   token: z.string().min(1).optional(),
   recoveryDeadlineMs: positiveMs.optional(),
+  keepaliveTimeoutMs: positiveMs.optional(),
 });
 
 const stringRecord = z.record(z.string(), z.string());
@@ -206,6 +207,7 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
           token: e.tether.token === undefined ? undefined : x(e.tether.token, 'tether.token'),
           tokenFile: e.tether.tokenFile === undefined ? undefined : localPath(baseDir, x(e.tether.tokenFile, 'tether.tokenFile')),
           recoveryDeadlineMs: e.tether.recoveryDeadlineMs,
+          keepaliveTimeoutMs: e.tether.keepaliveTimeoutMs,
         },
       };
     } else {

@@ -1,6 +1,7 @@
 /**
  * The status page at `/` of the gateway's HTTP listener: one static page, no build step, no
- * framework. One row per server (status, health, tools, attempt, next retry, last error),
+ * framework. One row per server (status, health, tools, attempt, next retry, and why it
+ * failed, the current error, or the last failure after a recovery),
  * kept live by the server-sent events of /events (a `server_status` event per change), a
  * retry button per server and one for all. Served as a string so packaging needs nothing.
  */
@@ -23,7 +24,7 @@ export const STATUS_PAGE_HTML = `<!doctype html>
   .connected { color: var(--ok); }
   .connecting, .reconnecting { color: var(--warn); }
   .failed, .requires_reauth { color: var(--bad); }
-  .disconnected, .unknown { color: var(--muted); }
+  .disconnected, .unknown, .past { color: var(--muted); }
   button { font: inherit; padding: .15rem .6rem; cursor: pointer; }
   .bar { display: flex; gap: 1rem; align-items: center; margin-bottom: .75rem; }
 </style>
@@ -73,12 +74,26 @@ function render(s) {
   status.textContent = s.status;
   status.className = 'status ' + s.status;
   const health = cell(row, 'health');
-  health.textContent = s.health;
-  health.className = s.health === 'degraded' ? 'reconnecting' : s.health === 'healthy' ? 'connected' : 'unknown';
+  // Health is only what the probes of a live connection say: greyed out otherwise.
+  const live = s.status === 'connected';
+  health.textContent = live ? s.health : '—';
+  health.className = !live ? 'unknown' : s.health === 'degraded' ? 'reconnecting' : s.health === 'healthy' ? 'connected' : 'unknown';
   cell(row, 'tools').textContent = String(s.tools.length);
   cell(row, 'attempt').textContent = s.attempt ? String(s.attempt) : '';
-  cell(row, 'error').textContent = s.lastError || '';
+  cell(row, 'error').textContent = describeError(s);
+  cell(row, 'error').classList.toggle('past', !s.reason && !s.lastError);
   tick();
+}
+
+// Why it stopped (failed: "crashed 3 times within 300 s; last: …"), else the current error,
+// else the last failure, kept after a recovery.
+function describeError(s) {
+  if (s.reason) return s.reason;
+  if (s.lastError) return s.lastError;
+  const f = s.lastFailure;
+  if (!f) return '';
+  const at = (iso) => new Date(iso).toLocaleTimeString();
+  return 'last failure at ' + at(f.at) + (f.recoveredAt ? ', recovered at ' + at(f.recoveredAt) : '') + ', restarts ' + s.restarts + ': ' + f.error;
 }
 
 function tick() {

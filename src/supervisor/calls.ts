@@ -21,6 +21,8 @@ export interface CallState {
   attempt: number;
   nextRetryMs: number | null;
   lastError: string | null;
+  /** Stopped for a reason no attempt can change (a refused protocol version, credentials). */
+  permanent: boolean;
 }
 
 /** What the call path needs of its supervisor. */
@@ -73,7 +75,7 @@ export class CallPath {
     // The tether server refuses connections: say so now rather than wait for the session's
     // recovery deadline (a new session would not help while nobody listens).
     if (before.conn?.linkDown) throw this.unavailable();
-    if (before.status === 'connecting' || before.status === 'reconnecting' || before.status === 'failed') {
+    if (before.status === 'connecting' || before.status === 'reconnecting' || (before.status === 'failed' && !before.permanent)) {
       // Joins the attempt in flight, or cancels the scheduled retry and tries at once: one
       // attempt per call, bounded by connectTimeoutMs.
       await this.host.attemptNow();

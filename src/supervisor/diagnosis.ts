@@ -8,7 +8,7 @@ import { SessionLostError } from '../client/errors.js';
 import { RpcError } from '../protocol/errors.js';
 import { TimeoutError } from '../util/timeouts.js';
 import type { Connection } from './connection.js';
-import { errorText, isAuthError, isConnectionClosed, isRequestTimeout, isTransportLoss, REMOTE_SPAWN_REFUSAL_PREFIX, SDK_NOT_CONNECTED, SDK_SSE_GAVE_UP, SDK_SSE_STREAM } from './errors.js';
+import { errorText, isAuthError, isConnectionClosed, isRequestTimeout, isTransportLoss, isVersionRefusal, REMOTE_SPAWN_REFUSAL_PREFIX, SDK_NOT_CONNECTED, SDK_SSE_GAVE_UP, SDK_SSE_STREAM } from './errors.js';
 import type { FailureKind } from './policy.js';
 import { summarizeStderr } from './stderr-summary.js';
 import { describeExit } from './transports.js';
@@ -69,6 +69,7 @@ function isTimeout(err: unknown): boolean {
 export function classifyFailure(kind: ServerKind, err: unknown, conn: Connection | undefined): FailureKind {
   const errors = [err, ...(conn?.errors ?? [])];
   if (errors.some(isAuthError)) return 'auth';
+  if (errors.some(isVersionRefusal)) return 'refused';
   if (kind === 'http') return 'loss';
   // exec: an unreachable tether server or a lost session is a loss, not a crash of the MCP server.
   if (kind === 'exec' && errors.some(isRemoteLoss)) return 'loss';
@@ -91,7 +92,8 @@ export function describeFailure(spec: ServerSpec, err: unknown, conn: Connection
   const spawnRefused = spec.kind === 'exec' && err instanceof RpcError;
   // A tether server's message names the command (or the cwd) itself: not twice.
   const refusal = spawnRefused ? errorText(err) : '';
-  const says = (e: unknown) => isConnectionClosed(e) || e instanceof TransportClosedError || (e instanceof Error && SDK_NOT_CONNECTED.test(errorText(e)));
+  // (Nor does EPIPE: writing initialize to a process that had already exited.)
+  const says = (e: unknown) => isConnectionClosed(e) || e instanceof TransportClosedError || (e as { code?: unknown } | undefined)?.code === 'EPIPE' || (e instanceof Error && SDK_NOT_CONNECTED.test(errorText(e)));
   const text = spawnRefused
     ? refusal.startsWith(REMOTE_SPAWN_REFUSAL_PREFIX)
       ? `the tether server ${refusal}`

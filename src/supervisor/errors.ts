@@ -24,6 +24,12 @@ const FETCH_FAILED = /fetch failed|terminated|network/i;
  * side closed".
  */
 const LINK_GONE = /Not connected|socket hang up|other side closed/i;
+/**
+ * A protocol version refused: the spec's error code (-32022, "Unsupported protocol version"),
+ * or the MCP SDK client's own words when the server answers with a version it does not speak.
+ */
+const UNSUPPORTED_PROTOCOL_VERSION = -32022;
+const SDK_VERSION_REFUSED = /protocol version is not supported|Unsupported protocol version|did not offer pinned protocol version/i;
 /** The MCP SDK's own text (above), case as it writes it. */
 export const SDK_NOT_CONNECTED = /Not connected/;
 /**
@@ -103,6 +109,13 @@ export function isAuthError(err: unknown): boolean {
   if (AUTH_WORDS.test(e.message)) return true;
   const cause = (e as { cause?: unknown }).cause;
   return cause !== undefined && cause !== err && isAuthError(cause);
+}
+
+/** The server refuses the protocol version offered (no other attempt will change that). */
+export function isVersionRefusal(err: unknown): boolean {
+  if (!(err instanceof Error)) return false;
+  if ((err as { code?: unknown }).code === UNSUPPORTED_PROTOCOL_VERSION) return true;
+  return SDK_VERSION_REFUSED.test(err.message);
 }
 
 /** The peer went away (connection closed, process gone). */

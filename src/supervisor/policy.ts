@@ -5,6 +5,8 @@
  * backoff jitter) are injected, so it is tested with plain values.
  *
  * - auth: retrying with the same credentials cannot help → stop `requires_reauth`.
+ * - refused: the server refuses every protocol version we speak; no retry can change that
+ *   → stop `failed`, permanent (not even a call tries again; a manual retry or reload does).
  * - crash (stdio/exec server exited on its own): restart at once, until `crashLimit` crashes
  *   within `crashWindowMs` → stop `failed`.
  * - loss (link, network, HTTP server): exponential backoff with jitter, at most `maxRetries`
@@ -13,11 +15,11 @@
 import { backoffDelay, type BackoffPolicy } from '../util/backoff.js';
 import { CrashWindow } from './crash-window.js';
 
-export type FailureKind = 'auth' | 'crash' | 'loss';
+export type FailureKind = 'auth' | 'refused' | 'crash' | 'loss';
 
 export type RetryDecision =
   | { action: 'schedule'; delayMs: number }
-  | { action: 'stop'; status: 'failed' | 'requires_reauth'; reason: string }
+  | { action: 'stop'; status: 'failed' | 'requires_reauth'; reason: string; permanent?: boolean }
   /** Nothing to do: the server stays where it is (a call's probe of a failed server). */
   | { action: 'none' };
 
@@ -72,7 +74,8 @@ export class RetryPolicy {
    */
   onFailure(failure: FailureKind, lastError: string | null, staysFailed = false): RetryDecision {
     this.streak += 1;
-    if (failure === 'auth') return { action: 'stop', status: 'requires_reauth', reason: `authorization failed: ${lastError}` };
+    if (failure === 'auth') return { action: 'stop', status: 'requires_reauth', reason: `authorization failed: ${lastError}`, permanent: true };
+    if (failure === 'refused') return { action: 'stop', status: 'failed', reason: `the server refuses the MCP protocol versions the gateway speaks: ${lastError}`, permanent: true };
     if (failure === 'crash') {
       const limitReached = this.crashes.record();
       if (staysFailed) return { action: 'none' }; // already failed and announced: a call's probe adds no event

@@ -3,6 +3,7 @@
  * detail of `get_server_status` / `GET /mcp/servers/:name`, built from its parts' facts.
  */
 import type { Catalog } from './catalog.js';
+import type { FailureRecord } from './failure-record.js';
 import type { HealthMonitor } from './health.js';
 import type { RetryPolicy } from './policy.js';
 import type { ServerDetail, ServerKind, ServerStatus, ServerSummary } from './types.js';
@@ -14,7 +15,7 @@ export interface StatusFacts {
   attempt: number;
   /** Epoch ms, or null. */
   nextRetryAt: number | null;
-  lastError: string | null;
+  failures: FailureRecord;
   connectedAt: number | null;
   lastAttemptAt: number | null;
   pid: number | null;
@@ -30,14 +31,20 @@ export function msUntil(at: number | null): number | null {
 }
 
 export function summarize(f: StatusFacts): ServerSummary {
+  const last = f.failures.lastFailure;
   return {
     name: f.name,
     kind: f.kind,
     status: f.status,
-    health: f.health.health,
+    // Health is what the probes of a live connection found: a server that is not connected
+    // is not `healthy`, whatever its last connection's probes said.
+    health: f.status === 'connected' ? f.health.health : 'unknown',
     attempt: f.attempt,
     nextRetryMs: msUntil(f.nextRetryAt),
-    lastError: f.lastError,
+    lastError: f.failures.lastError,
+    reason: f.failures.reason,
+    lastFailure: last ? { error: last.error, at: new Date(last.at).toISOString(), recoveredAt: isoOrNull(last.recoveredAt) } : null,
+    restarts: f.failures.restarts,
     connectedAt: isoOrNull(f.connectedAt),
     tools: f.catalog.lists.tools.map((t) => t.name),
   };
@@ -57,7 +64,7 @@ export function detailOf(f: StatusFacts): ServerDetail {
     // The names other MCP gateways use for the same facts, so their clients read ours.
     retryCount: f.policy.retryCount,
     lastRetryTime: isoOrNull(f.lastAttemptAt),
-    errorMessage: f.lastError,
+    errorMessage: f.failures.lastError,
     serverInfo: serverInfo ? { name: serverInfo.name, version: serverInfo.version } : null,
     capabilities,
     resources: lists.resources.map((r) => r.uri),

@@ -7,11 +7,12 @@ import { Catalog } from './catalog.js';
 import { Connector } from './connector.js';
 import { closeQuietly, forceClose, pidOf, type Connection } from './connection.js';
 import { classifyFailure, describeFailure, isLostSseStream, TransportClosedError } from './diagnosis.js';
-import { errorText, isAuthError, isRefusal } from './errors.js';
+import { errorText, isAuthError } from './errors.js';
+import { FailureRecord } from './failure-record.js';
 import { HealthMonitor } from './health.js';
 import { RetryPolicy, type FailureKind, type RetryDecision } from './policy.js';
 import { detailOf, msUntil, summarize, type StatusFacts } from './status-report.js';
-import type { LinkRetry, LinkStateChange } from './tether-link.js';
+import { LinkWatch } from './tether-link.js';
 import { createTransport, type TransportFactory } from './transports.js';
 import { settleWithin } from '../util/timeouts.js';
 import { resolveSupervisorOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
@@ -64,7 +65,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   /** The attempt in progress or scheduled next, counted from 1 in each streak; 0 while connected. */
   private attemptNo = 0;
   private conn: Connection | null = null;
-  private lastError: string | null = null;
+  private readonly failures = new FailureRecord();
   private connectedAt: number | null = null;
   private lastAttemptAt: number | null = null;
 
@@ -92,7 +93,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.calls = new CallPath({
       name: this.name,
       requestTimeoutMs: this.options.requestTimeoutMs,
-      state: () => ({ status: this._status, conn: this.conn, attempt: this.attemptNo, nextRetryMs: msUntil(this.attempts.nextRetryAt), lastError: this.lastError }),
+      state: () => ({ status: this._status, conn: this.conn, attempt: this.attemptNo, nextRetryMs: msUntil(this.attempts.nextRetryAt), lastError: this.lastError, permanent: this.failures.permanent }),
       attemptNow: () => this.attempts.run('call'),
       dropConnection: (conn, reason, failure) => this.dropConnection(conn, reason, failure),
     });
@@ -103,11 +104,12 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       connectTimeoutMs: this.options.connectTimeoutMs,
       catalog: this.catalog,
       watcher: { onClose: (c) => this.onTransportClosed(c), onError: (c, error) => this.onTransportError(c, error), onListChanged: (c, list) => void this.refresh(c, list) },
-      linkListener: (conn) => ({ onRetry: (e) => this.onLinkRetry(conn, e), onState: (c) => this.onLinkState(conn, c) }),
+      linkListener: (conn) => new LinkWatch({ down: (reason, attempt) => this.onLinkDown(conn, reason, attempt), up: (attempt) => this.onLinkUp(conn, attempt) }),
     });
   }
 
   get status(): ServerStatus { return this._status; }
+  private get lastError(): string | null { return this.failures.lastError; }
   get health(): ServerHealth { return this.healthMonitor.health; }
   get tools(): Tool[] { return this.catalog.lists.tools; }
   get resources(): Resource[] { return this.catalog.lists.resources; }
@@ -165,6 +167,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     }
     this.stopped = false;
     this.policy.reset();
+    this.failures.retrying();
     this.attempts.clear();
     const conn = this.conn;
     if (conn) {
@@ -196,11 +199,6 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    */
   request(method: string, params: Record<string, unknown> | undefined, opts: CallOptions = {}): Promise<Result> {
     return this.calls.request(method, params, opts);
-  }
-
-  /** The log level hosts asked for, or null for the server's default (kept by the catalog; test/gateway-surface reads it here). */
-  private get logLevel(): LoggingLevel | null {
-    return this.catalog.logLevel;
   }
 
   /** The log level hosts want (the most verbose one asked), for this and every later connection. */
@@ -238,7 +236,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const outcome = await this.connector.attempt();
     if (!outcome.ok) {
       if (this.stopped) return false;
-      this.lastError = outcome.reason;
+      this.failures.fail(outcome.reason);
       this.log('warn', `[${this.name}] attempt ${attemptNo} failed (${outcome.failure}): ${this.lastError}`);
       this.afterFailure(outcome.failure, trigger === 'call' && from === 'failed');
       return false;
@@ -254,35 +252,34 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   }
 
   /**
-   * exec: the tether client hides short drops, but a tether server that refuses connections
-   * is not a short drop. The first refused recovery attempt makes the status `reconnecting`
-   * (calls fail fast saying why); the session still counts as lost only when the server
-   * says it does not know it or the recovery deadline passes (a refused connection can be
-   * an ssh tunnel coming back), and a resumed session is `connected` again (onLinkState).
+   * exec: the link is down (tether-link.ts decides when: not for a short drop). The status is
+   * `reconnecting` at once (calls fail fast saying why); the session still counts as lost
+   * only when the server says it does not know it or the recovery deadline passes (an ssh
+   * tunnel can come back), and a resumed session is `connected` again (onLinkUp).
    */
-  private onLinkRetry(conn: Connection, e: LinkRetry): void {
-    if (conn !== this.conn || !isRefusal(e.error)) return;
+  private onLinkDown(conn: Connection, reason: string, attempt: number): void {
+    if (conn !== this.conn) return;
     const first = conn.linkDown === null;
-    conn.linkDown = errorText(e.error);
-    this.attemptNo = e.attempt + 1;
-    this.lastError = `the tether server refuses connections (${conn.linkDown}); the session is kept until it resumes, the server no longer knows it, or the recovery deadline passes`;
+    conn.linkDown = reason;
+    this.attemptNo = attempt + 1;
+    this.failures.fail(`${reason}; the session is kept until it resumes, the server no longer knows it, or the recovery deadline passes`);
     if (!first) return;
     this.healthMonitor.stop();
     this.connectedAt = null;
     this.log('warn', `[${this.name}] tether link down: ${this.lastError}`);
     this.setStatus('reconnecting');
-    this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError });
+    this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError ?? undefined });
   }
 
-  private onLinkState(conn: Connection, change: LinkStateChange): void {
-    if (conn !== this.conn || change.state !== 'connected' || conn.linkDown === null) return;
+  private onLinkUp(conn: Connection, attempt: number): void {
+    if (conn !== this.conn || conn.linkDown === null) return;
     conn.linkDown = null;
     this.attemptNo = 0;
-    this.lastError = null;
+    this.failures.connected();
     this.connectedAt = Date.now();
     this.setStatus('connected');
     this.log('info', `[${this.name}] tether session resumed`);
-    this.emit('server_reconnected', { server: this.name, attemptsTaken: Math.max(1, change.attempt), capabilities: this.catalog.capabilities });
+    this.emit('server_reconnected', { server: this.name, attemptsTaken: Math.max(1, attempt), capabilities: this.catalog.capabilities });
     this.healthMonitor.schedule(conn);
   }
 
@@ -290,7 +287,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
   private afterFailure(failure: FailureKind, staysFailed: boolean): void {
     const decision: RetryDecision = this.policy.onFailure(failure, this.lastError, staysFailed);
     if (decision.action === 'schedule') this.schedule(decision.delayMs);
-    else if (decision.action === 'stop') this.enterStopped(decision.status, decision.reason);
+    else if (decision.action === 'stop') this.enterStopped(decision.status, decision.reason, decision.permanent);
   }
 
   /** Schedules the next attempt (number attemptNo+1) after `delayMs`. */
@@ -301,8 +298,9 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.emit('server_reconnecting', { server: this.name, attempt: this.attemptNo, nextRetryMs: delayMs });
   }
 
-  private enterStopped(status: 'failed' | 'requires_reauth', reason: string): void {
+  private enterStopped(status: 'failed' | 'requires_reauth', reason: string, permanent = false): void {
     this.attempts.clear();
+    this.failures.stop(reason, permanent);
     this.setStatus(status);
     this.log('error', `[${this.name}] ${status}: ${reason}`);
     this.emit('server_failed', { server: this.name, reason, status });
@@ -312,12 +310,14 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     const attemptsTaken = Math.max(1, this.attemptNo);
     const reconnect = this.everConnected;
     this.conn = conn;
+    // What it wrote while starting (a banner) explains nothing of a later end: only what follows does.
+    conn.stderrTail = '';
     this.everConnected = true;
     this.connectedAt = Date.now();
     this.attemptNo = 0;
     this.policy.newStreak();
     this.attempts.clear();
-    this.lastError = null;
+    this.failures.connected();
     // Initialize and discovery answered: that is the first health check.
     const wasDegraded = this.healthMonitor.connected(this.connectedAt);
     this.setStatus('connected');
@@ -369,7 +369,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       conn.closedByUs = true;
       void closeQuietly(conn.client);
     }
-    this.lastError = reason;
+    this.failures.fail(reason);
     this.attemptNo = 0;
     this.policy.newStreak();
     this.log('warn', `[${this.name}] connection lost (${failure}): ${reason}`);
@@ -388,16 +388,11 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.emit('status', { server: this.name, status, previous });
   }
 
-  summary(): ServerSummary {
-    return summarize(this.facts());
-  }
-
-  detail(): ServerDetail {
-    return detailOf(this.facts());
-  }
+  summary(): ServerSummary { return summarize(this.facts()); }
+  detail(): ServerDetail { return detailOf(this.facts()); }
 
   private facts(): StatusFacts {
-    const { name, kind, _status: status, attemptNo: attempt, lastError, connectedAt, lastAttemptAt, pid, catalog, policy } = this;
-    return { name, kind, status, attempt, nextRetryAt: this.attempts.nextRetryAt, lastError, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy };
+    const { name, kind, _status: status, attemptNo: attempt, failures, connectedAt, lastAttemptAt, pid, catalog, policy } = this;
+    return { name, kind, status, attempt, nextRetryAt: this.attempts.nextRetryAt, failures, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy };
   }
 }

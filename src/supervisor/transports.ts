@@ -30,6 +30,9 @@ export const createTransport: TransportFactory = async (spec) => {
   }
 };
 
+/** The keepalive timeout of the gateway's exec links (a ping every third of it). */
+export const EXEC_KEEPALIVE_TIMEOUT_MS = 2000;
+
 // Loaded on first use: a gateway without exec servers does not pay for the tether client.
 async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
   const { ExecStdioClientTransport } = await import('../mcp/index.js');
@@ -44,6 +47,9 @@ async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
     token,
     clientName: `tether-gateway/${spec.name}`,
     recoveryDeadlineMs: spec.tether.recoveryDeadlineMs,
+    // A black hole (a dead peer behind a proxy or tunnel that keeps the socket open) is seen
+    // in seconds, not after the client's default 10 s: the status must not say connected.
+    keepaliveTimeoutMs: spec.tether.keepaliveTimeoutMs ?? EXEC_KEEPALIVE_TIMEOUT_MS,
   });
 }
 

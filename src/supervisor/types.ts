@@ -33,6 +33,8 @@ export interface ExecServerSpec extends StdioLike {
     /** Read again before every connection attempt, so a rotated token is picked up. */
     tokenFile?: string;
     recoveryDeadlineMs?: number;
+    /** An unanswered ping older than this means the link is dead (default 2000 ms). */
+    keepaliveTimeoutMs?: number;
   };
 }
 
@@ -106,7 +108,14 @@ export interface ServerSummary {
   health: ServerHealth;
   attempt: number;
   nextRetryMs: number | null;
+  /** What explains the current status; null while connected. */
   lastError: string | null;
+  /** Why automatic retries stopped (`failed`, `requires_reauth`: "crashed 3 times within 300 s; last: …"), else null. */
+  reason: string | null;
+  /** The last failure, kept after the server is back (`recoveredAt`), or null if it never failed. */
+  lastFailure: { error: string; at: string; recoveredAt: string | null } | null;
+  /** Times the server was connected again after a failure. */
+  restarts: number;
   connectedAt: string | null;
   tools: string[];
 }

@@ -11,7 +11,8 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { z } from 'zod';
 import type { TransportFactory } from '../../src/supervisor/index.js';
 
-export type PeerMode = 'ok' | 'refuse' | 'auth' | 'exit' | 'hang';
+/** `version`: answers initialize (and server/discover) with -32022, refusing every protocol version. */
+export type PeerMode = 'ok' | 'refuse' | 'auth' | 'exit' | 'hang' | 'version';
 export type PingMode = 'ok' | 'error' | 'hang' | 'unsupported' | 'refuse';
 
 export class MemoryMcpPeer {
@@ -66,6 +67,9 @@ export class MemoryMcpPeer {
   /** Returns true to swallow an outgoing message; may answer it instead. */
   private intercept(msg: JSONRPCMessage): boolean | JSONRPCMessage {
     if (!('method' in msg) || !('id' in msg)) return false;
+    if (this.mode === 'version' && (msg.method === 'initialize' || msg.method === 'server/discover')) {
+      return { jsonrpc: '2.0', id: msg.id, error: { code: -32022, message: 'Unsupported protocol version: 2025-11-25', data: { supported: ['2026-07-28'] } } };
+    }
     if (msg.method === 'tools/list') {
       this.listToolsCalls++;
       if (this.failToolsList) return { jsonrpc: '2.0', id: msg.id, error: { code: -32603, message: 'tools/list failed' } };
