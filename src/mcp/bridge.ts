@@ -10,8 +10,11 @@
  *
  * Exit status, so the host's restart logic can act:
  * - the remote process exits on its own: its exit code;
- * - local stdin ends (the host is done): the remote process is closed the way the SDK
- *   closes a local stdio server (end stdin, 2 s, SIGTERM, 2 s, kill), then 0;
+ * - local stdin ends (the host is done): the remote process's stdin ends too; if it has not
+ *   exited within EOF_GRACE_MS it is killed, then 0;
+ * - a signal (SIGTERM from the host): the remote process is asked to terminate and killed at
+ *   once, so the caller closes the session before a host's SIGKILL could leave it behind (an
+ *   SDK v2 host reaps its version-probe sibling with SIGTERM and SIGKILL 1 s later);
  * - the session is really lost (expired, deadline, auth, output lost): EXIT_SESSION_LOST.
  */
 import { constants as osConstants } from 'node:os';
@@ -26,8 +29,10 @@ export const EXIT_SESSION_LOST = 255;
 /** As a shell and `tether exec`: the remote command could not be started. */
 export const EXIT_START_FAILED = 127;
 
-const CLOSE_STEP_MS = 2000;
-const ABORT_GRACE_MS = 700;
+/** How long a remote server whose stdin ended may take to exit on its own. */
+const EOF_GRACE_MS = 1000;
+/** Bound on each step of stopping the remote process. */
+const STOP_STEP_MS = 500;
 
 export interface BridgeOptions {
   client: ExecClient;
@@ -160,41 +165,35 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       });
     });
 
-    // The host is done with us: close the remote server gently, as the SDK would locally.
+    // The host is done with us: the remote server gets EOF as it would locally, and a short
+    // while to exit on its own before it is killed (the caller then closes the session).
     input.once('end', () => {
       if (settled || closingFor) return;
       closingFor = 'input-ended';
       void (async () => {
         proc.stdin?.end();
-        if (await endedWithin(CLOSE_STEP_MS)) return;
-        const termSent = await proc.signal('terminate').then(
-          () => true,
-          () => false, // Codex accepts only "interrupt"
-        );
-        if (termSent && (await endedWithin(CLOSE_STEP_MS))) return;
-        await proc.terminate().catch(() => false);
-        if (!(await endedWithin(CLOSE_STEP_MS))) settle({ exitCode: 0, reason: 'input-ended' });
+        if (await endedWithin(EOF_GRACE_MS)) return;
+        await stopNow();
+        settle({ exitCode: 0, reason: 'input-ended' });
       })();
     });
 
-    // Signalled by the host (the SDK sends SIGTERM 2 s after closing our stdin, and SIGKILL
-    // 2 s after that) or Ctrl-C: pass SIGTERM on so the remote server can clean up, but
-    // kill it within ABORT_GRACE_MS so we are done before the host's SIGKILL could orphan it.
+    // Asks the remote server to terminate (a chance to clean up) and kills it without
+    // waiting: the session is closed next, which ends whatever is left on the server.
+    async function stopNow(): Promise<void> {
+      void proc.signal('terminate').catch(() => {}); // Codex accepts only "interrupt"
+      await withTimeout(proc.terminate(), STOP_STEP_MS).catch(() => false);
+      await endedWithin(STOP_STEP_MS);
+    }
+
+    // Signalled by the host or Ctrl-C: stop at once. A host may SIGKILL us soon after its
+    // SIGTERM (an SDK v2 host 1 s after, when it reaps its version-probe sibling), and
+    // whatever we have not closed by then stays on the server until the session expires.
     function onAbort() {
       if (settled) return;
       closingFor = 'aborted';
       abortCode = signalExitCode(options.signal?.reason);
-      void (async () => {
-        const termSent = await withTimeout(proc.signal('terminate'), ABORT_GRACE_MS).then(
-          () => true,
-          () => false,
-        );
-        if (!termSent || !(await endedWithin(ABORT_GRACE_MS))) {
-          await withTimeout(proc.terminate(), ABORT_GRACE_MS).catch(() => false);
-          await endedWithin(ABORT_GRACE_MS);
-        }
-        settle({ exitCode: abortCode, reason: 'aborted' });
-      })();
+      void stopNow().then(() => settle({ exitCode: abortCode, reason: 'aborted' }));
     }
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
