@@ -415,7 +415,7 @@ describe('supervisor policy (fake timers)', () => {
     await vi.advanceTimersByTimeAsync(3_600_000);
     const err = await sup.callTool('echo', {}).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(ServerUnavailableError);
-    expect(peer.attempts).toBe(1); // neither the clock nor the call tried again
+    expect(peer.attempts).toBe(2); // one attempt in each era; neither the clock nor the call tried again
     peer.mode = 'ok';
     expect((await sup.retry()).status).toBe('connected');
     expect(sup.summary().reason).toBeNull();

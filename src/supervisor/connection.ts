@@ -10,13 +10,19 @@ import { PromptListChangedNotificationSchema, ResourceListChangedNotificationSch
 import { InvalidLineError } from '../mcp/framing.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
 import { bridgeToHosts, CLIENT_CAPABILITIES } from './host-bridge.js';
+import { createModernClient } from './modern-client.js';
 import { STDERR_KEEP_BYTES } from './stderr-summary.js';
 import type { Logger, SupervisorHooks } from './types.js';
 
 /** One live (or dying) connection: a fresh SDK Client over a fresh transport. */
+/** The MCP protocol era a connection speaks: 2025-11-25 and before (`initialize`), or 2026-07-28. */
+export type Era = 'legacy' | 'modern';
+
 export interface Connection {
   id: number;
+  /** A v1 SDK Client (legacy), or a v2 one pinned to 2026-07-28 (modern-client.ts) with the same methods. */
   client: Client;
+  era: Era;
   transport: Transport;
   /** We closed it (stop, forced reconnect, or after detecting a loss ourselves). */
   closedByUs: boolean;
@@ -57,10 +63,13 @@ export interface ConnectionContext {
   log: Logger;
 }
 
-/** A fresh SDK Client over `transport` (not connected yet), watched by `watcher`. */
-export function createConnection(id: number, transport: Transport, ctx: ConnectionContext, watcher: ConnectionWatcher): Connection {
-  const client = new Client(ctx.clientInfo, { capabilities: CLIENT_CAPABILITIES });
-  const conn: Connection = { id, client, transport, closedByUs: false, closed: false, errors: [], stderrTail: '', invalidStdout: [], linkDown: null };
+/** A fresh SDK Client of `era` over `transport` (not connected yet), watched by `watcher`. */
+export function createConnection(id: number, transport: Transport, ctx: ConnectionContext, watcher: ConnectionWatcher, era: Era = 'legacy'): Connection {
+  const conn: Connection = { id, client: undefined as unknown as Client, era, transport, closedByUs: false, closed: false, errors: [], stderrTail: '', invalidStdout: [], linkDown: null };
+  const client = era === 'modern'
+    ? createModernClient(ctx.clientInfo, ctx.name, ctx.hooks, { onListChanged: (list) => watcher.onListChanged(conn, list) })
+    : new Client(ctx.clientInfo, { capabilities: CLIENT_CAPABILITIES });
+  conn.client = client;
   tailStderr(conn, ctx.log, ctx.name);
   client.onclose = () => {
     conn.closed = true;
@@ -69,6 +78,7 @@ export function createConnection(id: number, transport: Transport, ctx: Connecti
   client.onerror = (error) => {
     if (noteTransportError(conn, error, ctx.log, ctx.name)) watcher.onError(conn, error);
   };
+  if (era === 'modern') return conn; // its handlers are set by modern-client.ts
   client.setNotificationHandler(ToolListChangedNotificationSchema, () => watcher.onListChanged(conn, 'tools'));
   client.setNotificationHandler(ResourceListChangedNotificationSchema, () => watcher.onListChanged(conn, 'resources'));
   client.setNotificationHandler(PromptListChangedNotificationSchema, () => watcher.onListChanged(conn, 'prompts'));

@@ -3,9 +3,16 @@
  * by connectTimeoutMs, then discovery into the catalog. A failed attempt is classified and
  * described (diagnosis.ts) and its half-open connection closed; what to do next is the
  * supervisor's (and its retry policy's) decision.
+ *
+ * The protocol era: the first attempt speaks 2025 (`initialize`), which every server of
+ * either era answers, a 2026-07-28-only one with -32022; then, in the same attempt, a
+ * fresh transport speaks 2026-07-28. The era that connected is kept (`era`) and tried first
+ * next time. A server is never sent a `server/discover` probe it does not know, so none can
+ * die of one; and a dual server is spoken to in 2025, where its own requests (sampling,
+ * elicitation, roots) are plain requests the gateway forwards as it always has.
  */
 import type { Catalog } from './catalog.js';
-import { closeQuietly, createConnection, initialize, type Connection, type ConnectionContext, type ConnectionWatcher } from './connection.js';
+import { closeQuietly, createConnection, initialize, type Connection, type ConnectionContext, type ConnectionWatcher, type Era } from './connection.js';
 import { classifyFailure, describeFailure } from './diagnosis.js';
 import type { FailureKind } from './policy.js';
 import { watchTetherLink, type TetherLinkListener } from './tether-link.js';
@@ -30,16 +37,29 @@ export interface ConnectorParts {
 export class Connector {
   /** The connection an attempt is opening, so stop() can abort it instead of waiting. */
   opening: Connection | null = null;
+  /** The era that last connected (tried first), or null before any did. */
+  era: Era | null = null;
   private seq = 0;
 
   constructor(private readonly parts: ConnectorParts) {}
 
-  /** Opens and discovers; never throws (a failure is an outcome). */
+  /** Opens and discovers, in the known era or else both in turn; never throws (a failure is an outcome). */
   async attempt(): Promise<AttemptOutcome> {
+    const first: Era = this.era ?? 'legacy';
+    const outcome = await this.attemptIn(first);
+    if (outcome.ok || outcome.failure !== 'refused') return outcome;
+    const other: Era = first === 'legacy' ? 'modern' : 'legacy';
+    const second = await this.attemptIn(other);
+    // Both refused: say what each era was told.
+    if (!second.ok && second.failure === 'refused') return { ...second, reason: `${eraName(first)}: ${outcome.reason}; ${eraName(other)}: ${second.reason}` };
+    return second;
+  }
+
+  private async attemptIn(era: Era): Promise<AttemptOutcome> {
     const { spec, catalog } = this.parts;
     let conn: Connection | undefined;
     try {
-      conn = await this.open();
+      conn = await this.open(era);
       await catalog.discover(conn.client);
       if (conn.closed) throw conn.errors.at(-1) ?? new Error('connection closed during discovery');
     } catch (err) {
@@ -51,14 +71,15 @@ export class Connector {
       }
       return { ok: false, failure, reason: describeFailure(spec, err, conn, failure) };
     }
+    this.era = era;
     return { ok: true, conn };
   }
 
   /** Creates transport + client and runs initialize, all bounded by connectTimeoutMs. */
-  private async open(): Promise<Connection> {
+  private async open(era: Era): Promise<Connection> {
     const { spec, factory, context, watcher, connectTimeoutMs } = this.parts;
-    const transport = await factory(spec);
-    const conn = createConnection(++this.seq, transport, context, watcher);
+    const transport = await factory(spec, era);
+    const conn = createConnection(++this.seq, transport, context, watcher, era);
     this.opening = conn;
     try {
       await initialize(conn, connectTimeoutMs);
@@ -68,4 +89,8 @@ export class Connector {
     if (spec.kind === 'exec') watchTetherLink(transport, this.parts.linkListener(conn));
     return conn;
   }
+}
+
+function eraName(era: Era): string {
+  return era === 'legacy' ? '2025-11-25 (initialize)' : '2026-07-28 (server/discover)';
 }

@@ -114,21 +114,39 @@ export function isAuthError(err: unknown): boolean {
 /** The server refuses the protocol version offered (no other attempt will change that). */
 export function isVersionRefusal(err: unknown): boolean {
   if (!(err instanceof Error)) return false;
-  if ((err as { code?: unknown }).code === UNSUPPORTED_PROTOCOL_VERSION) return true;
+  const code = (err as { code?: unknown }).code;
+  if (code === UNSUPPORTED_PROTOCOL_VERSION || code === SDK2.EraNegotiationFailed) return true;
   return SDK_VERSION_REFUSED.test(err.message);
 }
 
+/**
+ * The SDK v2 (a 2026-07-28 connection's client, modern-client.ts) reports its own failures
+ * as SdkError with string codes, and the peer's errors as ProtocolError with the numeric
+ * JSON-RPC code; told apart from v1's McpError by those codes.
+ */
+const SDK2 = {
+  ConnectionClosed: 'CONNECTION_CLOSED',
+  NotConnected: 'NOT_CONNECTED',
+  RequestTimeout: 'REQUEST_TIMEOUT',
+  EraNegotiationFailed: 'ERA_NEGOTIATION_FAILED',
+} as const;
+const codeOf = (err: unknown): unknown => (err instanceof Error ? (err as { code?: unknown }).code : undefined);
+
 /** The peer went away (connection closed, process gone). */
 export function isConnectionClosed(err: unknown): boolean {
-  return err instanceof McpError && err.code === ErrorCode.ConnectionClosed;
+  if (err instanceof McpError) return err.code === ErrorCode.ConnectionClosed;
+  const code = codeOf(err);
+  return code === SDK2.ConnectionClosed || code === SDK2.NotConnected;
 }
 
 export function isRequestTimeout(err: unknown): boolean {
-  return err instanceof McpError && err.code === ErrorCode.RequestTimeout;
+  if (err instanceof McpError) return err.code === ErrorCode.RequestTimeout;
+  return codeOf(err) === SDK2.RequestTimeout;
 }
 
 export function isMethodNotFound(err: unknown): boolean {
-  return err instanceof McpError && err.code === ErrorCode.MethodNotFound;
+  if (err instanceof McpError) return err.code === ErrorCode.MethodNotFound;
+  return codeOf(err) === ErrorCode.MethodNotFound;
 }
 
 const REFUSAL_CODES = new Set(['ECONNREFUSED', 'EHOSTUNREACH', 'ENETUNREACH', 'ENOTFOUND', 'EAI_AGAIN']);

@@ -1,6 +1,7 @@
 /**
  * Health probes of one connected MCP server: an MCP ping (tools/list when the server does not
- * implement ping) every healthIntervalMs ± healthJitter. Probes only warn (healthy ↔
+ * implement ping, or speaks 2026-07-28, which has no ping: a cheap real request instead)
+ * every healthIntervalMs ± healthJitter. Probes only warn (healthy ↔
  * degraded after healthFailureThreshold failures in a row); a probe that finds the link
  * itself broken hands it to the supervisor as a loss.
  */
@@ -18,6 +19,8 @@ export interface HealthHost<C> {
   /** ... and the supervisor is connected through it. */
   isLive(conn: C): boolean;
   clientOf(conn: C): Client;
+  /** The connection's era has no `ping` (2026-07-28). */
+  pingless?(conn: C): boolean;
   /** A probe found the link broken (refused, session unknown): a transport loss. */
   onLinkLost(conn: C, reason: string): void;
   onDegraded(consecutiveFailures: number, lastError: string): void;
@@ -85,7 +88,7 @@ export class HealthMonitor<C> {
     const client = this.host.clientOf(conn);
     const opts = { timeout: this.options.healthTimeoutMs };
     try {
-      if (!this.pingUnsupported) {
+      if (!this.pingUnsupported && !this.host.pingless?.(conn)) {
         try {
           await client.ping(opts);
         } catch (err) {

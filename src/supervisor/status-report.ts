@@ -23,6 +23,7 @@ export interface StatusFacts {
   health: HealthMonitor<unknown>;
   catalog: Catalog;
   policy: RetryPolicy;
+  era: 'legacy' | 'modern' | null;
 }
 
 /** Milliseconds until the next automatic retry, or null when none is scheduled. */
@@ -66,6 +67,7 @@ export function detailOf(f: StatusFacts): ServerDetail {
     lastRetryTime: isoOrNull(f.lastAttemptAt),
     errorMessage: f.failures.lastError,
     serverInfo: serverInfo ? { name: serverInfo.name, version: serverInfo.version } : null,
+    protocolEra: f.era === null ? null : f.era === 'modern' ? '2026-07-28' : '2025',
     capabilities,
     resources: lists.resources.map((r) => r.uri),
     prompts: lists.prompts.map((p) => p.name),

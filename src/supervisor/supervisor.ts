@@ -86,6 +86,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       isCurrent: (conn) => conn === this.conn,
       isLive: (conn) => conn === this.conn && this._status === 'connected',
       clientOf: (conn) => conn.client,
+      pingless: (conn) => conn.era === 'modern',
       onLinkLost: (conn, reason) => this.dropConnection(conn, reason, 'loss'),
       onDegraded: (consecutiveFailures, lastError) => this.emit('server_health_degraded', { server: this.name, consecutiveFailures, lastError }),
       onRestored: () => this.emit('server_health_restored', { server: this.name }),
@@ -393,6 +394,6 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
 
   private facts(): StatusFacts {
     const { name, kind, _status: status, attemptNo: attempt, failures, connectedAt, lastAttemptAt, pid, catalog, policy } = this;
-    return { name, kind, status, attempt, nextRetryAt: this.attempts.nextRetryAt, failures, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy };
+    return { name, kind, status, attempt, nextRetryAt: this.attempts.nextRetryAt, failures, connectedAt, lastAttemptAt, pid, maxRetries: this.options.maxRetries, health: this.healthMonitor, catalog, policy, era: this.connector.era };
   }
 }

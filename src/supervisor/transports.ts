@@ -3,7 +3,8 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
 import { CredentialsUnavailableError } from './errors.js';
 import { LocalStdioClientTransport } from './stdio-transport.js';
-import type { ExecServerSpec, ServerSpec } from './types.js';
+import type { Era } from './connection.js';
+import type { ExecServerSpec, HttpServerSpec, ServerSpec } from './types.js';
 
 export { LocalStdioClientTransport, describeExit, type ExitInfo } from './stdio-transport.js';
 
@@ -11,15 +12,16 @@ export { LocalStdioClientTransport, describeExit, type ExitInfo } from './stdio-
  * Makes a fresh, unstarted transport for one connection attempt. The supervisor never reuses a
  * transport: every attempt spawns / dials anew. Injectable so tests can supply in-memory peers.
  */
-export type TransportFactory = (spec: ServerSpec) => Transport | Promise<Transport>;
+export type TransportFactory = (spec: ServerSpec, era?: Era) => Transport | Promise<Transport>;
 
-export const createTransport: TransportFactory = async (spec) => {
+export const createTransport: TransportFactory = async (spec, era = 'legacy') => {
   switch (spec.kind) {
     case 'stdio':
       // stderr is piped (not inherited) so the gateway's stdout/stderr stay its own and what
       // the server said can explain a crash in `lastError`.
       return new LocalStdioClientTransport({ command: spec.command, args: spec.args ?? [], env: spec.env, cwd: spec.cwd });
     case 'http':
+      if (era === 'modern') return createModernHttpTransport(spec);
       return new StreamableHTTPClientTransport(new URL(spec.url), {
         requestInit: spec.headers ? { headers: spec.headers } : undefined,
         // The supervisor owns reconnection; the transport's own SSE-stream retry stays short.
@@ -32,6 +34,12 @@ export const createTransport: TransportFactory = async (spec) => {
 
 /** The keepalive timeout of the gateway's exec links (a ping every third of it). */
 export const EXEC_KEEPALIVE_TIMEOUT_MS = 2000;
+
+/** 2026-07-28 over HTTP: the SDK v2 transport (per-request protocol version header, no session). */
+async function createModernHttpTransport(spec: HttpServerSpec): Promise<Transport> {
+  const { StreamableHTTPClientTransport: ModernHttp } = await import('@modelcontextprotocol/client');
+  return new ModernHttp(new URL(spec.url), { requestInit: spec.headers ? { headers: spec.headers } : undefined }) as unknown as Transport;
+}
 
 // Loaded on first use: a gateway without exec servers does not pay for the tether client.
 async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {

@@ -137,6 +137,8 @@ export interface ServerDetail extends ServerSummary {
   /** = lastError (the name other gateways use). */
   errorMessage: string | null;
   serverInfo: { name: string; version: string } | null;
+  /** The protocol era the server was last connected in (kept and tried first), or null before any. */
+  protocolEra: '2025' | '2026-07-28' | null;
   capabilities: ServerCapabilities | null;
   resources: string[];
   prompts: string[];

@@ -1,0 +1,106 @@
+/**
+ * Backends of both MCP eras behind one gateway (issue #26): a 2026-07-28-only server (SDK v2
+ * `serveStdio`, legacy rejected), a dual one, server-everything (2025), and the 2026-only one
+ * again on a tether exec-server. Served to 2025 hosts: an SDK v1 Client over Streamable
+ * HTTP and through `tether gateway --stdio`, and an SDK v2 Client in `auto` mode (which the
+ * gateway, still a 2025 server to its hosts, answers in 2025). Each lists every tool, reads
+ * a resource, gets a prompt and calls a tool of every backend.
+ */
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2 } from '@modelcontextprotocol/client';
+import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
+import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+import { everything, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-eras-'));
+const v2 = (mode: string) => ({ command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), mode] });
+let tether: TetherTarget;
+let gateway: Gateway;
+let http: GatewayHttp;
+let configFile: string;
+
+beforeAll(async () => {
+  tether = await startTetherServer({});
+  const config = {
+    supervisor: { healthIntervalMs: 0, initialBackoffMs: 50, maxBackoffMs: 400 },
+    mcpServers: {
+      modern: v2('modern'),
+      dual: v2('dual'),
+      ev: { command: everything.command, args: everything.args },
+      rmodern: { ...v2('modern'), tether: { url: tether.url } },
+    },
+  };
+  configFile = path.join(dir, 'eras.json');
+  writeFileSync(configFile, JSON.stringify(config));
+  gateway = new Gateway(parseConfig(config));
+  http = await startGatewayHttp(gateway, { port: 0 });
+  await gateway.start();
+}, 60_000);
+
+afterAll(async () => {
+  await http?.close();
+  await gateway?.close();
+  await tether?.stop();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+type Host = { listTools(): Promise<{ tools: { name: string }[] }>; callTool(p: object): Promise<unknown>; readResource(p: object): Promise<{ contents: unknown[] }>; getPrompt(p: object): Promise<{ messages: unknown[] }>; close(): Promise<void> };
+
+async function exercise(client: Host): Promise<void> {
+  const tools = (await client.listTools()).tools.map((t) => t.name);
+  for (const server of ['modern', 'dual', 'ev', 'rmodern']) expect(tools).toContain(`${server}__echo`);
+  expect(text(await client.callTool({ name: 'modern__echo', arguments: { message: 'a' } }))).toBe('Echo (modern): a');
+  expect(text(await client.callTool({ name: 'rmodern__echo', arguments: { message: 'b' } }))).toBe('Echo (modern): b');
+  expect(text(await client.callTool({ name: 'dual__echo', arguments: { message: 'c' } }))).toBe('Echo (legacy): c');
+  expect(text(await client.callTool({ name: 'ev__echo', arguments: { message: 'd' } }))).toBe('Echo: d');
+  // The first in the config keeps the URI both v2 fixtures offer.
+  const read = await client.readResource({ uri: 'v2://hello' });
+  expect(read.contents[0]).toMatchObject({ text: 'hello from modern' });
+  const prompt = await client.getPrompt({ name: 'modern__greet', arguments: { name: 'Ada' } });
+  expect(prompt.messages[0]).toMatchObject({ content: { text: 'Hello, Ada' } });
+}
+
+describe('backends of both eras behind one gateway', () => {
+  it('each entry connects in its era, kept in its status', () => {
+    const eras = Object.fromEntries(['modern', 'dual', 'ev', 'rmodern'].map((n) => [n, gateway.get(n)!.detail().protocolEra]));
+    expect(eras).toEqual({ modern: '2026-07-28', dual: '2025', ev: '2025', rmodern: '2026-07-28' });
+  });
+
+  it('an SDK v1 host over Streamable HTTP', async () => {
+    const client = new Client({ name: 'v1-http', version: '1.0.0' });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${http.url}/mcp`)));
+    try {
+      await exercise(client as unknown as Host);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it('an SDK v1 host through tether gateway --stdio', async () => {
+    const client = new Client({ name: 'v1-stdio', version: '1.0.0' });
+    await client.connect(new StdioClientTransport({ command: node, args: [tetherBin, 'gateway', '--config', configFile, '--stdio'], stderr: 'pipe' }));
+    try {
+      await exercise(client as unknown as Host);
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+
+  it('an SDK v2 host in auto mode through tether gateway --stdio (answered in 2025)', async () => {
+    const client = new ClientV2({ name: 'v2-auto', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+    await client.connect(new StdioV2({ command: node, args: [tetherBin, 'gateway', '--config', configFile, '--stdio'], stderr: 'pipe' }));
+    try {
+      expect(client.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+      await exercise(client as unknown as Host);
+    } finally {
+      await client.close();
+    }
+  }, 30_000);
+});
