@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, describe, expect, it } from 'vitest';
-import { ConfigError, loadConfigFile, parseConfig } from '../src/gateway/index.js';
+import { ConfigError, eraOfOpening, loadConfigFile, parseConfig } from '../src/gateway/index.js';
 import { resolveSupervisorOptions, DEFAULT_SUPERVISOR_OPTIONS } from '../src/supervisor/index.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-config-'));
@@ -136,5 +136,15 @@ describe('gateway config', () => {
     const good = path.join(dir, 'good.json');
     writeFileSync(good, JSON.stringify({ mcpServers: { a: { command: 'a', cwd: 'sub' } } }));
     expect(loadConfigFile(good).servers[0]!.spec).toMatchObject({ cwd: path.join(dir, 'sub') });
+  });
+});
+
+describe('the era a stdio host opens with (pure)', () => {
+  it('initialize or anything unreadable is 2025; server/discover or the 2026 _meta envelope is 2026-07-28', () => {
+    expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'initialize', params: { protocolVersion: '2025-11-25' } }))).toBe('legacy');
+    expect(eraOfOpening('not json')).toBe('legacy');
+    expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))).toBe('legacy');
+    expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover' }))).toBe('modern');
+    expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }))).toBe('modern');
   });
 });

@@ -2,15 +2,15 @@
  * Backends of both MCP eras behind one gateway (issue #26): a 2026-07-28-only server (SDK v2
  * `serveStdio`, legacy rejected), a dual one, server-everything (2025), and the 2026-only one
  * again on a tether exec-server. Served to 2025 hosts: an SDK v1 Client over Streamable
- * HTTP and through `tether gateway --stdio`, and an SDK v2 Client in `auto` mode (which the
- * gateway, still a 2025 server to its hosts, answers in 2025). Each lists every tool, reads
- * a resource, gets a prompt and calls a tool of every backend.
+ * HTTP and through `tether gateway --stdio`; and 2026 hosts: SDK v2 Clients in `auto` mode
+ * and pinned to 2026-07-28, through `--stdio` and over Streamable HTTP (the same /mcp). Each lists every tool, reads a resource, gets
+ * a prompt and calls a tool of every backend.
  */
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client as ClientV2 } from '@modelcontextprotocol/client';
+import { Client as ClientV2, StreamableHTTPClientTransport as StreamableHttpV2 } from '@modelcontextprotocol/client';
 import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/stdio';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
@@ -93,14 +93,36 @@ describe('backends of both eras behind one gateway', () => {
     }
   }, 30_000);
 
-  it('an SDK v2 host in auto mode through tether gateway --stdio (answered in 2025)', async () => {
-    const client = new ClientV2({ name: 'v2-auto', version: '1.0.0' }, { versionNegotiation: { mode: 'auto' } });
+  it.each([
+    ['auto', { mode: 'auto' as const }],
+    ['pinned to 2026-07-28', { mode: { pin: '2026-07-28' } }],
+  ])('an SDK v2 host (%s) through tether gateway --stdio is served in 2026-07-28', async (_, versionNegotiation) => {
+    const client = new ClientV2({ name: 'v2-host', version: '1.0.0' }, { versionNegotiation });
     await client.connect(new StdioV2({ command: node, args: [tetherBin, 'gateway', '--config', configFile, '--stdio'], stderr: 'pipe' }));
     try {
-      expect(client.getNegotiatedProtocolVersion()).toBe('2025-11-25');
+      expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
       await exercise(client as unknown as Host);
+      // Progress from a 2025 backend reaches a 2026 host.
+      const progress: number[] = [];
+      const result = await client.callTool({ name: 'ev__trigger-long-running-operation', arguments: { duration: 0.3, steps: 3 } }, { onprogress: (p) => progress.push(p.progress) });
+      expect(text(result)).toMatch(/completed/i);
+      expect(progress.length).toBeGreaterThan(0);
     } finally {
       await client.close();
     }
   }, 30_000);
+
+  it.each([
+    ['auto', { mode: 'auto' as const }],
+    ['pinned to 2026-07-28', { mode: { pin: '2026-07-28' } }],
+  ])('an SDK v2 host (%s) over Streamable HTTP is served in 2026-07-28 on the same /mcp', async (_, versionNegotiation) => {
+    const client = new ClientV2({ name: 'v2-http', version: '1.0.0' }, { versionNegotiation });
+    await client.connect(new StreamableHttpV2(new URL(`${http.url}/mcp`)));
+    try {
+      expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
+      await exercise(client as unknown as Host);
+    } finally {
+      await client.close();
+    }
+  });
 });

@@ -9,8 +9,7 @@
  */
 import { watch, readFileSync, type FSWatcher } from 'node:fs';
 import path from 'node:path';
-import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
-import { ConfigError, Gateway, createGatewayServer, loadConfigFile, startGatewayHttp, type GatewayHttp } from '../gateway/index.js';
+import { ConfigError, Gateway, loadConfigFile, serveGatewayStdio, startGatewayHttp, type GatewayHttp } from '../gateway/index.js';
 import type { Logger } from '../supervisor/index.js';
 import { atLeast } from '../util/logger.js';
 import { parseFlags, parseOrReport, printHelp, reportUsageError } from './usage.js';
@@ -170,11 +169,12 @@ export async function run(argv: string[]): Promise<void> {
   process.once('SIGTERM', () => void shutdown('SIGTERM'));
 
   if (values.stdio) {
-    const server = createGatewayServer(gateway);
-    const transport = new StdioServerTransport();
-    transport.onclose = () => void shutdown('stdin closed');
-    process.stdin.once('end', () => void shutdown('stdin closed'));
-    await server.connect(transport);
+    // The host's first message picks the era (2025-11-25 or 2026-07-28): not awaited, so the
+    // servers start connecting meanwhile.
+    serveGatewayStdio(gateway, { onClose: () => void shutdown('stdin closed') }).then(
+      (era) => logger('debug', `stdio host: ${era === 'modern' ? '2026-07-28' : '2025'} era`),
+      (err: unknown) => logger('error', `stdio: ${(err as Error).message}`),
+    );
   }
   await gateway.start();
   const summary = gateway.summaries().map((s) => `${s.name}=${s.status}`).join(' ');

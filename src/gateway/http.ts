@@ -8,6 +8,7 @@ import type { Logger, ServerSummary } from '../supervisor/index.js';
 import type { Gateway, GatewayEvent } from './gateway.js';
 import { AccessControl } from './access.js';
 import { createGatewayServer, hostStreamOpened } from './mcp-server.js';
+import { createModernHttp, type ModernHttp } from './modern-host.js';
 import { LOGIN_PAGE_HTML, STATUS_PAGE_HTML } from './status-page.js';
 
 export interface GatewayHttpOptions {
@@ -80,6 +81,8 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   const keepAliveMs = opts.sseKeepAliveMs ?? 15_000;
   const maxBodyBytes = opts.maxBodyBytes ?? 4 * 1024 * 1024;
   const sessions = new Map<string, Session>();
+  /** The 2026-07-28 handler, made at the first request that could be one. */
+  let modern: Promise<ModernHttp> | undefined;
   const sseClients = new Set<ServerResponse>();
   let port = 0;
   const sessionIdleMs = opts.sessionIdleMs ?? 10 * 60_000;
@@ -188,6 +191,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   async function handleMcp(req: IncomingMessage, res: ServerResponse, method: string): Promise<void> {
     const sessionId = header(req, 'mcp-session-id');
     let body: unknown;
+    let text: string | undefined;
     if (method === 'POST') {
       const tooLarge = () => sendJsonRpcError(res, 413, -32600, `request body larger than ${maxBodyBytes} bytes`);
       if (Number(header(req, 'content-length') ?? 0) > maxBodyBytes) {
@@ -209,12 +213,15 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
       // The client went away (or was cut at bodyTimeoutMs) mid-body: nobody to answer.
       if (raw === undefined) return void res.destroy();
       if (raw === null) return tooLarge();
+      text = raw;
       try {
         body = JSON.parse(raw);
       } catch {
         return sendJsonRpcError(res, 400, -32700, 'Parse error: the body is not JSON');
       }
     }
+    // 2026-07-28: no session, a `_meta` envelope on every request (modern-host.ts).
+    if (text !== undefined && !sessionId && (await (await (modern ??= createModernHttp(gateway))).serve(req, res, text, body))) return;
     if (sessionId) {
       const session = sessions.get(sessionId);
       // 404 tells a Streamable HTTP client its session is gone and it must initialize again.
@@ -310,6 +317,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
       sseClients.clear();
       await Promise.all([...sessions.values()].map((s) => s.server.close().catch(() => {})));
       sessions.clear();
+      await modern?.then((m) => m.close()).catch(() => {});
       await new Promise<void>((resolve) => {
         http.close(() => resolve());
         http.closeAllConnections();

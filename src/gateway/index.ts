@@ -6,3 +6,4 @@ export { createGatewayServer, GATEWAY_INFO } from './mcp-server.js';
 export { startGatewayHttp } from './http.js';
 export type { GatewayHttp, GatewayHttpOptions } from './http.js';
 export { managementTools } from './management-tools.js';
+export { serveGatewayStdio, eraOfOpening, type GatewayStdioOptions, type HostEra } from './stdio.js';
