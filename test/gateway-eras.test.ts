@@ -15,6 +15,7 @@ import { StdioClientTransport as StdioV2 } from '@modelcontextprotocol/client/st
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { everything, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
@@ -121,6 +122,34 @@ describe('backends of both eras behind one gateway', () => {
     try {
       expect(client.getNegotiatedProtocolVersion()).toBe('2026-07-28');
       await exercise(client as unknown as Host);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("a 2026-07-28 backend's input_required sampling reaches the 2025 host whose call is in flight, and its answer goes back", async () => {
+    const client = new Client({ name: 'v1-sampler', version: '1.0.0' }, { capabilities: { sampling: {} } });
+    const asked: string[] = [];
+    client.setRequestHandler(CreateMessageRequestSchema, async (req) => {
+      const content = req.params.messages[0]?.content;
+      asked.push(content && 'text' in content ? String(content.text) : '');
+      return { model: 'host-model', role: 'assistant', content: { type: 'text', text: 'forty-two' } };
+    });
+    await client.connect(new StreamableHTTPClientTransport(new URL(`${http.url}/mcp`)));
+    try {
+      expect(text(await client.callTool({ name: 'modern__ask', arguments: { question: 'the answer?' } }))).toBe('sampled: forty-two');
+      expect(asked).toEqual(['the answer?']);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("a 2025 backend's sampling during a 2026-07-28 host's call gets a clear error (this era has no server-to-client requests)", async () => {
+    const client = new ClientV2({ name: 'v2-no-sampling', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    await client.connect(new StreamableHttpV2(new URL(`${http.url}/mcp`)));
+    try {
+      const result = await client.callTool({ name: 'dual__ask', arguments: { question: 'q' } }).catch((e: unknown) => e);
+      expect(JSON.stringify(result instanceof Error ? result.message : result)).toMatch(/sampling from 'dual' cannot be forwarded/);
     } finally {
       await client.close();
     }
