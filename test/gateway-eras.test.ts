@@ -6,7 +6,7 @@
  * and pinned to 2026-07-28, through `--stdio` and over Streamable HTTP (the same /mcp). Each lists every tool, reads a resource, gets
  * a prompt and calls a tool of every backend.
  */
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -150,6 +150,26 @@ describe('backends of both eras behind one gateway', () => {
     try {
       const result = await client.callTool({ name: 'dual__ask', arguments: { question: 'q' } }).catch((e: unknown) => e);
       expect(JSON.stringify(result instanceof Error ? result.message : result)).toMatch(/sampling from 'dual' cannot be forwarded/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  // Last: it changes the shared gateway's config.
+  it('a 2026-07-28 host hears list changes on its subscription stream (a server added by a reload)', async () => {
+    let changed: (tools: string[]) => void = () => {};
+    const heard = new Promise<string[]>((resolve) => (changed = resolve));
+    const client = new ClientV2(
+      { name: 'v2-listener', version: '1.0.0' },
+      { versionNegotiation: { mode: { pin: '2026-07-28' } }, listChanged: { tools: { onChanged: (error, tools) => { if (!error && tools?.some((t) => t.name === 'late__echo')) changed(tools.map((t) => t.name)); } } } },
+    );
+    await client.connect(new StreamableHttpV2(new URL(`${http.url}/mcp`)));
+    try {
+      await client.listTools();
+      const config = JSON.parse(readFileSync(configFile, 'utf8')) as { mcpServers: Record<string, unknown> };
+      config.mcpServers.late = v2('dual');
+      await gateway.reconfigure(parseConfig(config));
+      expect(await heard).toContain('late__echo');
     } finally {
       await client.close();
     }
