@@ -11,6 +11,7 @@ import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ServerSupervisor, ServerUnavailableError } from '../src/supervisor/index.js';
 import { everything, node, repoRoot, text } from './helpers/mcp-peers.js';
+import { modernHttpBackend } from './helpers/modern-http-backend.js';
 
 const supervisors: ServerSupervisor[] = [];
 const dirs: string[] = [];
@@ -80,5 +81,20 @@ describe('supervisor, both MCP eras', () => {
     expect(spawned).toBe(2); // one per era, once
     expect(await sup.callTool('echo', {}).catch((e: unknown) => e)).toBeInstanceOf(ServerUnavailableError);
     expect(readFileSync(starts, 'utf8').split('\n').filter(Boolean).length).toBe(spawned);
+  });
+
+  it('a 2026-07-28-only HTTP server → connected in that era (SDK v2 HTTP transport), usable', async () => {
+    const backend = await modernHttpBackend();
+    try {
+      const sup = new ServerSupervisor({ name: 'mhttp', kind: 'http', url: backend.url }, fast);
+      supervisors.push(sup);
+      await sup.start();
+      expect(sup.summary()).toMatchObject({ status: 'connected', lastError: null });
+      expect(sup.detail().protocolEra).toBe('2026-07-28');
+      expect(text(await sup.callTool('echo', { message: 'web' }))).toBe('Echo (http modern): web');
+      await sup.stop();
+    } finally {
+      await backend.close();
+    }
   });
 });
