@@ -6,7 +6,7 @@
  * and pinned to 2026-07-28, through `--stdio` and over Streamable HTTP (the same /mcp). Each lists every tool, reads a resource, gets
  * a prompt and calls a tool of every backend.
  */
-import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -26,13 +26,14 @@ let tether: TetherTarget;
 let gateway: Gateway;
 let http: GatewayHttp;
 let configFile: string;
+const cancelLog = path.join(dir, 'cancel.log');
 
 beforeAll(async () => {
   tether = await startTetherServer({});
   const config = {
     supervisor: { healthIntervalMs: 0, initialBackoffMs: 50, maxBackoffMs: 400 },
     mcpServers: {
-      modern: v2('modern'),
+      modern: { ...v2('modern'), env: { V2_CANCEL_LOG: cancelLog } },
       dual: v2('dual'),
       ev: { command: everything.command, args: everything.args },
       rmodern: { ...v2('modern'), tether: { url: tether.url } },
@@ -150,6 +151,22 @@ describe('backends of both eras behind one gateway', () => {
     try {
       const result = await client.callTool({ name: 'dual__ask', arguments: { question: 'q' } }).catch((e: unknown) => e);
       expect(JSON.stringify(result instanceof Error ? result.message : result)).toMatch(/sampling from 'dual' cannot be forwarded/);
+    } finally {
+      await client.close();
+    }
+  });
+
+  it("a 2026-07-28 host's abort cancels the call on a 2026-07-28 backend", async () => {
+    const client = new ClientV2({ name: 'v2-cancel', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    await client.connect(new StreamableHttpV2(new URL(`${http.url}/mcp`)));
+    const lines = () => (existsSync(cancelLog) ? readFileSync(cancelLog, 'utf8').split('\n').filter(Boolean) : []);
+    try {
+      const aborter = new AbortController();
+      const call = client.callTool({ name: 'modern__wait', arguments: {} }, { signal: aborter.signal }).catch((e: unknown) => e);
+      await expect.poll(lines, { timeout: 10_000 }).toContain('started');
+      aborter.abort();
+      expect(await call).toBeInstanceOf(Error);
+      await expect.poll(lines, { timeout: 10_000 }).toContain('cancelled');
     } finally {
       await client.close();
     }
