@@ -3,7 +3,8 @@
  * `serveStdio`, legacy rejected), a dual one, server-everything (2025), and the 2026-only one
  * again on a tether exec-server. Served to 2025 hosts: an SDK v1 Client over Streamable
  * HTTP and through `tether gateway --stdio`; and 2026 hosts: SDK v2 Clients in `auto` mode
- * and pinned to 2026-07-28, through `--stdio` and over Streamable HTTP (the same /mcp). Each lists every tool, reads a resource, gets
+ * and pinned to 2026-07-28, through `--stdio` and over Streamable HTTP (the same /mcp); and
+ * the MCP Inspector 0.15 CLI. Each lists every tool, reads a resource, gets
  * a prompt and calls a tool of every backend.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -18,7 +19,7 @@ import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/
 import { CreateMessageRequestSchema } from '@modelcontextprotocol/sdk/types.js';
 import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
-import { everything, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
+import { everything, inspect, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-eras-'));
 const v2 = (mode: string) => ({ command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), mode] });
@@ -171,6 +172,20 @@ describe('backends of both eras behind one gateway', () => {
       await client.close();
     }
   });
+
+  it('the MCP Inspector 0.15 CLI (a 2025 host) over Streamable HTTP: lists, calls a 2026 backend, reads, gets a prompt', async () => {
+    const target = ['--cli', `${http.url}/mcp`];
+    const [tools, call, resource, prompt] = await Promise.all([
+      inspect([...target, '--method', 'tools/list']),
+      inspect([...target, '--method', 'tools/call', '--tool-name', 'modern__echo', '--tool-arg', 'message=from the inspector']),
+      inspect([...target, '--method', 'resources/read', '--uri', 'v2://hello']),
+      inspect([...target, '--method', 'prompts/get', '--prompt-name', 'modern__greet', '--prompt-args', 'name=Lisbon']),
+    ]);
+    expect(tools.tools.map((t: { name: string }) => t.name)).toEqual(expect.arrayContaining(['modern__echo', 'dual__echo', 'ev__echo', 'rmodern__echo']));
+    expect(call.content).toEqual([{ type: 'text', text: 'Echo (modern): from the inspector' }]);
+    expect(resource.contents[0]).toMatchObject({ text: 'hello from modern' });
+    expect(JSON.stringify(prompt.messages)).toContain('Hello, Lisbon');
+  }, 120_000);
 
   // Last: it changes the shared gateway's config.
   it('a 2026-07-28 host hears list changes on its subscription stream (a server added by a reload)', async () => {
