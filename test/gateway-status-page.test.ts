@@ -1,7 +1,8 @@
 /**
  * The status page at / in a real headless browser (Chromium from the OS packages, driven by
  * playwright-core; .ci/run installs it): rows live through /events, a killed tether server
- * turns its row to `reconnecting` without a reload, the retry button brings it back. With
+ * turns its row to `reconnecting` without a reload, the retry button brings it back; one
+ * behind a plain TCP proxy (tether chaos, no fault) turns within 3 s when stopped. With
  * TETHER_SCREENSHOT=path the page is saved there (the README's docs/gateway-status.png).
  */
 import { copyFileSync, mkdtempSync, rmSync } from 'node:fs';
@@ -13,6 +14,7 @@ import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src
 import { everything, memoryServer, node, repoRoot } from './helpers/mcp-peers.js';
 import { CHROMIUM, requireProgram } from './helpers/prerequisites.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 
 // Without the background-networking flags Chromium dials out, which this network refuses.
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -21,6 +23,8 @@ describe('the status page in headless Chromium', () => {
   const token = 'page-token-123';
   const memory = memoryServer();
   let tether: TetherTarget;
+  let behindProxy: TetherTarget;
+  let proxy: ChaosProxy;
   let gateway: Gateway;
   let http: GatewayHttp;
   let context: BrowserContext;
@@ -30,6 +34,8 @@ describe('the status page in headless Chromium', () => {
     // A missing browser is a failure that says how to install it, never a silent skip.
     requireProgram('chromium');
     tether = await startTetherServer({});
+    behindProxy = await startTetherServer({});
+    proxy = await ChaosProxy.start({ targetPort: behindProxy.server.port });
     gateway = new Gateway(
       parseConfig({
         // A long backoff: only the retry button brings the killed server back within the test.
@@ -42,6 +48,7 @@ describe('the status page in headless Chromium', () => {
           },
           memory: { command: memory.command, args: memory.args, env: memory.env },
           everything: { command: everything.command, args: everything.args },
+          proxied: { command: everything.command, args: everything.args, tether: { url: proxy.url, recoveryDeadlineMs: 60_000 } },
         },
       }),
     );
@@ -56,6 +63,8 @@ describe('the status page in headless Chromium', () => {
     await http?.close();
     await gateway?.close();
     await tether?.stop();
+    await proxy?.close();
+    await behindProxy?.stop();
     memory.cleanup();
     rmSync(dir, { recursive: true, force: true });
   });
@@ -69,7 +78,7 @@ describe('the status page in headless Chromium', () => {
     await page.click('button');
     await page.waitForURL(`${http.url}/`);
     await status('files').filter({ hasText: 'connected' }).waitFor({ timeout: 10_000 });
-    expect(await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-server')))).toEqual(['files', 'memory', 'everything']);
+    expect(await page.locator('tbody tr').evaluateAll((rows) => rows.map((r) => r.getAttribute('data-server')))).toEqual(['files', 'memory', 'everything', 'proxied']);
     for (const s of ['files', 'memory', 'everything']) expect(await status(s).textContent()).toBe('connected');
     const cookies = await context.cookies();
     expect(cookies).toEqual([expect.objectContaining({ name: 'tether_gateway', httpOnly: true, sameSite: 'Strict' })]);
@@ -100,5 +109,13 @@ describe('the status page in headless Chromium', () => {
     expect(gateway.get('files')!.status).toBe('connected');
     // Back, the row keeps the last failure (greyed), with when it recovered and the restarts.
     await page.locator('tr[data-server="files"] td[data-field="error"].past').filter({ hasText: /^last failure at .*, recovered at .*, restarts 1: / }).waitFor({ timeout: 5000 });
+  });
+
+  it('behind a plain TCP proxy, the tether server stopped: the row leaves connected within 3 s, health greyed', async () => {
+    await status('proxied').filter({ hasText: 'connected' }).waitFor({ timeout: 15_000 });
+    await behindProxy.stop();
+    await status('proxied').filter({ hasText: 'reconnecting' }).waitFor({ timeout: 3000 });
+    expect(await page.locator('tr[data-server="proxied"] td[data-field="health"]').textContent()).toBe('—');
+    expect(await page.locator('tr[data-server="proxied"] td[data-field="error"]').textContent()).toMatch(/^the tether (server cannot be reached|link has been down)/);
   });
 });
