@@ -1,7 +1,8 @@
 import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { homedir, tmpdir } from 'node:os';
 import path from 'node:path';
-import { afterAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it, vi } from 'vitest';
+import { InputBridge } from '../src/gateway/input-bridge.js';
 import { ConfigError, eraOfOpening, loadConfigFile, parseConfig } from '../src/gateway/index.js';
 import { resolveSupervisorOptions, DEFAULT_SUPERVISOR_OPTIONS } from '../src/supervisor/index.js';
 
@@ -146,5 +147,49 @@ describe('the era a stdio host opens with (pure)', () => {
     expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list' }))).toBe('legacy');
     expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'server/discover' }))).toBe('modern');
     expect(eraOfOpening(JSON.stringify({ jsonrpc: '2.0', id: 1, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28' } } }))).toBe('modern');
+  });
+});
+
+describe('InputBridge (pure; fake timers)', () => {
+  it('a call that asks the host answers input_required; the next round answers the ask and gets the result; an unknown state is refused', async () => {
+    const bridge = new InputBridge(60_000);
+    const never = new AbortController().signal;
+    const first = (await bridge.round(async (call) => {
+      const answer = await call.ask({ method: 'sampling/createMessage', params: { messages: [] } });
+      return { content: [{ type: 'text', text: `got ${(answer as { content: { text: string } }).content.text}` }] };
+    }, never, undefined, undefined)) as { resultType: string; inputRequests: Record<string, unknown>; requestState: string };
+    expect(first.resultType).toBe('input_required');
+    const [key] = Object.keys(first.inputRequests);
+    expect(first.inputRequests[key!]).toEqual({ method: 'sampling/createMessage', params: { messages: [] } });
+    expect(bridge.size).toBe(1);
+    const second = await bridge.round(() => Promise.reject(new Error('not started again')), never, { [key!]: { content: { text: 'it' } } }, first.requestState);
+    expect(second).toEqual({ content: [{ type: 'text', text: 'got it' }] });
+    expect(bridge.size).toBe(0);
+    await expect(bridge.round(() => Promise.resolve({}), never, undefined, first.requestState)).rejects.toThrow(/Invalid or expired requestState/);
+  });
+
+  it('a call nobody resumes is ended after resumeTimeoutMs (its backend call aborted); a host abort ends it at once', async () => {
+    vi.useFakeTimers();
+    try {
+      const bridge = new InputBridge(1000);
+      const aborted: string[] = [];
+      const start = (name: string) => (call: { ask: (r: { method: string }) => Promise<unknown>; signal: AbortSignal }) => {
+        call.signal.addEventListener('abort', () => aborted.push(name));
+        return call.ask({ method: 'elicitation/create' }).then(() => ({}));
+      };
+      await bridge.round(start('idle'), new AbortController().signal, undefined, undefined);
+      await vi.advanceTimersByTimeAsync(999);
+      expect(aborted).toEqual([]);
+      await vi.advanceTimersByTimeAsync(1);
+      expect(aborted).toEqual(['idle']);
+      expect(bridge.size).toBe(0);
+      const host = new AbortController();
+      const round = bridge.round((call) => new Promise((resolve) => call.signal.addEventListener('abort', () => { aborted.push('cancelled'); resolve({}); })), host.signal, undefined, undefined);
+      host.abort();
+      await round;
+      expect(aborted).toEqual(['idle', 'cancelled']);
+    } finally {
+      vi.useRealTimers();
+    }
   });
 });

@@ -146,12 +146,18 @@ describe('backends of both eras behind one gateway', () => {
     }
   });
 
-  it("a 2025 backend's sampling during a 2026-07-28 host's call gets a clear error (this era has no server-to-client requests)", async () => {
-    const client = new ClientV2({ name: 'v2-no-sampling', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+  it("a 2025 backend's sampling during a 2026-07-28 host's call becomes input_required, answered on the host's retry", async () => {
+    const client = new ClientV2({ name: 'v2-sampler', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } }, capabilities: { sampling: {} } });
+    const asked: string[] = [];
+    client.setRequestHandler('sampling/createMessage', async (req) => {
+      const content = req.params.messages[0]?.content as { text?: string } | undefined;
+      asked.push(String(content?.text));
+      return { model: 'host-model', role: 'assistant', content: { type: 'text', text: 'from the 2026 host' } };
+    });
     await client.connect(new StreamableHttpV2(new URL(`${http.url}/mcp`)));
     try {
-      const result = await client.callTool({ name: 'dual__ask', arguments: { question: 'q' } }).catch((e: unknown) => e);
-      expect(JSON.stringify(result instanceof Error ? result.message : result)).toMatch(/sampling from 'dual' cannot be forwarded/);
+      expect(text(await client.callTool({ name: 'dual__ask', arguments: { question: 'q?' } }))).toBe('sampled: from the 2026 host');
+      expect(asked).toEqual(['q?']);
     } finally {
       await client.close();
     }

@@ -3,16 +3,26 @@
  * session, a `_meta` envelope on every request. Each host request is one serving unit, so
  * there is no host session: tools, prompts, resources and completions go to the servers as
  * for a 2025 host, with progress and cancellation relayed, and list changes announced to the
- * host's `subscriptions/listen` stream by the SDK. What needs a host session is not offered
- * in this era: a server's sampling or elicitation during such a host's call gets a clear
- * error (no host has a request in flight it could be asked on); roots are those of the 2025
- * hosts; the log level is not set (this era carries it per request).
+ * host's `subscriptions/listen` stream by the SDK. A server's sampling or elicitation during
+ * such a host's call becomes that call's `input_required` (input-bridge.ts). What needs a
+ * host session is not offered in this era: roots are those of the 2025 hosts; the log level
+ * is not set (this era carries it per request).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/server';
 import type { Gateway, HostContext, HostList } from './gateway.js';
+import { InputBridge, type BridgedCall } from './input-bridge.js';
 import { GATEWAY_INFO } from './mcp-server.js';
+
+/** How long a call waiting on a 2026 host's answer (`input_required`) is kept for its next round. */
+const RESUME_TIMEOUT_MS = 60_000;
+const bridges = new WeakMap<Gateway, InputBridge>();
+function bridgeOf(gateway: Gateway): InputBridge {
+  let bridge = bridges.get(gateway);
+  if (!bridge) bridges.set(gateway, (bridge = new InputBridge(RESUME_TIMEOUT_MS)));
+  return bridge;
+}
 
 /**
  * One 2026-07-28 serving instance of the gateway (serveStdio makes one per connection,
@@ -25,12 +35,25 @@ export function createModernGatewayServer(gateway: Gateway, announce = true): Se
     instructions:
       'Tools and prompts are named <server>__<name> after the MCP server that provides them; resource URIs are the servers\' own. When a server is down, a call says why and when it retries; list_servers, get_server_status, reconnect_server (alias retry_server) and retry_all_servers manage the servers.',
   });
-  type Ctx = { mcpReq: { signal: AbortSignal; notify(n: { method: string; params?: Record<string, unknown> }): Promise<void> } };
-  const ctx = (params: { _meta?: { progressToken?: string | number } } | undefined, c: Ctx): HostContext => ({
+  type Ctx = {
+    mcpReq: {
+      signal: AbortSignal;
+      notify(n: { method: string; params?: Record<string, unknown> }): Promise<void>;
+      inputResponses?: Record<string, unknown>;
+      requestState?: () => unknown;
+    };
+  };
+  const ctx = (params: { _meta?: { progressToken?: string | number } } | undefined, c: Ctx, call?: BridgedCall): HostContext => ({
     // What the relay uses of a host request's context: its signal, and a way to send progress.
-    extra: { signal: c.mcpReq.signal, sendNotification: (n: { method: string; params?: Record<string, unknown> }) => c.mcpReq.notify(n) } as unknown as HostContext['extra'],
+    extra: { signal: call?.signal ?? c.mcpReq.signal, sendNotification: (n: { method: string; params?: Record<string, unknown> }) => c.mcpReq.notify(n) } as unknown as HostContext['extra'],
     progressToken: params?._meta?.progressToken,
+    ask: call ? (request) => call.ask(request as never) : undefined,
   });
+  /** A call that may need the host's input on the way: one round of it (input-bridge.ts). */
+  const bridged = (c: Ctx, run: (call: BridgedCall) => Promise<unknown>) => {
+    const state = c.mcpReq.requestState?.();
+    return bridgeOf(gateway).round(run as never, c.mcpReq.signal, c.mcpReq.inputResponses, typeof state === 'string' ? state : undefined) as never;
+  };
   server.setRequestHandler('tools/list', async () => {
     await gateway.whenReady();
     return { tools: gateway.tools() } as never;
@@ -47,9 +70,9 @@ export function createModernGatewayServer(gateway: Gateway, announce = true): Se
     await gateway.whenReady();
     return { resourceTemplates: gateway.resourceTemplates() } as never;
   });
-  server.setRequestHandler('tools/call', (req, c) => gateway.callTool(req.params.name, req.params.arguments, ctx(req.params, c as unknown as Ctx)) as never);
-  server.setRequestHandler('prompts/get', (req, c) => gateway.getPrompt(req.params.name, req.params.arguments, ctx(req.params, c as unknown as Ctx)) as never);
-  server.setRequestHandler('resources/read', (req, c) => gateway.readResource(req.params.uri, ctx(req.params, c as unknown as Ctx)) as never);
+  server.setRequestHandler('tools/call', (req, c) => bridged(c as unknown as Ctx, (call) => gateway.callTool(req.params.name, req.params.arguments, ctx(req.params, c as unknown as Ctx, call))));
+  server.setRequestHandler('prompts/get', (req, c) => bridged(c as unknown as Ctx, (call) => gateway.getPrompt(req.params.name, req.params.arguments, ctx(req.params, c as unknown as Ctx, call))));
+  server.setRequestHandler('resources/read', (req, c) => bridged(c as unknown as Ctx, (call) => gateway.readResource(req.params.uri, ctx(req.params, c as unknown as Ctx, call))));
   server.setRequestHandler('completion/complete', (req, c) => gateway.complete(req.params as never, ctx(req.params, c as unknown as Ctx)) as never);
 
   if (!announce) return server;

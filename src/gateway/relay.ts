@@ -9,6 +9,10 @@
  *   hosts the answer is an error that says so ("ambiguous"), as it is when the host does
  *   not support the capability;
  * - roots/list is answered with the union of the roots the hosts announce.
+ *
+ * A 2026-07-28 host has no session to be asked on: its call carries `ask` instead
+ * (input-bridge.ts turns the request into that call's `input_required`), and counts as a
+ * host of its own.
  */
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
 import {
@@ -34,12 +38,11 @@ export interface HostContext {
   host?: HostSession;
   extra?: HostExtra;
   progressToken?: string | number;
+  /** A 2026-07-28 host's call: asks that host (its next round answers). */
+  ask?: (request: ServerRequest) => Promise<Result>;
 }
 
-interface InFlight {
-  host: HostSession;
-  extra: HostExtra;
-}
+type InFlight = { host: HostSession; extra: HostExtra; ask?: undefined } | { host: object; extra?: HostExtra; ask: (request: ServerRequest) => Promise<Result> };
 
 export interface RelayOptions {
   /** The roots a server's roots/list is answered with. */
@@ -56,7 +59,7 @@ export class HostRelay {
 
   /** Sends a host's request to a server (see the file comment). */
   async send(server: ServerSupervisor, method: string, params: Record<string, unknown>, ctx: HostContext): Promise<Result> {
-    const entry = ctx.host && ctx.extra ? { host: ctx.host, extra: ctx.extra } : undefined;
+    const entry: InFlight | undefined = ctx.ask ? { host: ctx.ask, extra: ctx.extra, ask: ctx.ask } : ctx.host && ctx.extra ? { host: ctx.host, extra: ctx.extra } : undefined;
     let set = this.inflight.get(server.name);
     if (entry) {
       if (!set) this.inflight.set(server.name, (set = new Set()));
@@ -86,6 +89,8 @@ export class HostRelay {
     if (hosts.size > 1) {
       throw rpcError(ErrorCode.InvalidRequest, `${what} from '${serverName}' is ambiguous: ${hosts.size} hosts have requests in flight to it; the gateway forwards it only when they all come from one host`);
     }
+    const modern = entries.find((e) => e.ask);
+    if (modern?.ask) return modern.ask(request);
     const [host] = hosts as Set<HostSession>;
     const caps = host!.server.getClientCapabilities();
     const supported = request.method === 'sampling/createMessage' ? caps?.sampling : request.method === 'elicitation/create' ? caps?.elicitation : undefined;
@@ -94,7 +99,7 @@ export class HostRelay {
     try {
       // With exactly one request in flight, on that request's stream (Streamable HTTP hosts
       // then see it beside the call that caused it).
-      if (entries.length === 1) return await entries[0]!.extra.sendRequest(request as never, ResultSchema, options);
+      if (entries.length === 1) return await entries[0]!.extra!.sendRequest(request as never, ResultSchema, options);
       return await host!.server.request(request as never, ResultSchema, options);
     } catch (err) {
       if (err instanceof McpError) throw passOn(err);
