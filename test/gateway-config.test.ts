@@ -193,3 +193,18 @@ describe('InputBridge (pure; fake timers)', () => {
     }
   });
 });
+
+describe('InputBridge bound', () => {
+  it('past maxWaiting calls waiting for their hosts, a call that asks ends with an error (its backend call aborted)', async () => {
+    const bridge = new InputBridge(60_000, 1);
+    const never = new AbortController().signal;
+    const asking = (call: { ask: (r: { method: string }) => Promise<unknown>; signal: AbortSignal }) =>
+      new Promise<Record<string, never>>((resolve, reject) => {
+        call.signal.addEventListener('abort', () => reject(new Error('aborted')));
+        void call.ask({ method: 'elicitation/create' }).then(() => resolve({}), reject);
+      });
+    expect(await bridge.round(asking, never, undefined, undefined)).toMatchObject({ resultType: 'input_required' });
+    await expect(bridge.round(asking, never, undefined, undefined)).rejects.toThrow(/too many calls \(1\) waiting/);
+    expect(bridge.size).toBe(1);
+  });
+});

@@ -40,7 +40,18 @@ export interface BridgedCall {
 export class InputBridge {
   private readonly pending = new Map<string, Pending>();
 
-  constructor(private readonly resumeTimeoutMs: number) {}
+  constructor(
+    private readonly resumeTimeoutMs: number,
+    /** Calls waiting for their host's next round at most (memory bound): past it, a call asking ends with an error. */
+    private readonly maxWaiting = 256,
+  ) {}
+
+  /** Calls waiting for their host's next round. */
+  private get waiting(): number {
+    let n = 0;
+    for (const p of this.pending.values()) if (p.timer) n++;
+    return n;
+  }
 
   /** Calls in flight across host rounds (bounded by the hosts' rounds and resumeTimeoutMs). */
   get size(): number {
@@ -58,6 +69,7 @@ export class InputBridge {
     if (id !== undefined && !p) throw Object.assign(new Error('Invalid or expired requestState'), { code: -32602 });
     if (p) {
       clearTimeout(p.timer);
+      p.timer = undefined;
       for (const ask of [...p.asks]) {
         const response = inputResponses?.[ask.key];
         if (response === undefined) continue;
@@ -83,6 +95,11 @@ export class InputBridge {
     if (current.settled) {
       this.pending.delete(id!);
       return current.call;
+    }
+    if (this.waiting >= this.maxWaiting) {
+      const error = Object.assign(new Error(`too many calls (${this.maxWaiting}) waiting for their hosts' input: try again later`), { code: -32603 });
+      this.drop(id!, error);
+      throw error;
     }
     // Waiting for the host: nobody resuming it in time ends it.
     current.timer = setTimeout(() => this.drop(id!, new Error(`the host did not answer within ${this.resumeTimeoutMs} ms`)), this.resumeTimeoutMs);
