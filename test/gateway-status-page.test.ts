@@ -15,6 +15,7 @@ import { everything, memoryServer, node, repoRoot } from './helpers/mcp-peers.js
 import { CHROMIUM, requireProgram } from './helpers/prerequisites.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { ChaosProxy } from '../src/chaos/proxy.js';
+import { serverDiesSilently } from './helpers/silent-death.js';
 
 // Without the background-networking flags Chromium dials out, which this network refuses.
 const FLAGS = ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run', '--disable-background-networking', '--disable-component-update', '--disable-sync'];
@@ -111,9 +112,9 @@ describe('the status page in headless Chromium', () => {
     await page.locator('tr[data-server="files"] td[data-field="error"].past').filter({ hasText: /^last failure at .*, recovered at .*, restarts 1: / }).waitFor({ timeout: 5000 });
   });
 
-  it('behind a plain TCP proxy, the tether server stopped: the row leaves connected within 3 s, health greyed', async () => {
+  it('behind a plain TCP proxy, the tether server dies silently: the row leaves connected within 3 s, health greyed', async () => {
     await status('proxied').filter({ hasText: 'connected' }).waitFor({ timeout: 15_000 });
-    await behindProxy.stop();
+    await serverDiesSilently(proxy);
     await status('proxied').filter({ hasText: 'reconnecting' }).waitFor({ timeout: 3000 });
     expect(await page.locator('tr[data-server="proxied"] td[data-field="health"]').textContent()).toBe('—');
     expect(await page.locator('tr[data-server="proxied"] td[data-field="error"]').textContent()).toMatch(/^the tether (server cannot be reached|link has been down)/);

@@ -14,6 +14,7 @@ import { ServerSupervisor, SUPERVISOR_EVENT_NAMES, type ExecServerSpec, type Sup
 import { everything, text } from './helpers/mcp-peers.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { ChaosProxy } from '../src/chaos/proxy.js';
+import { serverDiesSilently } from './helpers/silent-death.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -225,7 +226,7 @@ describe('supervisor, exec kind: status true within a second (issue 15)', () => 
     expect(sup.summary().lastError).toBe("the tether server cannot start 'no-such-mcp-server-xyz': No such file or directory (os error 2)");
   });
 
-  it('behind a plain TCP proxy (tether chaos, no fault), the tether server stopped: not connected within 3 s, whatever the recovery deadline', async () => {
+  it('behind a plain TCP proxy (tether chaos, no fault), the tether server dies silently: not connected within 3 s, whatever the recovery deadline', async () => {
     const t = await tether();
     const proxy = await ChaosProxy.start({ targetPort: t.server.port });
     cleanups.push(() => proxy.close());
@@ -233,7 +234,7 @@ describe('supervisor, exec kind: status true within a second (issue 15)', () => 
     await sup.start();
     expect(sup.status).toBe('connected');
     const left = new Promise<string>((resolve) => sup.on('status', ({ status }) => { if (status !== 'connected') resolve(status); }));
-    await t.stop();
+    await serverDiesSilently(proxy);
     // Bounded by an event, not a sleep; before, it stayed connected until the recovery deadline.
     const status = await Promise.race([left, new Promise<string>((resolve) => setTimeout(() => resolve('still connected after 3 s'), 3000).unref())]);
     expect(status).toBe('reconnecting');
