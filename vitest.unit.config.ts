@@ -23,6 +23,7 @@ export const unitTests = [
   'http-timeouts',
   'keeper-wire',
   'mcp-framing',
+  'mcp-inbox',
   'protocol-dialect',
   'receive-guard',
   'relay-handles',

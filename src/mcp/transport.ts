@@ -18,9 +18,10 @@
  */
 import { PassThrough, type Readable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
-import { ErrorCode, type JSONRPCMessage, type RequestId } from '@modelcontextprotocol/sdk/types.js';
+import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ExecClient, type ExecProcess, type TrustedCa } from '../client/index.js';
 import { JsonRpcLineDecoder, MessageTooLargeError, serializeMessage } from './framing.js';
+import { Inbox } from './inbox.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
 
 export type StderrMode = 'pipe' | 'inherit' | 'ignore';
@@ -94,13 +95,8 @@ export class ExecStdioClientTransport implements Transport {
   private ended!: Promise<void>;
   private markEnded!: () => void;
 
-  // Delivery queue: see deliver().
-  private inbox: JSONRPCMessage[] = [];
-  /** Ids of requests sent and not answered yet (see failPending). */
-  private readonly pending = new Set<RequestId>();
-  private delivering = false;
-  private idle: Promise<void> = Promise.resolve();
-  private markIdle: () => void = () => {};
+  /** What reaches the SDK, in order (inbox.ts). */
+  private readonly inbox = new Inbox({ message: (message) => this.onmessage?.(message), error: (error) => this.report(error) });
 
   constructor(params: ExecStdioServerParameters) {
     if (typeof params?.command !== 'string' || params.command === '') {
@@ -240,42 +236,7 @@ export class ExecStdioClientTransport implements Transport {
       if (r.ok) messages.push(r.message);
       else this.report(r.error);
     }
-    if (messages.length) this.deliver(messages);
-  }
-
-  /**
-   * Hands messages to onmessage in order, letting one microtask pass after each one.
-   * The SDK's Protocol dispatches notifications in a microtask but responses synchronously,
-   * so a progress notification immediately followed by its response in the same chunk
-   * would reach the Client after the response and be dropped (the request's progress
-   * handler is already gone). After a reconnect, replayed output arrives exactly in such
-   * bursts; yielding between messages keeps every notification ahead of what follows it.
-   */
-  private deliver(messages: JSONRPCMessage[]): void {
-    if (this.closed) return; // nothing reaches the Client after onclose
-    this.inbox.push(...messages);
-    if (this.delivering) return;
-    this.delivering = true;
-    this.idle = new Promise((resolve) => (this.markIdle = resolve));
-    void this.drain();
-  }
-
-  private async drain(): Promise<void> {
-    try {
-      while (this.inbox.length > 0) {
-        const message = this.inbox.shift()!;
-        if (!('method' in message) && 'id' in message && message.id !== undefined) this.pending.delete(message.id);
-        try {
-          this.onmessage?.(message);
-        } catch (error) {
-          this.report(asError(error));
-        }
-        await Promise.resolve();
-      }
-    } finally {
-      this.delivering = false;
-      this.markIdle();
-    }
+    if (messages.length) this.inbox.deliver(messages);
   }
 
   private keepStderrTail(chunk: Buffer): void {
@@ -291,7 +252,7 @@ export class ExecStdioClientTransport implements Transport {
     const stdin = this.process?.stdin;
     if (!stdin || this.finished || this.closing) throw new Error('Not connected');
     const requestId = 'method' in message && 'id' in message ? message.id : undefined;
-    if (requestId !== undefined) this.pending.add(requestId);
+    if (requestId !== undefined) this.inbox.sent(requestId);
     const line = serializeMessage(message);
     // Resolves once the write is accepted by the remote side (after a reconnect if the link
     // is down: the client re-sends it with the same write id, so it lands exactly once).
@@ -299,7 +260,7 @@ export class ExecStdioClientTransport implements Transport {
       stdin.write(line, (error?: Error | null) => {
         if (!error) return resolve();
         // The SDK fails the request with this error; it must not be answered again later.
-        if (requestId !== undefined) this.pending.delete(requestId);
+        if (requestId !== undefined) this.inbox.unsent(requestId);
         reject(error);
       });
     });
@@ -353,12 +314,12 @@ export class ExecStdioClientTransport implements Transport {
         // 'close' and 'error' can come before the stdout stream has emitted what it
         // buffered: what the server wrote still reaches onmessage, then onclose.
         if (this.process) await whenEnded(this.process.stdout);
-        await this.idle;
+        await this.inbox.idle;
         if (error) {
           this.onerror?.(error);
-          this.failPending(error);
+          this.inbox.failPending(error);
         }
-        this.closed = true;
+        this.inbox.close();
         this.onclose?.();
         if (this.ownsClient && this.execClient) await this.execClient.close().catch(() => {});
       })();
@@ -367,29 +328,6 @@ export class ExecStdioClientTransport implements Transport {
   }
 
   private finishing: Promise<void> | undefined;
-  /** onclose has fired. */
-  private closed = false;
-
-  /**
-   * Answers every request still waiting with an error that says why, before onclose: the
-   * SDK would otherwise reject them all with a bare "Connection closed". Same code
-   * (ConnectionClosed, -32000), so callers that test the code see no difference.
-   */
-  private failPending(error: Error): void {
-    const ids = [...this.pending];
-    this.pending.clear();
-    for (const id of ids) {
-      try {
-        this.onmessage?.({
-          jsonrpc: '2.0',
-          id,
-          error: { code: ErrorCode.ConnectionClosed, message: `Connection closed: ${error.message}` },
-        });
-      } catch {
-        // a throwing handler must not stop the others from being answered
-      }
-    }
-  }
 
   /** After a failed start: release what was acquired without firing onclose. */
   private finishQuietly(): void {
