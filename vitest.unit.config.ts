@@ -27,6 +27,7 @@ export const unitTests = [
   'protocol-dialect',
   'receive-guard',
   'relay-handles',
+  'relay-output-batch',
   'server-auth',
   'server-capacity',
   'server-connection-parts',

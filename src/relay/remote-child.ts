@@ -13,6 +13,7 @@ import type { ExecClient, ExecProcess } from '../client/index.js';
 import type { OutputStream, SignalName } from '../protocol/index.js';
 import { internalError, RpcError } from '../protocol/index.js';
 import type { ChildEvents, ChildSpec, SpawnedChild } from '../server/backend.js';
+import { OutputBatch } from './output-batch.js';
 
 const PROTOCOL_SIGNALS: Partial<Record<NodeJS.Signals, SignalName>> = {
   SIGINT: 'interrupt',
@@ -98,17 +99,25 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned
       whenBegun(() => events.close());
     }
   };
+  const batch = new OutputBatch((name, data) => whenBegun(() => events.output(name, data)));
   for (const [stream, name] of streams) {
-    stream.on('data', (data: Buffer) => whenBegun(() => events.output(name, data)));
+    stream.on('data', (data: Buffer) => batch.add(name, data));
     stream.once('end', () => {
+      batch.flush();
       open--;
       maybeClose();
     });
-    stream.once('error', (err: Error) => whenBegun(() => events.streamError(name, err)));
+    stream.once('error', (err: Error) => {
+      batch.flush();
+      whenBegun(() => events.streamError(name, err));
+    });
   }
   // Promises, not events: whatever happened before this line is not missed.
   proc.exited.then(
-    (code) => whenBegun(() => events.exit(code)),
+    (code) => {
+      batch.flush(); // output delivered before the exit goes first (as a local child's would)
+      whenBegun(() => events.exit(code));
+    },
     () => {},
   );
   const gone = proc.closed.then(
