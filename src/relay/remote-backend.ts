@@ -24,6 +24,9 @@ export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal'> 
   log?: (message: string) => void;
 }
 
+/** Output of one upstream process held unread (its log full) before the upstream socket is paused (no `acks`). */
+export const UPSTREAM_OUTPUT_HIGH_WATER_MARK = 1024 * 1024;
+
 export class RemoteBackend implements ServerBackend {
   private readonly sessions = new Set<RemoteSession>();
   /** Upstream sessions being closed (awaited by `close`). */
@@ -88,7 +91,11 @@ class RemoteSession implements SessionBackend {
     /** Told once, with the upstream session's closing. */
     private readonly forget: (closing: Promise<void>) => void,
   ) {
-    this.connected = ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay', extensions }).then((client) => {
+    // Without `acks` (a Codex upstream) the relay's memory is bounded by pausing the upstream
+    // socket once a process's output waits unread past the mark (client/flow.ts): the relay
+    // stops taking output when its log is full, and nothing else would stop the socket.
+    const outputHighWaterMark = options.outputHighWaterMark ?? UPSTREAM_OUTPUT_HIGH_WATER_MARK;
+    this.connected = ExecClient.connect(url, { ...options, outputHighWaterMark, clientName: options.clientName ?? 'tether-relay', extensions }).then((client) => {
       client.on('state', (change) => {
         if (change.state !== 'failed' || this.closed) return;
         const reason = `upstream session lost: ${change.reason ?? 'failed'}`;
