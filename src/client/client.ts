@@ -162,6 +162,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     const table = this.#table;
     const link = (this.#link = new SessionLink(url, options, {
       processes: () => table.all(),
+      forgotten: () => table.forgotten(),
       onNotification: (method, params) => table.onNotification(method, params),
       onBinaryFrame: (fragments) => table.onBinaryFrame(fragments),
       outputMemoryFor: (header) => table.outputMemoryFor(header),
@@ -350,7 +351,11 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     const engine = this.#link.engine;
     if (change.state === 'connected') {
       if (this.#flow.isPaused) engine.current?.pause(); // the catch-up is in; the consumer is still behind
-      if (this.#link.acks) this.#acknowledger.flushAll(); // acks sent just before the drop may be lost
+      if (this.#link.acks) {
+        this.#acknowledger.flushAll(); // acks sent just before the drop may be lost
+        // So may the final acks of processes forgotten since: the server still holds their output.
+        for (const [processId, seq] of this.#table.forgotten()) if (this.#acknowledger.consumedSeq(processId) === 0) this.#ops.sendAck(processId, seq);
+      }
     } else if (change.state === 'failed') {
       this.#flow.dispose();
       this.#acknowledger.dispose();

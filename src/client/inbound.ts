@@ -5,7 +5,7 @@
 import { decodeBinaryFragments, peekOutputHeader } from '../protocol/binary-frames.js';
 import { Method, type OutputStream } from '../protocol/types.js';
 import type { ByteArena } from '../util/byte-arena.js';
-import { isLive, outputMemoryOf, type ExecProcess } from './process.js';
+import { isLive, outputMemoryOf, sequencerOf, type ExecProcess } from './process.js';
 import { outputEvent } from './sequencer.js';
 
 export interface InboundHost {
@@ -15,8 +15,18 @@ export interface InboundHost {
   forgottenClose(processId: string, seq: number): void;
 }
 
+/** Closed processes remembered after they are forgotten (the most recent ones), for resumes. */
+export const FORGOTTEN_KEPT = 256;
+
 export class ProcessTable {
   private readonly processes = new Map<string, ExecProcess>();
+  /**
+   * Processes forgotten after their close was delivered: the seq of that close, oldest first,
+   * at most FORGOTTEN_KEPT. A resume tells the server they were delivered (and acknowledges
+   * them again): their final ack may have been lost with the socket, and the server would
+   * otherwise send all their unacknowledged output again, for nothing.
+   */
+  private readonly forgottenClosed = new Map<string, number>();
   /** Extension `binaryOutput`: the processes by the handle their frames carry (chosen here, sent with process/start). */
   private readonly byHandle = new Map<number, ExecProcess>();
   private readonly handles = new Map<ExecProcess, number>();
@@ -40,6 +50,7 @@ export class ProcessTable {
   /** Registers before the start is sent (output may arrive before its answer); `binary`: give it a frame handle. */
   add(proc: ExecProcess, binary: boolean): void {
     this.processes.set(proc.id, proc);
+    this.forgottenClosed.delete(proc.id);
     if (binary) {
       // Chosen here, so frames that overtake (or outlive) the start answer still find their process.
       const handle = this.nextHandle++;
@@ -60,13 +71,26 @@ export class ProcessTable {
   }
 
   forget(proc: ExecProcess): void {
-    if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+    if (this.processes.get(proc.id) === proc) {
+      this.processes.delete(proc.id);
+      const sequencer = sequencerOf(proc);
+      if (sequencer.done) {
+        this.forgottenClosed.set(proc.id, sequencer.lastDelivered);
+        if (this.forgottenClosed.size > FORGOTTEN_KEPT) this.forgottenClosed.delete(this.forgottenClosed.keys().next().value!);
+      }
+    }
     const handle = this.handles.get(proc);
     if (handle !== undefined && this.byHandle.get(handle) === proc) this.byHandle.delete(handle);
   }
 
+  /** Forgotten processes whose close was delivered: id → the close's seq (see `forgottenClosed`). */
+  forgotten(): ReadonlyMap<string, number> {
+    return this.forgottenClosed;
+  }
+
   clear(): void {
     this.processes.clear();
+    this.forgottenClosed.clear();
     this.byHandle.clear();
   }
 

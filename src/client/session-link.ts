@@ -28,6 +28,8 @@ const MIN_ATTEMPT_MS = 250;
 export interface LinkHost {
   /** The processes the client follows. */
   processes(): ExecProcess[];
+  /** Processes forgotten after their close was delivered: id → the close's seq. */
+  forgotten(): ReadonlyMap<string, number>;
   /** Inbound traffic of every connection. */
   onNotification(method: string, params: unknown): void;
   onBinaryFrame(fragments: Buffer[]): void;
@@ -159,7 +161,8 @@ export class SessionLink {
     if (this.extensionRequest) params.tether = this.extensionRequest;
     if (resumeSessionId !== undefined && this.acks) {
       // Where each process stands: the server sends its events from the next one on.
-      const delivered: Record<string, number> = {};
+      // Forgotten ones too: their final ack may have been lost, and all their output would come again.
+      const delivered: Record<string, number> = Object.fromEntries(this.host.forgotten());
       for (const proc of this.host.processes()) if (isLive(proc)) delivered[proc.id] = sequencerOf(proc).lastDelivered;
       params.tether = { ...this.extensionRequest!, delivered };
     }
