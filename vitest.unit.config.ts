@@ -20,6 +20,7 @@ export const unitTests = [
   'fs-budget',
   'fs-copy-deadline',
   'gateway-config',
+  'gateway-request-limits',
   'http-timeouts',
   'keeper-wire',
   'mcp-framing',

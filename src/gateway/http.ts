@@ -33,6 +33,13 @@ export interface GatewayHttpOptions {
    * open stream; its client gets 404 and initializes again); with none idle it is answered 503.
    */
   maxSessions?: number;
+  /**
+   * 2026-07-28 requests (no session) in flight at once, from all clients (256) and from one
+   * client address (64): a call waiting on its backend and a `subscriptions/listen` stream
+   * each hold one. One more is answered 429 with Retry-After.
+   */
+  maxModernRequests?: number;
+  maxModernRequestsPerClient?: number;
   /** An MCP session with no request and no open stream for this long is closed. Default 10 min. */
   sessionIdleMs?: number;
   /** Required on every endpoint but /healthz and /readyz (Bearer, or the status page's cookie). */
@@ -221,7 +228,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
       }
     }
     // 2026-07-28: no session, a `_meta` envelope on every request (modern-host.ts).
-    if (text !== undefined && !sessionId && (await (await (modern ??= createModernHttp(gateway))).serve(req, res, text, body))) return;
+    if (text !== undefined && !sessionId && (await (await (modern ??= createModernHttp(gateway, { maxTotal: opts.maxModernRequests ?? 256, maxPerClient: opts.maxModernRequestsPerClient ?? 64 }))).serve(req, res, text, body))) return;
     if (sessionId) {
       const session = sessions.get(sessionId);
       // 404 tells a Streamable HTTP client its session is gone and it must initialize again.

@@ -1,0 +1,84 @@
+/**
+ * A hostile or careless 2026-07-28 host cannot get around the gateway's limits (issue #26):
+ * its requests have no session, so each one in flight takes a place (per client address and
+ * overall); past the bound it gets HTTP 429 with a JSON-RPC error that says so, the places
+ * come back when its requests end, and a 2025 host beside it keeps working.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client as ClientV2, StreamableHTTPClientTransport as StreamableHttpV2 } from '@modelcontextprotocol/client';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StreamableHTTPClientTransport } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
+import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
+import { node, repoRoot, text } from './helpers/mcp-peers.js';
+
+const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-modern-limits-'));
+const cancelLog = path.join(dir, 'cancel.log');
+const PER_CLIENT = 4;
+let gateway: Gateway;
+let http: GatewayHttp;
+
+beforeAll(async () => {
+  gateway = new Gateway(
+    parseConfig({
+      supervisor: { healthIntervalMs: 0 },
+      mcpServers: { modern: { command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), 'modern'], env: { V2_CANCEL_LOG: cancelLog } } },
+    }),
+  );
+  http = await startGatewayHttp(gateway, { port: 0, maxModernRequestsPerClient: PER_CLIENT, maxModernRequests: 32 });
+  await gateway.start();
+}, 60_000);
+
+afterAll(async () => {
+  await http?.close();
+  await gateway?.close();
+  rmSync(dir, { recursive: true, force: true });
+});
+
+const started = () => (existsSync(cancelLog) ? readFileSync(cancelLog, 'utf8').split('\n').filter((l) => l === 'started').length : 0);
+
+describe('2026-07-28 requests are bounded like 2025 sessions', () => {
+  it('past the bound of requests in flight from one client: 429 with a clear error; a 2025 host beside it works; places come back', async () => {
+    const hostile = new ClientV2({ name: 'v2-hostile', version: '1.0.0' }, { versionNegotiation: { mode: { pin: '2026-07-28' } } });
+    await hostile.connect(new StreamableHttpV2(new URL(`${http.url}/mcp`)));
+    const aborter = new AbortController();
+    try {
+      const holding = Array.from({ length: PER_CLIENT }, () => hostile.callTool({ name: 'modern__wait', arguments: {} }, { signal: aborter.signal }).catch((e: unknown) => e));
+      await expect.poll(started, { timeout: 20_000 }).toBe(PER_CLIENT);
+
+      // Many more at once: each refused at once, saying why.
+      const refused = await Promise.all(Array.from({ length: 8 }, () => hostile.callTool({ name: 'modern__echo', arguments: { message: 'x' } }).then(() => null, (e: unknown) => e)));
+      for (const error of refused) expect(String((error as Error)?.message)).toMatch(/too many 2026-07-28 requests in flight from this client \(4\)/);
+      // What the wire says: HTTP 429, Retry-After, a JSON-RPC error with the request's id.
+      const raw = await fetch(`${http.url}/mcp`, {
+        method: 'POST',
+        headers: { 'content-type': 'application/json', accept: 'application/json, text/event-stream', 'mcp-protocol-version': '2026-07-28' },
+        body: JSON.stringify({ jsonrpc: '2.0', id: 7, method: 'tools/list', params: { _meta: { 'io.modelcontextprotocol/protocolVersion': '2026-07-28', 'io.modelcontextprotocol/clientInfo': { name: 'raw', version: '1' }, 'io.modelcontextprotocol/clientCapabilities': {} } } }),
+      });
+      expect(raw.status).toBe(429);
+      expect(raw.headers.get('retry-after')).toBe('1');
+      expect(await raw.json()).toMatchObject({ jsonrpc: '2.0', id: 7, error: { code: -32000, message: expect.stringMatching(/too many 2026-07-28 requests/) } });
+
+      // A 2025 host next to it keeps working.
+      const polite = new Client({ name: 'v1-polite', version: '1.0.0' });
+      await polite.connect(new StreamableHTTPClientTransport(new URL(`${http.url}/mcp`)));
+      try {
+        expect((await polite.listTools()).tools.map((t) => t.name)).toContain('modern__echo');
+        expect(text(await polite.callTool({ name: 'modern__echo', arguments: { message: 'still here' } }))).toBe('Echo (modern): still here');
+      } finally {
+        await polite.close();
+      }
+
+      // Its own requests ending give the places back.
+      aborter.abort();
+      await Promise.all(holding);
+      await expect
+        .poll(async () => hostile.callTool({ name: 'modern__echo', arguments: { message: 'again' } }).then(text, (e: unknown) => String(e)), { timeout: 10_000 })
+        .toBe('Echo (modern): again');
+    } finally {
+      await hostile.close();
+    }
+  }, 60_000);
+});
