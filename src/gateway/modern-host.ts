@@ -4,13 +4,16 @@
  * there is no host session: tools, prompts, resources and completions go to the servers as
  * for a 2025 host, with progress and cancellation relayed, and list changes announced to the
  * host's `subscriptions/listen` stream by the SDK. A server's sampling or elicitation during
- * such a host's call becomes that call's `input_required` (input-bridge.ts). What needs a
- * host session is not offered in this era: roots are those of the 2025 hosts; the log level
- * is not set (this era carries it per request).
+ * such a host's call becomes that call's `input_required` (input-bridge.ts), and so does its
+ * roots/list when the host declares `roots` (relay.ts). The log level is not set (this era
+ * carries it per request).
  */
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Readable } from 'node:stream';
 import { Server } from '@modelcontextprotocol/server';
+
+/** Where a 2026-07-28 request's `_meta` envelope carries the client's capabilities. */
+const CLIENT_CAPABILITIES_META_KEY = 'io.modelcontextprotocol/clientCapabilities';
 import type { Gateway, HostContext, HostList } from './gateway.js';
 import { InputBridge, type BridgedCall } from './input-bridge.js';
 import { RequestLimiter, type RequestLimitOptions } from './request-limits.js';
@@ -42,6 +45,7 @@ export function createModernGatewayServer(gateway: Gateway, announce = true): Se
       notify(n: { method: string; params?: Record<string, unknown> }): Promise<void>;
       inputResponses?: Record<string, unknown>;
       requestState?: () => unknown;
+      envelope?: Record<string, unknown>;
     };
   };
   const ctx = (params: { _meta?: { progressToken?: string | number } } | undefined, c: Ctx, call?: BridgedCall): HostContext => ({
@@ -49,6 +53,7 @@ export function createModernGatewayServer(gateway: Gateway, announce = true): Se
     extra: { signal: call?.signal ?? c.mcpReq.signal, sendNotification: (n: { method: string; params?: Record<string, unknown> }) => c.mcpReq.notify(n) } as unknown as HostContext['extra'],
     progressToken: params?._meta?.progressToken,
     ask: call ? (request) => call.ask(request as never) : undefined,
+    roots: (c.mcpReq.envelope?.[CLIENT_CAPABILITIES_META_KEY] as { roots?: unknown } | undefined)?.roots !== undefined,
   });
   /** A call that may need the host's input on the way: one round of it (input-bridge.ts). */
   const bridged = (c: Ctx, run: (call: BridgedCall) => Promise<unknown>) => {

@@ -8,7 +8,9 @@
  *   answers (on the stream of the call, when there is exactly one); with none or several
  *   hosts the answer is an error that says so ("ambiguous"), as it is when the host does
  *   not support the capability;
- * - roots/list is answered with the union of the roots the hosts announce.
+ * - roots/list is answered with the union of the roots the 2025 hosts announce, plus, when
+ *   the calls in flight to that server all come from one 2026-07-28 host that declares
+ *   `roots`, that host's roots (asked through its call's `input_required`).
  *
  * A 2026-07-28 host has no session to be asked on: its call carries `ask` instead
  * (input-bridge.ts turns the request into that call's `input_required`), and counts as a
@@ -40,9 +42,11 @@ export interface HostContext {
   progressToken?: string | number;
   /** A 2026-07-28 host's call: asks that host (its next round answers). */
   ask?: (request: ServerRequest) => Promise<Result>;
+  /** A 2026-07-28 host's call: whether the host declared `roots` in the request's client capabilities. */
+  roots?: boolean;
 }
 
-type InFlight = { host: HostSession; extra: HostExtra; ask?: undefined } | { host: object; extra?: HostExtra; ask: (request: ServerRequest) => Promise<Result> };
+type InFlight = { host: HostSession; extra: HostExtra; ask?: undefined } | { host: object; extra?: HostExtra; ask: (request: ServerRequest) => Promise<Result>; roots: boolean };
 
 export interface RelayOptions {
   /** The roots a server's roots/list is answered with. */
@@ -59,7 +63,7 @@ export class HostRelay {
 
   /** Sends a host's request to a server (see the file comment). */
   async send(server: ServerSupervisor, method: string, params: Record<string, unknown>, ctx: HostContext): Promise<Result> {
-    const entry: InFlight | undefined = ctx.ask ? { host: ctx.ask, extra: ctx.extra, ask: ctx.ask } : ctx.host && ctx.extra ? { host: ctx.host, extra: ctx.extra } : undefined;
+    const entry: InFlight | undefined = ctx.ask ? { host: ctx.ask, extra: ctx.extra, ask: ctx.ask, roots: ctx.roots === true } : ctx.host && ctx.extra ? { host: ctx.host, extra: ctx.extra } : undefined;
     let set = this.inflight.get(server.name);
     if (entry) {
       if (!set) this.inflight.set(server.name, (set = new Set()));
@@ -77,11 +81,31 @@ export class HostRelay {
     }
   }
 
+  /**
+   * roots/list: the union of the 2025 hosts' roots; when the requests in flight to the server
+   * all come from one 2026-07-28 host that declared `roots`, that host's own roots (asked with
+   * its call's `input_required`) join them. If it does not answer, the 2025 hosts' roots.
+   */
+  private async rootsFor(entries: InFlight[], hosts: number, request: ServerRequest): Promise<Root[]> {
+    const base = this.opts.roots();
+    const modern = hosts === 1 ? entries.find((e) => e.ask) : undefined;
+    if (!modern?.ask || !modern.roots) return base;
+    let answer: Result;
+    try {
+      answer = await modern.ask(request);
+    } catch {
+      return base;
+    }
+    const byUri = new Map(base.map((r) => [r.uri, r]));
+    for (const r of ((answer as { roots?: Root[] }).roots ?? [])) if (r && typeof r.uri === 'string' && !byUri.has(r.uri)) byUri.set(r.uri, r);
+    return [...byUri.values()];
+  }
+
   /** sampling/createMessage, elicitation/create, roots/list from a server: see the file comment. */
   async fromServer(serverName: string, request: ServerRequest, backendExtra: BackendExtra): Promise<Result> {
-    if (request.method === 'roots/list') return { roots: this.opts.roots() };
     const entries = [...(this.inflight.get(serverName) ?? [])];
     const hosts = new Set(entries.map((e) => e.host));
+    if (request.method === 'roots/list') return { roots: await this.rootsFor(entries, hosts.size, request) };
     const what = request.method === 'sampling/createMessage' ? 'sampling' : request.method === 'elicitation/create' ? 'elicitation' : request.method;
     if (hosts.size === 0) {
       throw rpcError(ErrorCode.InvalidRequest, `${what} from '${serverName}' cannot be forwarded: no host has a request in flight to it, so the gateway cannot tell which host should answer`);
