@@ -2,7 +2,8 @@
  * What was wired for the 2026-07-28 era but untested (issue #26): completions from a 2026
  * host (to a 2025 and a 2026 backend) and from a 2025 host to a 2026 backend; and live list
  * changes of a 2026-07-28-only backend (its tools list grows while connected) reaching hosts
- * of both eras: a v1 host over Streamable HTTP and a v2 host on its `subscriptions/listen`.
+ * of both eras: a v1 host over Streamable HTTP and a v2 host on its `subscriptions/listen`;
+ * and a 2026 backend's sampling during a 2026 host's call, both ways through input_required.
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -65,6 +66,23 @@ describe('completions across eras', () => {
     try {
       const result = await client.complete({ ref: { type: 'ref/prompt', name: 'modern__greet' }, argument: { name: 'name', value: 'G' } });
       expect(result.completion.values).toEqual(['Grace']);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe('sampling between 2026-07-28 peers', () => {
+  it("a 2026 backend's input_required sampling during a 2026 host's call becomes that call's input_required, and the answer goes back", async () => {
+    const asked: string[] = [];
+    const client = await modernHost({ capabilities: { sampling: {} } });
+    client.setRequestHandler('sampling/createMessage', async (req) => {
+      asked.push(String((req.params.messages[0]?.content as { text?: string } | undefined)?.text));
+      return { model: 'host-model', role: 'assistant', content: { type: 'text', text: 'from the 2026 host' } };
+    });
+    try {
+      expect(text(await client.callTool({ name: 'modern__ask', arguments: { question: 'both 2026?' } }))).toBe('sampled: from the 2026 host');
+      expect(asked).toEqual(['both 2026?']);
     } finally {
       await client.close();
     }
