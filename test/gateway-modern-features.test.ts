@@ -3,7 +3,7 @@
  * host (to a 2025 and a 2026 backend) and from a 2025 host to a 2026 backend; and live list
  * changes of a 2026-07-28-only backend (its tools list grows while connected) reaching hosts
  * of both eras: a v1 host over Streamable HTTP and a v2 host on its `subscriptions/listen`;
- * and a 2026 backend's sampling during a 2026 host's call, both ways through input_required.
+ * a 2026 backend's progress to hosts of both eras, and a 2026 backend's sampling during a 2026 host's call, both ways through input_required.
  */
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -66,6 +66,22 @@ describe('completions across eras', () => {
     try {
       const result = await client.complete({ ref: { type: 'ref/prompt', name: 'modern__greet' }, argument: { name: 'name', value: 'G' } });
       expect(result.completion.values).toEqual(['Grace']);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe("a 2026-07-28 backend's progress", () => {
+  it.each(['2025', '2026'])('reaches a %s host', async (era) => {
+    const client = era === '2025' ? await legacyHost() : await modernHost();
+    try {
+      const progress: number[] = [];
+      const onprogress = (p: { progress: number }) => progress.push(p.progress);
+      const call = { name: 'modern__steps', arguments: {} };
+      const result = client instanceof Client ? await client.callTool(call, undefined, { onprogress }) : await client.callTool(call, { onprogress });
+      expect(text(result)).toBe('stepped');
+      expect(progress).toEqual([1, 2, 3]);
     } finally {
       await client.close();
     }

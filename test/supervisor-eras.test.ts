@@ -50,6 +50,16 @@ describe('supervisor, both MCP eras', () => {
     }
   });
 
+  it("a 2026-07-28 server's progress reports sent just before its result all reach the call (the SDK v2 client would drop them)", async () => {
+    const sup = supervise('modern', fixture('mcp-v2-server.mjs', 'modern'));
+    await sup.start();
+    for (let i = 0; i < 10; i++) {
+      const progress: number[] = [];
+      expect(text(await sup.request('tools/call', { name: 'steps', arguments: {} }, { onprogress: (p) => progress.push(p.progress) }))).toBe('stepped');
+      expect(progress).toEqual([1, 2, 3]);
+    }
+  });
+
   it('a 2026-07-28 server killed is restarted in the era it had (kept), and its health probe is a real request, not ping', async () => {
     const sup = supervise('modern', fixture('mcp-v2-server.mjs', 'modern'), { healthIntervalMs: 100, healthJitter: 0 });
     await sup.start();

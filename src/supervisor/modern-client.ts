@@ -39,7 +39,29 @@ export function createModernClient(clientInfo: Implementation, name: string, hoo
   client.setRequestHandler('sampling/createMessage', (req, ctx) => (hooks.onRequest ? hooks.onRequest(name, req as never, extra(ctx)) : noHost('sampling')) as never);
   client.setRequestHandler('elicitation/create', (req, ctx) => (hooks.onRequest ? hooks.onRequest(name, req as never, extra(ctx)) : noHost('elicitation')) as never);
   client.setRequestHandler('roots/list', (req, ctx) => (hooks.onRequest ? hooks.onRequest(name, req as never, extra(ctx)) : Promise.resolve({ roots: [] })) as never);
+  keepProgressBeforeResponses(client);
   client.setNotificationHandler('notifications/message', (n) => hooks.onNotification?.(name, n as never));
   client.setNotificationHandler('notifications/resources/updated', (n) => hooks.onNotification?.(name, n as never));
   return client as unknown as Client;
+}
+
+/**
+ * The SDK v2 client hands a notification to its handler one microtask after it arrived, but
+ * settles a response at once, dropping that request's progress handler: progress reports
+ * that arrive just before the result (in the same read) are lost. Responses are passed on
+ * one microtask later, behind the notifications received before them, so each report
+ * reaches its request's onprogress first. (No timer: only the order of what arrived.)
+ */
+function keepProgressBeforeResponses(client: ModernClient): void {
+  const connect = client.connect.bind(client);
+  client.connect = (async (transport: Parameters<typeof connect>[0], options?: Parameters<typeof connect>[1]) => {
+    await connect(transport, options);
+    const deliver = transport.onmessage;
+    if (!deliver) return;
+    transport.onmessage = (message, extra) => {
+      const isResponse = 'id' in message && !('method' in message);
+      if (isResponse) queueMicrotask(() => deliver.call(transport, message, extra));
+      else deliver.call(transport, message, extra);
+    };
+  }) as typeof client.connect;
 }
