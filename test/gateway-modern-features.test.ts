@@ -130,3 +130,21 @@ describe("a 2026-07-28-only backend's list changes", () => {
     }
   }, 30_000);
 });
+
+describe('what is not available across eras (docs/gateway.md, the features table)', () => {
+  it("a 2025 host's resources/subscribe to a 2026 backend fails with the backend's reason; a 2026 host is offered neither subscriptions nor logging", async () => {
+    const legacy = await legacyHost();
+    const modern = await modernHost();
+    try {
+      await expect(legacy.subscribeResource({ uri: 'v2://hello' })).rejects.toThrow(/MCP server 'modern': Method 'resources\/subscribe' is not supported by the negotiated protocol version/);
+      expect(legacy.getServerCapabilities()).toMatchObject({ logging: {}, resources: { subscribe: true } });
+      const caps = modern.getServerCapabilities() as Record<string, { subscribe?: boolean } | undefined>;
+      expect(caps.logging).toBeUndefined();
+      expect(caps.resources?.subscribe).toBeUndefined();
+      expect(caps.tasks).toBeUndefined();
+    } finally {
+      await legacy.close();
+      await modern.close();
+    }
+  });
+});
