@@ -3,8 +3,10 @@
  * host (to a 2025 and a 2026 backend) and from a 2025 host to a 2026 backend; and live list
  * changes of a 2026-07-28-only backend (its tools list grows while connected) reaching hosts
  * of both eras: a v1 host over Streamable HTTP and a v2 host on its `subscriptions/listen`;
- * a 2026 backend's progress to hosts of both eras, and a 2026 backend's sampling during a 2026 host's call, both ways through input_required.
+ * a 2026 backend's progress to hosts of both eras, a 2025 host's cancellation of a call on it, and a 2026 backend's sampling during a 2026 host's call, both ways through input_required.
  */
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client as ClientV2, StreamableHTTPClientTransport as StreamableHttpV2 } from '@modelcontextprotocol/client';
@@ -14,6 +16,8 @@ import { ToolListChangedNotificationSchema } from '@modelcontextprotocol/sdk/typ
 import { Gateway, parseConfig, startGatewayHttp, type GatewayHttp } from '../src/gateway/index.js';
 import { everything, node, repoRoot, text } from './helpers/mcp-peers.js';
 
+const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-modern-features-'));
+const cancelLog = path.join(dir, 'cancel.log');
 let gateway: Gateway;
 let http: GatewayHttp;
 
@@ -22,7 +26,7 @@ beforeAll(async () => {
     parseConfig({
       supervisor: { healthIntervalMs: 0 },
       mcpServers: {
-        modern: { command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), 'modern'] },
+        modern: { command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), 'modern'], env: { V2_CANCEL_LOG: cancelLog } },
         ev: { command: everything.command, args: everything.args },
       },
     }),
@@ -34,6 +38,7 @@ beforeAll(async () => {
 afterAll(async () => {
   await http?.close();
   await gateway?.close();
+  rmSync(dir, { recursive: true, force: true });
 });
 
 const modernHost = async (options: ConstructorParameters<typeof ClientV2>[1] = {}) => {
@@ -82,6 +87,23 @@ describe("a 2026-07-28 backend's progress", () => {
       const result = client instanceof Client ? await client.callTool(call, undefined, { onprogress }) : await client.callTool(call, { onprogress });
       expect(text(result)).toBe('stepped');
       expect(progress).toEqual([1, 2, 3]);
+    } finally {
+      await client.close();
+    }
+  });
+});
+
+describe("a 2025 host's cancellation", () => {
+  it('ends the call on a 2026-07-28 backend', async () => {
+    const client = await legacyHost();
+    const lines = () => (existsSync(cancelLog) ? readFileSync(cancelLog, 'utf8').split('\n').filter(Boolean) : []);
+    try {
+      const aborter = new AbortController();
+      const call = client.callTool({ name: 'modern__wait', arguments: {} }, undefined, { signal: aborter.signal }).catch((e: unknown) => e);
+      await expect.poll(lines, { timeout: 10_000 }).toContain('started');
+      aborter.abort();
+      expect(await call).toBeInstanceOf(Error);
+      await expect.poll(lines, { timeout: 10_000 }).toContain('cancelled');
     } finally {
       await client.close();
     }
