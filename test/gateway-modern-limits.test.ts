@@ -5,6 +5,8 @@
  * come back when its requests end, and a 2025 host beside it keeps working.
  */
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { request as httpRequest } from 'node:http';
+import { Readable } from 'node:stream';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -36,6 +38,20 @@ afterAll(async () => {
   await gateway?.close();
   rmSync(dir, { recursive: true, force: true });
 });
+
+/** fetch over node:http from another loopback address (another client, as the gateway sees it). */
+function fetchFrom(localAddress: string): typeof fetch {
+  return ((url: string | URL, init: RequestInit = {}) =>
+    new Promise<Response>((resolve, reject) => {
+      const req = httpRequest(url, { method: init.method ?? 'GET', headers: Object.fromEntries(new Headers(init.headers)), localAddress, signal: init.signal ?? undefined }, (res) => {
+        const headers = new Headers();
+        for (const [k, v] of Object.entries(res.headers)) if (typeof v === 'string') headers.set(k, v);
+        resolve(new Response(res.statusCode === 204 ? null : (Readable.toWeb(res) as ReadableStream), { status: res.statusCode, headers }));
+      });
+      req.on('error', reject);
+      req.end(typeof init.body === 'string' ? init.body : undefined);
+    })) as typeof fetch;
+}
 
 const started = () => (existsSync(cancelLog) ? readFileSync(cancelLog, 'utf8').split('\n').filter((l) => l === 'started').length : 0);
 
@@ -79,6 +95,34 @@ describe('2026-07-28 requests are bounded like 2025 sessions', () => {
         .toBe('Echo (modern): again');
     } finally {
       await hostile.close();
+    }
+  }, 60_000);
+});
+
+describe('the overall bound on 2026-07-28 requests', () => {
+  it('holds across clients: a second client address is refused once all clients together hold the overall bound', async () => {
+    const small = await startGatewayHttp(gateway, { port: 0, maxModernRequestsPerClient: 2, maxModernRequests: 3 });
+    const pin = { versionNegotiation: { mode: { pin: '2026-07-28' as const } } };
+    const a = new ClientV2({ name: 'v2-a', version: '1.0.0' }, pin);
+    const b = new ClientV2({ name: 'v2-b', version: '1.0.0' }, pin);
+    await a.connect(new StreamableHttpV2(new URL(`${small.url}/mcp`)));
+    await b.connect(new StreamableHttpV2(new URL(`${small.url}/mcp`), { fetch: fetchFrom('127.0.0.2') }));
+    const aborter = new AbortController();
+    const before = started();
+    try {
+      const wait = (client: ClientV2) => client.callTool({ name: 'modern__wait', arguments: {} }, { signal: aborter.signal }).catch((e: unknown) => e);
+      const holding = [wait(a), wait(a), wait(b)];
+      await expect.poll(started, { timeout: 20_000 }).toBe(before + 3);
+      const echo = (client: ClientV2) => client.callTool({ name: 'modern__echo', arguments: { message: 'x' } }).then(text, (e: unknown) => String(e));
+      expect(await echo(b)).toMatch(/too many 2026-07-28 requests in flight \(3 from all clients\)/);
+      expect(await echo(a)).toMatch(/too many 2026-07-28 requests in flight from this client \(2\)/);
+      aborter.abort();
+      await Promise.all(holding);
+      await expect.poll(() => echo(b), { timeout: 10_000 }).toBe('Echo (modern): x');
+    } finally {
+      await a.close();
+      await b.close();
+      await small.close();
     }
   }, 60_000);
 });
