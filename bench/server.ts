@@ -8,12 +8,11 @@
  *     1,000 idle sessions.
  * Targets: echo p50 < 1 ms, spawn p50 < 10 ms, throughput ≥ Codex, RSS flat under a slow reader.
  */
-import { performance } from 'node:perf_hooks';
 import { setTimeout as sleep } from 'node:timers/promises';
 import { mib, ms, ratioHigherBetter, ratioLowerBetter, summarize, table, verdict, type Summary } from './lib/stats.js';
 import { readMemory, RssSampler } from './lib/rss.js';
 import { exitCleanlyOnSignalsAndCrashes, startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
-import { base64Bytes, echoRoundTrip, newProcessId, spawnToClosed, THROUGHPUT_BYTES, throughputRun, withTimeout } from './lib/measure.js';
+import { base64Bytes, echoRoundTrip, newProcessId, spawnToClosed, throughputRun, withTimeout } from './lib/measure.js';
 import { startParams, WsRpc } from './lib/ws-rpc.js';
 
 const ECHO_SAMPLES = Number(process.env.BENCH_ECHO_SAMPLES ?? 200);

@@ -8,7 +8,7 @@ import { NewsWaiters } from '../src/server/news-waiters.js';
 import { appendRead, chunkLimit, CODEX_MAX_CHUNK_BYTES } from '../src/server/output-chunks.js';
 import { HeldOutput } from '../src/server/held-output.js';
 import { MemoryBudget } from '../src/server/memory-budget.js';
-import { osSignal } from '../src/server/signal-names.js';
+import { osSignal } from '../src/protocol/signals.js';
 import { ExitGrace, EXIT_WITHOUT_EOF_GRACE_MS } from '../src/server/exit-grace.js';
 
 describe('WriteIds', () => {

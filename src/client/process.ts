@@ -10,6 +10,7 @@ import { OutputLostError } from './errors.js';
 import { ProcessOutput } from './process-output.js';
 import { Sequencer, type Gap, type ProcessEvent, type SequencedEvent } from './sequencer.js';
 import type { ProcessReadResult } from '../protocol/index.js';
+import { protocolSignal } from '../protocol/signals.js';
 // A failure is also reported through events and streams: deferreds here are always observed.
 import { deferred } from '../util/deferred.js';
 import type { ByteArena } from '../util/byte-arena.js';
@@ -64,25 +65,6 @@ export interface ExecProcessEventMap {
    */
   error: [error: Error];
 }
-
-/** Node's signal names and numbers for the ones the protocol has (`SIGTERM` → `terminate`…). */
-const NODE_SIGNALS: Record<string, SignalName> = {
-  SIGINT: 'interrupt',
-  SIGTERM: 'terminate',
-  SIGKILL: 'kill',
-  SIGHUP: 'hangup',
-  SIGQUIT: 'quit',
-  SIGUSR1: 'user1',
-  SIGUSR2: 'user2',
-  2: 'interrupt',
-  15: 'terminate',
-  9: 'kill',
-  1: 'hangup',
-  3: 'quit',
-  10: 'user1',
-  12: 'user2',
-};
-const PROTOCOL_SIGNALS = new Set<string>(Object.values(NODE_SIGNALS));
 
 /** A signal `kill` takes: a Node name or number the protocol has, or the protocol's own name. */
 export type KillSignal = NodeJS.Signals | number | SignalName;
@@ -359,7 +341,7 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
 }
 
 function toProtocolSignal(signal: KillSignal): SignalName {
-  const name = typeof signal === 'string' && PROTOCOL_SIGNALS.has(signal) ? (signal as SignalName) : NODE_SIGNALS[signal];
+  const name = protocolSignal(signal);
   if (!name) throw new TypeError(`kill: unknown or unsupported signal ${String(signal)}`);
   return name;
 }

@@ -8,7 +8,7 @@ import { Method, type InitializeParams, type InitializeResult, type ProcessReadR
 import { RpcError } from '../protocol/errors.js';
 import { EXTENSIONS_VERSION, KnownExtensions, type ExtensionName } from '../protocol/extensions.js';
 import type { ByteArena } from '../util/byte-arena.js';
-import type { Logger, LogLevel } from '../util/logger.js';
+import type { LogLevel } from '../util/logger.js';
 import { sleep } from '../util/timeouts.js';
 import { reconnectDelayMs } from './backoff.js';
 import { Connection } from './connection.js';

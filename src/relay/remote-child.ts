@@ -10,20 +10,11 @@
  */
 import { Writable } from 'node:stream';
 import type { ExecClient, ExecProcess } from '../client/index.js';
-import type { OutputStream, SignalName } from '../protocol/index.js';
+import type { OutputStream } from '../protocol/index.js';
 import { internalError, RpcError } from '../protocol/index.js';
+import { protocolSignal } from '../protocol/signals.js';
 import type { ChildEvents, ChildSpec, SpawnedChild } from '../server/backend.js';
 import { OutputBatch } from './output-batch.js';
-
-const PROTOCOL_SIGNALS: Partial<Record<NodeJS.Signals, SignalName>> = {
-  SIGINT: 'interrupt',
-  SIGTERM: 'terminate',
-  SIGKILL: 'kill',
-  SIGHUP: 'hangup',
-  SIGQUIT: 'quit',
-  SIGUSR1: 'user1',
-  SIGUSR2: 'user2',
-};
 
 /** Starts `spec` upstream; resolves once the upstream server has it, rejects with its error. */
 export async function spawnRemote(client: ExecClient, spec: ChildSpec, events: ChildEvents): Promise<SpawnedChild> {
@@ -138,7 +129,7 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned
       }
     },
     signal(signal) {
-      const name = PROTOCOL_SIGNALS[signal];
+      const name = protocolSignal(signal);
       if (name) void proc.signal(name).catch(() => {});
     },
     killTree: () => void proc.terminate().catch(() => {}),

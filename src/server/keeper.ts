@@ -337,29 +337,3 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   }
 }
 
-/** The "spec" message (native/keeper.c): NUL-terminated fields, then the environment. */
-function specBlock(opts: KeeperSpawnOptions): Buffer {
-  const fields = [
-    opts.cwd,
-    opts.tty ? `${Math.max(1, opts.tty.cols | 0)}x${Math.max(1, opts.tty.rows | 0)}` : '',
-    opts.tty || opts.stdin ? '1' : '0',
-    opts.argv0 === undefined ? '-' : `+${opts.argv0}`,
-    String(1 + opts.args.length),
-    opts.file,
-    ...opts.args,
-  ];
-  for (const field of fields) {
-    if (field.includes('\0')) throw Object.assign(new TypeError('arguments and the working directory must be strings without null bytes'), { code: 'ERR_INVALID_ARG_VALUE' });
-  }
-  for (const [name, value] of Object.entries(opts.env)) {
-    if (name.includes('\0') || String(value).includes('\0')) {
-      throw Object.assign(new TypeError(`The environment variable '${name.replace(/\0/g, '\\0')}' must be a string without null bytes`), {
-        code: 'ERR_INVALID_ARG_VALUE',
-      });
-    }
-    fields.push(`${name}=${value}`);
-  }
-  const body = Buffer.from(fields.map((f) => `${f}\0`).join(''));
-  return Buffer.concat([Buffer.from(`spec ${body.length}\n`), body]);
-}
-

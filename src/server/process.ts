@@ -10,7 +10,7 @@
  * into chunks (output-chunks.ts), what its output holds under the memory budget
  * (held-output.ts), how long it was not read (pause-clock.ts), the long polls of
  * process/read (news-waiters.ts), stdin and its writeIds (child-stdin.ts, write-ids.ts),
- * when its exit is reported (exit-grace.ts), signal names (signal-names.ts).
+ * when its exit is reported (exit-grace.ts), signal names (protocol/signals.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
 import { OutputLog, type LogEntry, type OutputEntry } from './output-log.js';
@@ -24,7 +24,7 @@ import { HeldOutput } from './held-output.js';
 import { NewsWaiters } from './news-waiters.js';
 import { appendRead, chunkLimit } from './output-chunks.js';
 import { PauseClock } from './pause-clock.js';
-import { osSignal } from './signal-names.js';
+import { osSignal } from '../protocol/signals.js';
 import { ChildStdin } from './child-stdin.js';
 import { ExitGrace } from './exit-grace.js';
 
