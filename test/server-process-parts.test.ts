@@ -8,7 +8,7 @@ import { NewsWaiters } from '../src/server/news-waiters.js';
 import { appendRead, chunkLimit, CODEX_MAX_CHUNK_BYTES } from '../src/server/output-chunks.js';
 import { HeldOutput } from '../src/server/held-output.js';
 import { MemoryBudget } from '../src/server/memory-budget.js';
-import { osSignal } from '../src/protocol/signals.js';
+import { osSignal, protocolSignal } from '../src/protocol/signals.js';
 import { ExitGrace, EXIT_WITHOUT_EOF_GRACE_MS } from '../src/server/exit-grace.js';
 
 describe('WriteIds', () => {
@@ -148,6 +148,18 @@ describe('signal names', () => {
     expect(osSignal('terminate')).toBe('SIGTERM');
     expect(osSignal('kill')).toBe('SIGKILL');
     expect(osSignal('user2')).toBe('SIGUSR2');
+  });
+
+  it('maps what kill(signal) takes (a Node name, a Linux number, a protocol name) to the protocol name, both ways consistent', () => {
+    for (const name of ['interrupt', 'terminate', 'kill', 'hangup', 'quit', 'user1', 'user2'] as const) {
+      expect(protocolSignal(name)).toBe(name);
+      expect(protocolSignal(osSignal(name))).toBe(name);
+    }
+    expect(protocolSignal(15)).toBe('terminate');
+    expect(protocolSignal(10)).toBe('user1');
+    expect(protocolSignal('SIGWINCH')).toBeUndefined();
+    expect(protocolSignal(99)).toBeUndefined();
+    expect(protocolSignal('toString')).toBeUndefined();
   });
 });
 
