@@ -14,6 +14,7 @@ import {
   UnsubscribeRequestSchema,
 } from '@modelcontextprotocol/sdk/types.js';
 import type { Gateway, HostContext, HostList } from './gateway.js';
+import { sendListsChanged } from './list-changes.js';
 
 export const GATEWAY_INFO = { name: 'tether-gateway', version: '0.1.0' };
 
@@ -122,10 +123,7 @@ export function createGatewayServer(gateway: Gateway, opts: GatewayServerOptions
   const onListsChanged = (lists: HostList[]) => {
     // Before initialization completes the client would not expect it; it lists then anyway.
     if (!server.transport || !server.getClientCapabilities()) return;
-    for (const list of lists) {
-      const send = list === 'tools' ? server.sendToolListChanged() : list === 'resources' ? server.sendResourceListChanged() : server.sendPromptListChanged();
-      void send.catch(() => {});
-    }
+    sendListsChanged(server, lists);
   };
   gateway.on('lists_changed', onListsChanged);
   const previousOnClose = server.onclose;

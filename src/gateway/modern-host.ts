@@ -15,6 +15,7 @@ import { Server } from '@modelcontextprotocol/server';
 /** Where a 2026-07-28 request's `_meta` envelope carries the client's capabilities. */
 const CLIENT_CAPABILITIES_META_KEY = 'io.modelcontextprotocol/clientCapabilities';
 import type { Gateway, HostContext, HostList } from './gateway.js';
+import { sendListsChanged } from './list-changes.js';
 import { InputBridge, type BridgedCall } from './input-bridge.js';
 import { RequestLimiter, type RequestLimitOptions } from './request-limits.js';
 import { GATEWAY_INFO } from './mcp-server.js';
@@ -82,12 +83,7 @@ export function createModernGatewayServer(gateway: Gateway, announce = true): Se
   server.setRequestHandler('completion/complete', (req, c) => gateway.complete(req.params as never, ctx(req.params, c as unknown as Ctx)) as never);
 
   if (!announce) return server;
-  const onListsChanged = (lists: HostList[]) => {
-    for (const list of lists) {
-      const send = list === 'tools' ? server.sendToolListChanged() : list === 'resources' ? server.sendResourceListChanged() : server.sendPromptListChanged();
-      void send.catch(() => {});
-    }
-  };
+  const onListsChanged = (lists: HostList[]) => sendListsChanged(server, lists);
   gateway.on('lists_changed', onListsChanged);
   const previousOnClose = server.onclose;
   server.onclose = () => {
