@@ -12,6 +12,9 @@ import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js
 import { AuthRefusedError, ConnectionLostError, PeerClosedError } from './errors.js';
 import { DemuxSocket, type OutputReceiver } from './demux-socket.js';
 
+/** How long a connection whose peer sent its close frame may take to end its socket. */
+const CLOSING_GRACE_MS = 2_000;
+
 export interface ConnectionOptions {
   url: string;
   token?: string;
@@ -184,7 +187,7 @@ export class Connection {
   sendBinary(frame: Buffer): void {
     if (this.closedReason) return;
     this.ws.send(frame, { binary: true }, (err) => {
-      if (err) this.destroy(new Error(`send failed: ${err.message}`));
+      if (err) this.sendFailed(err);
     });
   }
 
@@ -231,8 +234,21 @@ export class Connection {
   private send(message: Record<string, unknown>): void {
     const framed = this.options.jsonrpc ? { jsonrpc: '2.0', ...message } : message;
     this.ws.send(stringifyMessage(framed), (err) => {
-      if (err) this.destroy(new Error(`send failed: ${err.message}`));
+      if (err) this.sendFailed(err);
     });
+  }
+
+  /**
+   * A send failed. If the peer's close frame has already arrived (CLOSING), its 'close' event
+   * follows once the socket ends and carries the code and reason (a server that stops says so
+   * there: close-reasons.ts): that is the loss to report, not this, or a client that happened
+   * to send in between would hear a plain drop and reconnect in vain. Past a grace the send
+   * failure is the loss after all (a peer that never ends its socket).
+   */
+  private sendFailed(err: Error): void {
+    const lost = new Error(`send failed: ${err.message}`);
+    if (this.ws.readyState === WebSocket.CLOSING) setTimeout(() => this.destroy(lost), CLOSING_GRACE_MS).unref();
+    else this.destroy(lost);
   }
 
   private attach(): void {
