@@ -1,0 +1,244 @@
+/**
+ * The state dir (issue #27): where a server keeps what a successor needs to adopt its
+ * sessions. Layout:
+ *
+ *     DIR/server.lock            "<pid> <start time>\n" of the server using it (never two at once)
+ *     DIR/k/<12 base32>.sock     one listening Unix socket per kept keeper
+ *     DIR/sessions/<id>.json     session records (session-store.ts)
+ *     DIR/sessions/<id>.keys     idempotency-key journals (session-store.ts)
+ *
+ * It is refused (never adopted from) unless DIR, DIR/k and DIR/sessions are real directories
+ * (not symlinks) owned by our euid with no group/other permission bits: another user's dir
+ * could hand us their keepers, or let them plant sockets we would connect to.
+ *
+ * The lock is a pid file created with O_EXCL rather than a library: proper-lockfile (the
+ * usual choice) decides staleness by mtime, which needs a timer refreshing it and takes
+ * seconds to notice a crashed server; a pid (plus its start time, against pid reuse) tells at
+ * once whether the holder is alive. Node has no flock(2).
+ */
+import { randomBytes } from 'node:crypto';
+import { closeSync, openSync, readFileSync, statSync, writeSync, type Stats } from 'node:fs';
+import { lstat, mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { join } from 'node:path';
+
+/** Longest Unix socket path (sun_path is 108 bytes with the terminating NUL). */
+export const MAX_SOCKET_PATH_BYTES = 107;
+/** Characters of a keeper socket's name before `.sock`. */
+export const KEEPER_NAME_CHARS = 12;
+const SOCKET_SUFFIX = `/k/${'x'.repeat(KEEPER_NAME_CHARS)}.sock`;
+
+/**
+ * The default state dir, resolved from the environment alone (pure but for `stat`, injectable):
+ * `$XDG_STATE_HOME/tether`, else `~/.local/state/tether` when HOME is a directory owned by
+ * `uid` (not `/nonexistent`), else `$XDG_RUNTIME_DIR/tether`, else `/tmp/tether-<uid>`.
+ * Relative XDG paths are ignored, as the XDG spec says.
+ */
+export function defaultStateDir(
+  env: NodeJS.ProcessEnv,
+  uid: number,
+  homedir: string | undefined,
+  stat: (path: string) => Pick<Stats, 'uid' | 'isDirectory'> | undefined = statOrUndefined,
+): string {
+  const xdgState = env.XDG_STATE_HOME;
+  if (xdgState && xdgState.startsWith('/')) return join(xdgState, 'tether');
+  if (homedir && homedir.startsWith('/') && homedir !== '/nonexistent') {
+    const st = stat(homedir);
+    if (st && st.isDirectory() && st.uid === uid) return join(homedir, '.local', 'state', 'tether');
+  }
+  const runtime = env.XDG_RUNTIME_DIR;
+  if (runtime && runtime.startsWith('/')) return join(runtime, 'tether');
+  return `/tmp/tether-${uid}`;
+}
+
+function statOrUndefined(path: string): Stats | undefined {
+  try {
+    return statSync(path);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A state dir opened (checked and locked) by this server. */
+export interface StateDir {
+  /** The state dir itself (absolute). */
+  readonly path: string;
+  /** DIR/k: the keepers' sockets. */
+  readonly keepersPath: string;
+  /** DIR/sessions: the session records and key journals. */
+  readonly sessionsPath: string;
+  /** A fresh keeper socket path, DIR/k/<12 random base32 chars>.sock (not created). */
+  newKeeperSocketPath(): string;
+  /** The keeper sockets present now (absolute paths, sorted): what a starting server adopts. */
+  keeperSockets(): Promise<string[]>;
+  /** Lets go of the lock (idempotent). The directory and its contents stay. */
+  release(): Promise<void>;
+}
+
+/** Why a state dir was refused: the message names the path and the fix. */
+export class StateDirError extends Error {
+  override name = 'StateDirError';
+}
+
+export interface OpenStateDirOptions {
+  /** Our effective uid (default process.geteuid()); injectable for tests. */
+  euid?: number;
+}
+
+/**
+ * Creates (mode 0700) and checks DIR, DIR/k and DIR/sessions, checks socket paths fit, and
+ * locks DIR/server.lock. Throws a StateDirError when any of that is refused.
+ */
+export async function openStateDir(path: string, options: OpenStateDirOptions = {}): Promise<StateDir> {
+  if (!path.startsWith('/')) throw new StateDirError(`state dir ${JSON.stringify(path)} must be an absolute path`);
+  const euid = options.euid ?? process.geteuid!();
+  const socketBytes = Buffer.byteLength(path) + Buffer.byteLength(SOCKET_SUFFIX);
+  if (socketBytes > MAX_SOCKET_PATH_BYTES) {
+    throw new StateDirError(
+      `state dir path too long for Unix sockets (${socketBytes} bytes, at most ${MAX_SOCKET_PATH_BYTES}): ${path}: use --state-dir with a shorter path`,
+    );
+  }
+  const keepersPath = join(path, 'k');
+  const sessionsPath = join(path, 'sessions');
+  // Parents we create get 0700 too; existing ones are left as they are (only DIR is ours).
+  await mkdir(path, { recursive: true, mode: 0o700 });
+  await checkOwnDir(path, euid);
+  for (const sub of [keepersPath, sessionsPath]) {
+    await mkdir(sub, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+      if (err.code !== 'EEXIST') throw err;
+    });
+    await checkOwnDir(sub, euid);
+  }
+  const lockPath = join(path, 'server.lock');
+  await takeLock(lockPath);
+  let released = false;
+  return {
+    path,
+    keepersPath,
+    sessionsPath,
+    newKeeperSocketPath: () => join(keepersPath, `${randomBase32(KEEPER_NAME_CHARS)}.sock`),
+    keeperSockets: async () =>
+      (await readdir(keepersPath))
+        .filter((name) => /^[a-z2-7]{12}\.sock$/.test(name))
+        .sort()
+        .map((name) => join(keepersPath, name)),
+    release: async () => {
+      if (released) return;
+      released = true;
+      // Only our own lock: never remove one a successor took after a takeover.
+      if (readLock(lockPath)?.pid === process.pid) await unlink(lockPath).catch(() => {});
+    },
+  };
+}
+
+/** A directory (not a symlink) owned by `euid` with no group/other bits, or a StateDirError. */
+async function checkOwnDir(path: string, euid: number): Promise<void> {
+  const st = await lstat(path);
+  if (st.isSymbolicLink()) throw new StateDirError(`state dir ${path} is a symbolic link: remove it, or use --state-dir with a real directory`);
+  if (!st.isDirectory()) throw new StateDirError(`state dir ${path} is not a directory: remove it, or use --state-dir with another path`);
+  if (st.uid !== euid) {
+    throw new StateDirError(`state dir ${path} is owned by uid ${st.uid}, not by us (uid ${euid}): use --state-dir with a directory of our own`);
+  }
+  if ((st.mode & 0o077) !== 0) {
+    const mode = (st.mode & 0o777).toString(8).padStart(3, '0');
+    throw new StateDirError(`state dir ${path} has mode ${mode}, readable or writable by others: run chmod 700 ${path}`);
+  }
+}
+
+interface LockHolder {
+  pid: number;
+  /** The holder's start time (/proc/<pid>/stat field 22), null where unknown. */
+  start: string | null;
+}
+
+async function takeLock(lockPath: string): Promise<void> {
+  for (let attempt = 0; attempt < 5; attempt++) {
+    if (createLock(lockPath)) return;
+    const holder = readLock(lockPath);
+    if (holder === undefined) continue; // gone meanwhile: try again
+    if (holder !== null && holderAlive(holder)) {
+      throw new StateDirError(
+        `state dir ${lockPath.slice(0, -'/server.lock'.length)} is in use by another tether server (pid ${holder.pid}): stop it, or use --state-dir with another directory`,
+      );
+    }
+    // Stale (its server died) or unreadable: move it aside, and remove it only if it is still
+    // the stale one (a racing server may have replaced it meanwhile: then put that one back).
+    const aside = `${lockPath}.stale-${process.pid}-${randomBase32(6)}`;
+    try {
+      await rename(lockPath, aside);
+    } catch {
+      continue;
+    }
+    const moved = await readFile(aside, 'utf8').catch(() => '');
+    const movedHolder = parseLock(moved);
+    if (movedHolder !== null && holderAlive(movedHolder)) {
+      await rename(aside, lockPath).catch(() => {});
+      continue;
+    }
+    await unlink(aside).catch(() => {});
+  }
+  throw new StateDirError(`could not lock ${lockPath} (other servers are starting on it at the same time): try again`);
+}
+
+/** Creates the lock file with our pid (O_EXCL); false if it exists. */
+function createLock(lockPath: string): boolean {
+  let fd: number;
+  try {
+    fd = openSync(lockPath, 'wx', 0o600);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'EEXIST') return false;
+    throw err;
+  }
+  try {
+    writeSync(fd, `${process.pid} ${processStart(process.pid) ?? '-'}\n`);
+  } finally {
+    closeSync(fd);
+  }
+  return true;
+}
+
+/** The lock's holder; null if the file is unreadable as a lock; undefined if there is no file. */
+function readLock(lockPath: string): LockHolder | null | undefined {
+  try {
+    return parseLock(readFileSync(lockPath, 'utf8'));
+  } catch {
+    return undefined;
+  }
+}
+
+function parseLock(text: string): LockHolder | null {
+  const m = /^(\d+) (\S+)\n?$/.exec(text);
+  if (!m) return null;
+  return { pid: Number(m[1]), start: m[2] === '-' ? null : m[2]! };
+}
+
+/** The process exists (signal 0 reaches it, or EPERM: it exists but is not ours) and is the same one (start time). */
+function holderAlive(holder: LockHolder): boolean {
+  if (holder.pid <= 0) return false;
+  try {
+    process.kill(holder.pid, 0);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
+  }
+  const start = processStart(holder.pid);
+  return holder.start === null || start === null || start === holder.start;
+}
+
+/** Linux: a process's start time in clock ticks since boot (pid reuse changes it); null elsewhere. */
+function processStart(pid: number): string | null {
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return fields[19] ?? null; // field 22 overall; fields here start at field 3
+  } catch {
+    return null;
+  }
+}
+
+const BASE32 = 'abcdefghijklmnopqrstuvwxyz234567';
+
+function randomBase32(chars: number): string {
+  const bytes = randomBytes(chars);
+  let out = '';
+  for (let i = 0; i < chars; i++) out += BASE32[bytes[i]! & 31];
+  return out;
+}
