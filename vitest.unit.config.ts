@@ -38,6 +38,7 @@ export const unitTests = [
   'server-memory-budget',
   'server-output-log',
   'server-process-parts',
+  'server-session-store',
   'server-state-dir',
   'server-stdio-lines',
   'supervisor-diagnosis',
