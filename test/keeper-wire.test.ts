@@ -2,7 +2,22 @@
 // block, the control messages, the exit and start reports, and the errors built from them.
 import { constants as osConstants } from 'node:os';
 import { describe, expect, it } from 'vitest';
-import { ControlReader, encodeSpec, parseStartReport, resizeMessage, signalMessage, signalNumber, startError } from '../src/server/keeper-wire.js';
+import {
+  ControlReader,
+  DumpReader,
+  RELEASE_MESSAGE,
+  STDIN_EOF,
+  dropMessage,
+  encodeKeep,
+  encodeSpec,
+  encodeStdinFrame,
+  markMessage,
+  parseStartReport,
+  resizeMessage,
+  signalMessage,
+  signalNumber,
+  startError,
+} from '../src/server/keeper-wire.js';
 
 describe('keeper wire encoding', () => {
   it('encodes a spec as NUL-terminated fields after a length line', () => {
@@ -55,5 +70,82 @@ describe('keeper wire encoding', () => {
     const chdir = startError('chdir', osConstants.errno.EACCES, '/bin/true');
     expect(chdir).toMatchObject({ syscall: 'chdir', code: 'EACCES' });
     expect(chdir.path).toBeUndefined();
+  });
+});
+
+describe('kept-mode wire encoding', () => {
+  it('encodes keep, stdin frames, marks, drop and release', () => {
+    const keep = encodeKeep({ adoptMs: 300.7, capBytes: 1024, path: '/s/k/ab.sock', meta: Buffer.from('{"a":1}') });
+    expect(keep.toString()).toBe('keep 300 1024 12 7\n/s/k/ab.sock{"a":1}');
+    expect(() => encodeKeep({ adoptMs: 1, capBytes: 1, path: 'a\0b', meta: Buffer.alloc(0) })).toThrow(/null bytes/);
+    expect(encodeStdinFrame('héllo', 'id-1').toString()).toBe('w 6 4\nid-1héllo');
+    expect(encodeStdinFrame(Buffer.from([0, 10]))).toEqual(Buffer.concat([Buffer.from('w 2 0\n'), Buffer.from([0, 10])]));
+    expect(STDIN_EOF).toBe('eof\n');
+    expect(markMessage(4, 1, 100)).toBe('mark 4 1 100\n');
+    expect(markMessage(5, 'x')).toBe('mark 5 x\n');
+    expect(markMessage(6, 'c')).toBe('mark 6 c\n');
+    expect(() => markMessage(7, 2)).toThrow(/end offset/);
+    expect(dropMessage(9)).toBe('drop 9\n');
+    expect(RELEASE_MESSAGE).toBe('release\n');
+  });
+
+  it('reads took lines beside exit lines; push still returns exits alone', () => {
+    const reader = new ControlReader();
+    expect(reader.messages('took 1\nto')).toEqual([{ kind: 'took', count: 1 }]);
+    expect(reader.messages('ok 3\nexit 0 0\ntook x\n')).toEqual([
+      { kind: 'took', count: 3 },
+      { kind: 'exit', code: 0, signal: null },
+    ]);
+    expect(new ControlReader().push('took 2\nexit 1 0\n')).toEqual([{ kind: 'exit', code: 1, signal: null }]);
+  });
+
+  const dumpBytes = (): Buffer =>
+    Buffer.concat([
+      Buffer.from('adopted 1\npid 10 11\nmeta 7\n{"a":1}stream 1 5 3\n'),
+      Buffer.from([0, 10, 255]),
+      Buffer.from('stream 2 0 0\n'),
+      Buffer.from(`mark 3 1 5\nmark 4 2 0\nmark 5 x\nmark 6 c\nexited -1 ${osConstants.signals.SIGTERM}\ngone 1\nstdin 4 1\nid 2\nw1id 0\nend\n`),
+      Buffer.from('took 4\n'),
+    ]);
+
+  it('parses a whole dump and leaves the bytes after end', () => {
+    const result = new DumpReader().push(dumpBytes());
+    expect(result).not.toBeNull();
+    const { dump, rest } = result!;
+    expect(dump).toEqual({
+      pid: 10,
+      keeperPid: 11,
+      meta: Buffer.from('{"a":1}'),
+      streams: { 1: { base: 5, data: Buffer.from([0, 10, 255]) }, 2: { base: 0, data: Buffer.alloc(0) } },
+      marks: [
+        { seq: 3, stream: 1, end: 5 },
+        { seq: 4, stream: 2, end: 0 },
+        { seq: 5, stream: 'x' },
+        { seq: 6, stream: 'c' },
+      ],
+      exited: { code: null, signal: 'SIGTERM' },
+      gone: true,
+      stdin: { taken: 4, eof: true },
+      ids: ['w1', ''],
+    });
+    expect(rest.toString()).toBe('took 4\n');
+  });
+
+  it('parses the same dump fed one byte at a time', () => {
+    const bytes = dumpBytes();
+    const reader = new DumpReader();
+    let result: ReturnType<DumpReader['push']> = null;
+    for (let i = 0; i < bytes.length && !result; i++) result = reader.push(bytes.subarray(i, i + 1));
+    expect(result!.dump.streams[1].data).toEqual(Buffer.from([0, 10, 255]));
+    expect(result!.dump.ids).toEqual(['w1', '']);
+    expect(reader.dump).toBe(result!.dump);
+    expect(result!.rest.length).toBe(0); // the bytes after `end\n` were not pushed yet
+  });
+
+  it('refuses a dump that is not one', () => {
+    expect(() => new DumpReader().push(Buffer.from('exit 0 0\n'))).toThrow(/adopted 1/);
+    expect(() => new DumpReader().push(Buffer.from('adopted 1\nstream 3 0 0\n'))).toThrow(/bad line/);
+    expect(() => new DumpReader().push(Buffer.from('adopted 1\nbogus\n'))).toThrow(/unknown line/);
+    expect(() => new DumpReader().push(Buffer.from(`adopted 1\n${'x'.repeat(300)}`))).toThrow(/too long/);
   });
 });

@@ -2,7 +2,9 @@
  * The wire encoding of the keeper's channels (native/keeper.c), apart from any process or
  * socket: what the server writes on the control socket (the spec block, signal, kill,
  * resize), what the keeper answers there (exit), what the command's child says on the start
- * channel (pid, error), and the errno and signal names these numbers map to. Pure: the
+ * channel (pid, error), and the errno and signal names these numbers map to. Kept mode
+ * (issue #27): the keep message, stdin frames, mark/drop/release, the keeper's took lines and
+ * the adoption dump. Pure: the
  * lifecycle of one keeper is keeper.ts, launching it keeper-launch.ts.
  */
 import { constants as osConstants } from 'node:os';
@@ -91,20 +93,22 @@ export interface ExitMessage {
 export class ControlReader {
   private buffer = '';
 
-  /** The complete messages `text` finishes; unknown lines are skipped. */
+  /** The complete exit messages `text` finishes; other lines (took, unknown) are skipped. */
   push(text: string): ExitMessage[] {
+    return this.messages(text).filter((m): m is ExitMessage => m.kind === 'exit');
+  }
+
+  /** Every complete message `text` finishes, in order: exit, and in kept mode took; unknown lines are skipped. */
+  messages(text: string): ControlMessage[] {
     this.buffer += text;
-    const messages: ExitMessage[] = [];
+    const messages: ControlMessage[] = [];
     let nl: number;
     while ((nl = this.buffer.indexOf('\n')) >= 0) {
       const line = this.buffer.slice(0, nl);
       this.buffer = this.buffer.slice(nl + 1);
       const [kind, a = '', b = ''] = line.split(' ');
-      if (kind === 'exit') {
-        const code = Number(a);
-        const signal = Number(b);
-        messages.push({ kind: 'exit', code: code >= 0 ? code : null, signal: signal > 0 ? (SIGNAL_NAMES.get(signal) ?? 'SIGKILL') : null });
-      }
+      if (kind === 'exit') messages.push({ kind: 'exit', ...exitFields(a, b) });
+      else if (kind === 'took' && /^\d+$/.test(a)) messages.push({ kind: 'took', count: Number(a) });
     }
     return messages;
   }
@@ -144,4 +148,231 @@ export function startError(stage: string, errno: number, file: string): KeeperSp
   err.syscall = syscall;
   if (stage === 'exec') err.path = file;
   return err;
+}
+
+/* ---- kept mode (issue #27): the keeper outlives its server and is adopted by the next ---- */
+
+/** What a kept keeper needs before its spec: where to listen, how long to wait, what to retain. */
+export interface KeepOptions {
+  /** How long the keeper waits for an adopter after its server is gone (ms), then kills the tree. */
+  adoptMs: number;
+  /** The most output bytes (stdout + stderr) the keeper retains; it stops reading the command at that. */
+  capBytes: number;
+  /** The Unix socket the keeper listens on for an adopter (mode 0600). */
+  path: string;
+  /** An opaque blob returned verbatim at adoption. */
+  meta: Buffer;
+}
+
+/** The "keep" message, sent before "spec": `keep <ADOPT_MS> <CAP_BYTES> <PATHLEN> <METALEN>\n<PATH><META>`. */
+export function encodeKeep(opts: KeepOptions): Buffer {
+  const path = Buffer.from(opts.path);
+  if (path.length === 0 || path.includes(0)) throw new TypeError('the keeper socket path must be a non-empty string without null bytes');
+  const adopt = Math.max(0, Math.floor(opts.adoptMs));
+  const cap = Math.max(1, Math.floor(opts.capBytes));
+  return Buffer.concat([Buffer.from(`keep ${adopt} ${cap} ${path.length} ${opts.meta.length}\n`), path, opts.meta]);
+}
+
+/** A stdin frame on fd 0 in kept mode: `w <LEN> <IDLEN>\n<ID><DATA>` (IDLEN 0: no writeId). */
+export function encodeStdinFrame(data: Buffer | string, writeId?: string): Buffer {
+  const bytes = typeof data === 'string' ? Buffer.from(data) : data;
+  const id = Buffer.from(writeId ?? '');
+  return Buffer.concat([Buffer.from(`w ${bytes.length} ${id.length}\n`), id, bytes]);
+}
+
+/** The stdin frame that closes the command's stdin (kept mode). */
+export const STDIN_EOF = 'eof\n';
+
+/** What a mark covers: stdout (1) or stderr (2) up to an offset, or the exit ('x') or close ('c') event. */
+export type MarkStream = 1 | 2 | 'x' | 'c';
+
+/** Control message: the server's entry `seq` covers `stream` up to offset `end` (exclusive); `mark <SEQ> x|c` without end. */
+export function markMessage(seq: number, stream: MarkStream, end?: number): string {
+  if (stream === 'x' || stream === 'c') return `mark ${seq} ${stream}\n`;
+  if (end === undefined) throw new TypeError(`mark ${seq} ${stream}: an output mark needs its end offset`);
+  return `mark ${seq} ${stream} ${end}\n`;
+}
+
+/** Control message: the server keeps no entry <= `seq` any more (the keeper frees their bytes). */
+export function dropMessage(seq: number): string {
+  return `drop ${seq}\n`;
+}
+
+/** Control message: the server is done with this process for good (the keeper behaves as without keep). */
+export const RELEASE_MESSAGE = 'release\n';
+
+/** What the keeper says on the control socket in kept mode: stdin frames taken so far (cumulative, eof included). */
+export interface TookMessage {
+  kind: 'took';
+  count: number;
+}
+
+export type ControlMessage = ExitMessage | TookMessage;
+
+function exitFields(a: string, b: string): { code: number | null; signal: NodeJS.Signals | null } {
+  const code = Number(a);
+  const signal = Number(b);
+  return { code: code >= 0 ? code : null, signal: signal > 0 ? (SIGNAL_NAMES.get(signal) ?? 'SIGKILL') : null };
+}
+
+/** One mark kept by the keeper (see markMessage). */
+export interface KeeperMark {
+  seq: number;
+  stream: MarkStream;
+  end?: number;
+}
+
+/** What an adopted keeper tells its successor (the dump, before the usual control protocol). */
+export interface KeeperDump {
+  pid: number;
+  keeperPid: number;
+  meta: Buffer;
+  /** The retained bytes of each stream, [base, base + data.length) in the keeper's numbering. */
+  streams: { 1: { base: number; data: Buffer }; 2: { base: number; data: Buffer } };
+  marks: KeeperMark[];
+  /** The command's exit, if it ended (as the control socket's exit message). */
+  exited: { code: number | null; signal: NodeJS.Signals | null } | null;
+  /** Nothing of the command's tree is left. */
+  gone: boolean;
+  stdin: { taken: number; eof: boolean };
+  /** The remembered writeIds, oldest first. */
+  ids: string[];
+}
+
+/** Longest header line of a dump (the fields are a few numbers). */
+const DUMP_LINE_MAX = 256;
+
+/**
+ * Reads the adoption dump incrementally: push what the control socket gives; once `end\n` has
+ * arrived, push returns the dump and the bytes after it (the control protocol's, for ControlReader).
+ * Malformed input throws (the caller treats the keeper as unusable).
+ */
+export class DumpReader {
+  /** The dump, once complete. */
+  dump: KeeperDump | null = null;
+  /** Bytes after `end\n` (set once complete). */
+  rest: Buffer = Buffer.alloc(0);
+  private line: Buffer[] = [];
+  private lineLength = 0;
+  private need = 0;
+  private parts: Buffer[] = [];
+  private onBytes: ((bytes: Buffer) => void) | null = null;
+  private started = false;
+  private readonly partial: KeeperDump = {
+    pid: 0,
+    keeperPid: 0,
+    meta: Buffer.alloc(0),
+    streams: { 1: { base: 0, data: Buffer.alloc(0) }, 2: { base: 0, data: Buffer.alloc(0) } },
+    marks: [],
+    exited: null,
+    gone: false,
+    stdin: { taken: 0, eof: false },
+    ids: [],
+  };
+
+  push(chunk: Buffer): { dump: KeeperDump; rest: Buffer } | null {
+    if (this.dump) throw new Error('keeper dump: already complete');
+    let at = 0;
+    while (at < chunk.length) {
+      if (this.onBytes) {
+        const take = Math.min(this.need, chunk.length - at);
+        this.parts.push(chunk.subarray(at, at + take));
+        at += take;
+        this.need -= take;
+        if (this.need === 0) this.finishBytes();
+        continue;
+      }
+      const nl = chunk.indexOf(10, at);
+      const end = nl < 0 ? chunk.length : nl;
+      this.lineLength += end - at;
+      if (this.lineLength > DUMP_LINE_MAX) throw new Error('keeper dump: line too long');
+      this.line.push(chunk.subarray(at, end));
+      at = nl < 0 ? chunk.length : nl + 1;
+      if (nl < 0) continue;
+      const text = Buffer.concat(this.line).toString('latin1');
+      this.line = [];
+      this.lineLength = 0;
+      if (this.handleLine(text)) {
+        this.dump = this.partial;
+        this.rest = Buffer.from(chunk.subarray(at));
+        return { dump: this.dump, rest: this.rest };
+      }
+    }
+    return null;
+  }
+
+  private expect(length: number, onBytes: (bytes: Buffer) => void): void {
+    this.need = length;
+    this.parts = [];
+    this.onBytes = onBytes;
+    if (length === 0) this.finishBytes();
+  }
+
+  private finishBytes(): void {
+    const onBytes = this.onBytes!;
+    const bytes = Buffer.concat(this.parts);
+    this.parts = [];
+    this.onBytes = null;
+    onBytes(bytes);
+  }
+
+  /** Returns true at `end`. */
+  private handleLine(line: string): boolean {
+    const words = line.split(' ');
+    const num = (i: number): number => {
+      const text = words[i] ?? '';
+      if (!/^-?\d+$/.test(text)) throw new Error(`keeper dump: bad line '${line}'`);
+      return Number(text);
+    };
+    const d = this.partial;
+    if (!this.started) {
+      if (line !== 'adopted 1') throw new Error(`keeper dump: expected 'adopted 1', got '${line.slice(0, 40)}'`);
+      this.started = true;
+      return false;
+    }
+    switch (words[0]) {
+      case 'pid':
+        d.pid = num(1);
+        d.keeperPid = num(2);
+        return false;
+      case 'meta':
+        this.expect(num(1), (bytes) => (d.meta = bytes));
+        return false;
+      case 'stream': {
+        const stream = num(1);
+        if (stream !== 1 && stream !== 2) throw new Error(`keeper dump: bad line '${line}'`);
+        const base = num(2);
+        this.expect(num(3), (data) => (d.streams[stream] = { base, data }));
+        return false;
+      }
+      case 'mark': {
+        const seq = num(1);
+        if (words[2] === 'x' || words[2] === 'c') d.marks.push({ seq, stream: words[2] });
+        else {
+          const stream = num(2);
+          if (stream !== 1 && stream !== 2) throw new Error(`keeper dump: bad line '${line}'`);
+          d.marks.push({ seq, stream, end: num(3) });
+        }
+        return false;
+      }
+      case 'exited':
+        num(1);
+        num(2);
+        d.exited = exitFields(words[1]!, words[2]!);
+        return false;
+      case 'gone':
+        d.gone = num(1) === 1;
+        return false;
+      case 'stdin':
+        d.stdin = { taken: num(1), eof: num(2) === 1 };
+        return false;
+      case 'id':
+        this.expect(num(1), (bytes) => d.ids.push(bytes.toString()));
+        return false;
+      case 'end':
+        return true;
+      default:
+        throw new Error(`keeper dump: unknown line '${line.slice(0, 40)}'`);
+    }
+  }
 }
