@@ -14,6 +14,14 @@
  *                                       one one-byte record carrying `fds` (SCM_RIGHTS): how
  *                                       the server hands a pre-forked keeper its sockets
  *   closeFd(fd: number): void
+ *   connectReceiveFds(path: string, timeoutMs: number): { socket: number, fds: number[] }
+ *                                       connects a Unix stream socket to `path` and receives
+ *                                       one byte carrying up to 8 descriptors (SCM_RIGHTS),
+ *                                       waiting at most timeoutMs (SO_RCVTIMEO): how a server
+ *                                       adopts a kept keeper (and takes over a listening
+ *                                       socket). All close-on-exec and non-blocking; the
+ *                                       socket stays open for the caller (the keeper's
+ *                                       control socket). Throws with errno and code.
  *
  * Without prctl (not Linux) the first two are no-ops and isDumpable() answers true.
  */
@@ -23,6 +31,8 @@
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
+#include <sys/time.h>
+#include <sys/un.h>
 #include <unistd.h>
 #ifdef __linux__
 #include <sys/prctl.h>
@@ -30,14 +40,47 @@
 
 #define MAX_FDS 8
 
+static const char *errno_code(int err) {
+  switch (err) {
+    case ENOENT: return "ENOENT";
+    case EACCES: return "EACCES";
+    case EPERM: return "EPERM";
+    case ECONNREFUSED: return "ECONNREFUSED";
+    case ECONNRESET: return "ECONNRESET";
+    case EAGAIN: return "EAGAIN";
+#if EWOULDBLOCK != EAGAIN
+    case EWOULDBLOCK: return "EAGAIN";
+#endif
+    case ETIMEDOUT: return "ETIMEDOUT";
+    case ENAMETOOLONG: return "ENAMETOOLONG";
+    case ENOTSOCK: return "ENOTSOCK";
+    case EMFILE: return "EMFILE";
+    case ENFILE: return "ENFILE";
+    case EPIPE: return "EPIPE";
+    case EPROTO: return "EPROTO";
+    case ENOTDIR: return "ENOTDIR";
+    default: return NULL;
+  }
+}
+
 static napi_value throw_errno(napi_env env, const char *what, int err) {
   char msg[160];
-  snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
+  const char *name = errno_code(err);
+  if (name) snprintf(msg, sizeof msg, "%s %s: %s", what, name, strerror(err));
+  else snprintf(msg, sizeof msg, "%s: %s", what, strerror(err));
   napi_value message, error, code;
   napi_create_string_utf8(env, msg, NAPI_AUTO_LENGTH, &message);
   napi_create_error(env, NULL, message, &error);
   napi_create_int32(env, -err, &code);
   napi_set_named_property(env, error, "errno", code);
+  if (name) {
+    napi_value text;
+    napi_create_string_utf8(env, name, NAPI_AUTO_LENGTH, &text);
+    napi_set_named_property(env, error, "code", text);
+  }
+  napi_value syscall;
+  napi_create_string_utf8(env, what, NAPI_AUTO_LENGTH, &syscall);
+  napi_set_named_property(env, error, "syscall", syscall);
   napi_throw(env, error);
   return NULL;
 }
@@ -160,6 +203,101 @@ static napi_value close_fd(napi_env env, napi_callback_info info) {
   return NULL;
 }
 
+static napi_value connect_receive_fds(napi_env env, napi_callback_info info) {
+  static const char usage[] = "connectReceiveFds(path: string, timeoutMs: number)";
+  size_t argc = 2;
+  napi_value argv[2];
+  char path[sizeof(((struct sockaddr_un *)0)->sun_path) + 1];
+  size_t path_len = 0;
+  double timeout_ms = 0;
+  if (napi_get_cb_info(env, info, &argc, argv, NULL, NULL) != napi_ok || argc < 2 ||
+      napi_get_value_string_utf8(env, argv[0], path, sizeof path, &path_len) != napi_ok ||
+      napi_get_value_double(env, argv[1], &timeout_ms) != napi_ok || !(timeout_ms >= 0))
+    return type_error(env, usage);
+  struct sockaddr_un addr;
+  if (path_len == 0 || strlen(path) != path_len) return type_error(env, usage);
+  if (path_len >= sizeof addr.sun_path) return throw_errno(env, "connect", ENAMETOOLONG);
+  memset(&addr, 0, sizeof addr);
+  addr.sun_family = AF_UNIX;
+  memcpy(addr.sun_path, path, path_len);
+#ifdef SOCK_CLOEXEC
+  int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+#else
+  int fd = socket(AF_UNIX, SOCK_STREAM, 0);
+  if (fd >= 0) set_flag(fd, F_GETFD, F_SETFD, FD_CLOEXEC);
+#endif
+  if (fd < 0) return throw_errno(env, "socket", errno);
+  int r;
+  do r = connect(fd, (struct sockaddr *)&addr, sizeof addr);
+  while (r < 0 && errno == EINTR);
+  if (r < 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, "connect", err);
+  }
+  struct timeval tv = {.tv_sec = (time_t)(timeout_ms / 1000), .tv_usec = (suseconds_t)((long long)timeout_ms % 1000 * 1000)};
+  if (tv.tv_sec == 0 && tv.tv_usec == 0) tv.tv_usec = 1000; /* 0 would mean forever */
+  if (setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0) {
+    int err = errno;
+    close(fd);
+    return throw_errno(env, "setsockopt(SO_RCVTIMEO)", err);
+  }
+  char byte;
+  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
+  union {
+    char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
+    struct cmsghdr align;
+  } control;
+  memset(&control, 0, sizeof control);
+  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = sizeof control.buf};
+#ifdef MSG_CMSG_CLOEXEC
+  int flags = MSG_CMSG_CLOEXEC;
+#else
+  int flags = 0;
+#endif
+  ssize_t n;
+  do n = recvmsg(fd, &msg, flags);
+  while (n < 0 && errno == EINTR);
+  int err = n < 0 ? errno : 0;
+  int fds[MAX_FDS];
+  int count = 0;
+  for (struct cmsghdr *c = CMSG_FIRSTHDR(&msg); n > 0 && c; c = CMSG_NXTHDR(&msg, c)) {
+    if (c->cmsg_level != SOL_SOCKET || c->cmsg_type != SCM_RIGHTS) continue;
+    int k = (int)((c->cmsg_len - CMSG_LEN(0)) / sizeof(int));
+    for (int i = 0; i < k; i++) {
+      int got;
+      memcpy(&got, CMSG_DATA(c) + i * sizeof(int), sizeof got);
+      if (count < MAX_FDS) fds[count++] = got;
+      else close(got);
+    }
+  }
+  if (n <= 0 || (msg.msg_flags & MSG_CTRUNC)) {
+    for (int i = 0; i < count; i++) close(fds[i]);
+    close(fd);
+    /* End of file: the listener closed the connection without a word (refused). */
+    return throw_errno(env, "recvmsg", n == 0 || err == 0 ? ECONNRESET : err);
+  }
+  struct timeval none = {0, 0};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &none, sizeof none);
+  set_flag(fd, F_GETFL, F_SETFL, O_NONBLOCK);
+  napi_value result, socket_value, list;
+  napi_create_object(env, &result);
+  napi_create_int32(env, fd, &socket_value);
+  napi_create_array_with_length(env, (size_t)count, &list);
+  for (int i = 0; i < count; i++) {
+#ifndef MSG_CMSG_CLOEXEC
+    set_flag(fds[i], F_GETFD, F_SETFD, FD_CLOEXEC);
+#endif
+    set_flag(fds[i], F_GETFL, F_SETFL, O_NONBLOCK);
+    napi_value v;
+    napi_create_int32(env, fds[i], &v);
+    napi_set_element(env, list, (uint32_t)i, v);
+  }
+  napi_set_named_property(env, result, "socket", socket_value);
+  napi_set_named_property(env, result, "fds", list);
+  return result;
+}
+
 NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
   napi_property_descriptor props[] = {
       {"setDumpable", NULL, set_dumpable, NULL, NULL, NULL, napi_enumerable, NULL},
@@ -167,6 +305,7 @@ NAPI_MODULE_INIT(/* napi_env env, napi_value exports */) {
       {"socketPair", NULL, socket_pair, NULL, NULL, NULL, napi_enumerable, NULL},
       {"sendFds", NULL, send_fds, NULL, NULL, NULL, napi_enumerable, NULL},
       {"closeFd", NULL, close_fd, NULL, NULL, NULL, napi_enumerable, NULL},
+      {"connectReceiveFds", NULL, connect_receive_fds, NULL, NULL, NULL, napi_enumerable, NULL},
   };
   napi_define_properties(env, exports, sizeof props / sizeof props[0], props);
   return exports;

@@ -63,6 +63,7 @@
 #include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/types.h>
+#include <sys/un.h>
 #include <sys/wait.h>
 #include <termios.h>
 #include <time.h>
@@ -81,8 +82,8 @@
 extern char **environ;
 
 enum { CTL_FD = 3, START_FD = 4 };
-enum { STAGE_SETUP = 1, STAGE_FORK, STAGE_PTY, STAGE_CHDIR, STAGE_EXEC };
-static const char *const STAGE_NAMES[] = {"", "setup", "fork", "pty", "chdir", "exec"};
+enum { STAGE_SETUP = 1, STAGE_FORK, STAGE_PTY, STAGE_CHDIR, STAGE_EXEC, STAGE_LISTEN };
+static const char *const STAGE_NAMES[] = {"", "setup", "fork", "pty", "chdir", "exec", "listen"};
 
 /* Relay buffers for --tty; each direction reads only when its buffer is empty (backpressure). */
 enum { RELAY_BYTES = 64 * 1024 };
@@ -97,6 +98,11 @@ static int command_reaped = 0;
 static int command_status = 0;
 static int exit_sent = 0;
 static int have_children = 1;
+
+/* Kept mode (kept.c): a "keep" message came before the spec. */
+static int kept = 0;
+static int kept_handle_line(const char *line);
+static void kept_child_stdio(void);
 
 static int self_pipe[2] = {-1, -1};
 static volatile sig_atomic_t stop_requested = 0;
@@ -379,6 +385,7 @@ static void kill_tree(void) {
 /* ---- control input ------------------------------------------------------------------- */
 
 static void handle_line(char *line) {
+  if (kept_handle_line(line)) return;
   if (strcmp(line, "kill") == 0) {
     stop_requested = 1;
   } else if (strncmp(line, "signal ", 7) == 0) {
@@ -607,6 +614,8 @@ static void become_command(const struct spec *spec) {
 #endif
     for (int fd = 0; fd <= 2; fd++)
       if (dup2(held_slave_fd, fd) < 0) fail_in_child(STAGE_PTY);
+  } else if (kept) {
+    kept_child_stdio();
   } else if (!spec->stdin_pipe && dup2(devnull_fd, 0) < 0) {
     fail_in_child(STAGE_SETUP);
   }
@@ -839,6 +848,8 @@ static int zygote_main(int argc, char **argv) {
   }
 }
 
+#include "kept.c"
+
 int main(int argc, char **argv) {
   struct stat st;
   if (fstat(CTL_FD, &st) < 0 || (argc > 1 && strcmp(argv[1], "--zygote") != 0)) {
@@ -865,7 +876,7 @@ static int keeper_main(void) {
 
   /* Waits here until the server sends the command. */
   struct spec spec;
-  if (!read_spec(&spec)) return 1; /* the server went away (or is not a server) */
+  if (!read_keep() || !read_spec(&spec)) return 1; /* the server went away (or is not a server) */
   set_title(&spec);
   tty_mode = spec.tty;
   devnull_fd = open("/dev/null", O_RDWR | O_CLOEXEC);
@@ -884,6 +895,13 @@ static int keeper_main(void) {
     int err = open_terminal(spec.cols, spec.rows);
     if (err) return start_failed(STAGE_PTY, err);
   }
+  if (kept) {
+    int err = tty_mode ? 0 : open_kept_pipes(spec.stdin_pipe);
+    if (err) return start_failed(STAGE_SETUP, err);
+    /* Listening before the start is answered: a server that dies from here on can be followed. */
+    err = open_listener();
+    if (err) return start_failed(STAGE_LISTEN, err);
+  }
 
   /* No handler may run in the child before it resets them. */
   sigset_t all, old;
@@ -893,13 +911,17 @@ static int keeper_main(void) {
   if (command_pid == 0) become_command(&spec);
   int fork_errno = errno;
   sigprocmask(SIG_SETMASK, &old, NULL);
-  if (command_pid < 0) return start_failed(STAGE_FORK, fork_errno);
+  if (command_pid < 0) {
+    if (kept) unlink(sock_path);
+    return start_failed(STAGE_FORK, fork_errno);
+  }
   /* From here the child alone tells the server how its start went (see start_message). */
   close(START_FD);
   /* The zygote forks the next idle keeper now, not before: a fork competing for the CPU
      while this one is under way would only slow it down. (A keeper that fails before this
      point exits, which the zygote notices too.) */
   tell_zygote_taken();
+  if (kept) return kept_loop();
 
   /* The command has its own copies now; keep 0-2 occupied with /dev/null. */
   if (tty_mode) {

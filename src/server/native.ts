@@ -97,6 +97,14 @@ export interface NativeAddon {
   /** Sends one one-byte record carrying `fds` (SCM_RIGHTS). */
   sendFds(fd: number, fds: number[]): void;
   closeFd(fd: number): void;
+  /**
+   * Connects a Unix stream socket to `path` and receives one byte carrying up to 8 descriptors
+   * (SCM_RIGHTS), waiting at most `timeoutMs`. Returns the connected socket (still open: a
+   * kept keeper's control socket) and the descriptors, all close-on-exec and non-blocking.
+   * Throws an Error with errno, code (e.g. ENOENT, ECONNREFUSED, EACCES, EAGAIN on timeout,
+   * ECONNRESET when closed without a word) and syscall.
+   */
+  connectReceiveFds(path: string, timeoutMs: number): { socket: number; fds: number[] };
 }
 
 let addon: NativeAddon | undefined;
