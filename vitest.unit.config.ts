@@ -35,6 +35,7 @@ export const unitTests = [
   'server-descriptors',
   'server-env',
   'server-log-entries',
+  'server-log-restore',
   'server-memory-budget',
   'server-output-log',
   'server-process-parts',

@@ -25,9 +25,11 @@
  */
 import type { OutputStream } from '../protocol/index.js';
 import { dropOutput, hasOutputAfter, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputMemory } from './log-entries.js';
+import { restorePlan, StreamOffsets, type OutputLogObserver, type RestoreState } from './log-restore.js';
 
 export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputMemory } from './log-entries.js';
 export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
+export type { ExposedEntry, OutputLogObserver, RestoreMark, RestoreState } from './log-restore.js';
 
 export interface OutputLogOptions {
   /** Unacknowledged output at which the child stops being read. */
@@ -47,6 +49,8 @@ export interface OutputLogOptions {
    * both are adjacent in memory. Without it the log only drops its references.
    */
   memory?: OutputMemory;
+  /** Told when each entry is first exposed to a client, and when entries are let go of (log-restore.ts). */
+  observer?: OutputLogObserver;
 }
 
 /** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
@@ -87,6 +91,10 @@ export class OutputLog {
   private retentionLimit: number;
   /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
   private squeezed = false;
+  /** Per keeper stream: bytes recorded and bytes exposed (the observer's END offsets). */
+  private offsets = new StreamOffsets();
+  /** The highest seq the observer was told is dropped. */
+  private droppedSeq = 0;
 
   constructor(readonly options: OutputLogOptions) {
     this.retentionLimit = options.retentionBytes;
@@ -94,9 +102,33 @@ export class OutputLog {
 
   // ---- recording ---------------------------------------------------------------------------
 
+  /**
+   * Rebuilds a kept process's log in a successor server from what its keeper kept
+   * (log-restore.ts): the entries clients may have seen keep their seqs, exposed and not
+   * acknowledged (a resuming client's acks skip what it has); bytes after them are new entries.
+   */
+  static restore(options: OutputLogOptions, state: RestoreState): OutputLog {
+    const plan = restorePlan(state);
+    const log = new OutputLog(options);
+    log.entries = plan.entries;
+    log.nextSeq = plan.exposedSeq + 1;
+    log._ackedSeq = log._sentSeq = log.droppedSeq = plan.ackedSeq;
+    log.exposedSeq = plan.exposedSeq;
+    log._exitSeq = plan.exitSeq;
+    log._closeSeq = plan.closeSeq;
+    log.offsets = plan.offsets;
+    log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(plan.entries, 0, 0, Infinity);
+    const chunk = options.maxChunkBytes;
+    for (const { stream, data } of plan.leftovers) {
+      for (let at = 0; at < data.length; at += chunk) log.append(stream, data.subarray(at, at + chunk));
+    }
+    return log;
+  }
+
   /** Records output read from the child (the log now holds `data`'s reference, see `memory`). */
   append(stream: OutputStream, data: Buffer): void {
     if (data.length === 0) return;
+    this.offsets.appended(stream, data.length);
     this._totalBytes += data.length;
     this._unackedBytes += data.length;
     this._unsentBytes += data.length;
@@ -150,7 +182,7 @@ export class OutputLog {
     const entry = this.entries[i];
     if (!entry) return undefined;
     this._sentSeq = entry.seq;
-    if (entry.seq > this.exposedSeq) this.exposedSeq = entry.seq;
+    this.expose(entry.seq);
     if (entry.kind === 'output') {
       if (join) this.seal(entry);
       this._unsentBytes -= entry.bytes;
@@ -177,7 +209,7 @@ export class OutputLog {
     if (seq <= this._sentSeq) return;
     this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
     this._sentSeq = seq;
-    if (seq > this.exposedSeq) this.exposedSeq = seq;
+    this.expose(seq);
   }
 
   // ---- acknowledgement ---------------------------------------------------------------------
@@ -203,7 +235,7 @@ export class OutputLog {
       this._sentSeq = seq;
     }
     this._ackedSeq = seq;
-    if (seq > this.exposedSeq) this.exposedSeq = seq;
+    this.expose(seq);
     this.evict();
     return true;
   }
@@ -238,6 +270,8 @@ export class OutputLog {
     this._unsentBytes = 0;
     this._holding = false;
     this._ackedSeq = this._sentSeq = this.exposedSeq = this.nextSeq - 1;
+    this.offsets.passAll();
+    this.tellDropped(this.nextSeq - 1);
   }
 
   // ---- the Codex-dialect resume hold ---------------------------------------------------------
@@ -286,7 +320,7 @@ export class OutputLog {
       }
     }
     const lastReturned = out.length > 0 ? out[out.length - 1]!.seq : 0;
-    if (lastReturned > this.exposedSeq) this.exposedSeq = lastReturned;
+    this.expose(lastReturned);
     const nextSeq = out.length > 0 && (truncated || maxBytes !== null) ? lastReturned + 1 : this.nextSeq;
     if (!this.options.clientAcks) {
       // The reader holds everything up to afterSeq and the output this answer returned. The
@@ -394,10 +428,29 @@ export class OutputLog {
       }
       this.head++;
     }
+    if (this.head > 0) this.tellDropped(entries[this.head - 1]!.seq);
     if (this.head > 1024 && this.head * 2 > entries.length) {
       this.entries = entries.slice(this.head);
       this.head = 0;
     }
+  }
+
+  /** Moves exposedSeq to `seq`, telling the observer of each entry it passes, in order. */
+  private expose(seq: number): void {
+    if (seq <= this.exposedSeq) return;
+    const observer = this.options.observer;
+    for (let i = observer ? this.indexAfter(this.exposedSeq) : this.entries.length; i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.seq > seq) break;
+      observer!.exposed(e.kind === 'output' ? { kind: 'output', seq: e.seq, stream: e.stream, end: this.offsets.expose(e.stream, e.bytes) } : { kind: e.kind, seq: e.seq });
+    }
+    this.exposedSeq = seq;
+  }
+
+  private tellDropped(seq: number): void {
+    if (seq <= this.droppedSeq) return;
+    this.droppedSeq = seq;
+    this.options.observer?.dropped(seq);
   }
 
   private drop(entry: OutputEntry): void {
