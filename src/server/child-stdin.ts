@@ -6,10 +6,13 @@
  */
 import type { Writable } from 'node:stream';
 import type { WriteStatus } from '../protocol/index.js';
+import type { FramedStdin } from './keeper-kept.js';
 import { WriteIds } from './write-ids.js';
 
 export class ChildStdin {
   private stdin: Writable | null = null;
+  /** Kept mode (issue #27): writes go to the keeper as frames with their writeId (keeper-kept.ts). */
+  private framed: FramedStdin | null = null;
   private open = false;
   private readonly writeIds = new WriteIds();
   private inputBytes = 0;
@@ -18,12 +21,19 @@ export class ChildStdin {
   constructor(private readonly tty: boolean) {}
 
   /** The child's stdin (null: it has none); it stays open until it errs, closes, or `close()`. */
-  attach(stdin: Writable | null): void {
+  attach(stdin: Writable | null, framed: FramedStdin | null = null): void {
     if (!stdin) return;
+    this.framed = framed;
+    if (framed?.closed) return; // adopted with its stdin already closed
     this.stdin = stdin;
     this.open = true;
     stdin.on('error', () => (this.open = false));
     stdin.on('close', () => (this.open = false));
+  }
+
+  /** Adopted (issue #27): the writeIds the keeper took before, oldest first, are taken already. */
+  seed(writeIds: readonly string[]): void {
+    for (const id of writeIds) this.writeIds.add(id);
   }
 
   /** The child exited: no more writes. */
@@ -41,6 +51,17 @@ export class ChildStdin {
     if (!this.open || exited) return 'stdinClosed';
     this.writeIds.add(writeId);
     this.inputBytes += data.length;
+    const framed = this.framed;
+    if (framed) {
+      const taken = data.length > 0 ? framed.write(data, writeId) : Promise.resolve();
+      if (closeStdin && !this.tty) {
+        this.open = false;
+        framed.end();
+        return 'accepted';
+      }
+      await taken;
+      return 'accepted';
+    }
     const stdin = this.stdin!;
     if (closeStdin && !this.tty) {
       this.open = false;

@@ -38,6 +38,40 @@ export type OutputListener = (stream: 'stdout' | 'stderr', data: Buffer) => void
  */
 const OUTPUT_READ_BUFFER = Buffer.allocUnsafeSlow(256 * 1024);
 
+/** A socket reading one output stream into the shared read buffer (no Buffer allocated per read). */
+function outputSocket(fd: number, stream: 'stdout' | 'stderr', listener: OutputListener): Socket {
+  // `onread` is Node's (since 12.2) but missing from @types/node's constructor options.
+  return new Socket({
+    fd,
+    readable: true,
+    writable: false,
+    onread: {
+      buffer: OUTPUT_READ_BUFFER,
+      callback: (bytes: number, buffer: Uint8Array) => {
+        listener(stream, Buffer.from(buffer.buffer, buffer.byteOffset, bytes));
+        return true;
+      },
+    },
+  } as ConstructorParameters<typeof Socket>[0]);
+}
+
+/**
+ * The channels of an adopted kept keeper (issue #27): the control socket and the three fds it
+ * passed (stdin, stdout, stderr), wrapped as a launched keeper's are. No start channel: the
+ * command runs already.
+ */
+export function adoptedChannels(control: Socket, fds: { stdin: number; stdout: number; stderr: number }): Omit<KeeperChannels, 'start'> {
+  let listener: OutputListener = () => {};
+  const forward: OutputListener = (stream, data) => listener(stream, data);
+  return {
+    control,
+    stdin: new Socket({ fd: fds.stdin, readable: false, writable: true }),
+    stdout: outputSocket(fds.stdout, 'stdout', forward),
+    stderr: outputSocket(fds.stderr, 'stderr', forward),
+    onOutput: (l) => (listener = l),
+  };
+}
+
 /** The zygote (native/keeper.c, --zygote) and the server's end of its SOCK_SEQPACKET channel. */
 export interface Zygote {
   child: ChildProcess;
@@ -129,22 +163,13 @@ export function launchKeeper(spec: Buffer): KeeperChannels {
   let listener: OutputListener = () => {};
   try {
     for (let i = 0; i < 5; i++) pairs.push(addon.socketPair(false));
-    const outputSocket = (fd: number, stream: 'stdout' | 'stderr'): Socket =>
-      // `onread` is Node's (since 12.2) but missing from @types/node's constructor options.
-      new Socket({
-        fd,
-        readable: true,
-        writable: false,
-        onread: {
-          buffer: OUTPUT_READ_BUFFER,
-          callback: (bytes: number, buffer: Uint8Array) => {
-            listener(stream, Buffer.from(buffer.buffer, buffer.byteOffset, bytes));
-            return true;
-          },
-        },
-      } as ConstructorParameters<typeof Socket>[0]);
+    const outputListener: OutputListener = (stream, data) => listener(stream, data);
     sockets = pairs.map(([fd], i) =>
-      i === 1 ? outputSocket(fd, 'stdout') : i === 2 ? outputSocket(fd, 'stderr') : new Socket({ fd, readable: i !== 0, writable: i === 0 || i === 3 }),
+      i === 1
+        ? outputSocket(fd, 'stdout', outputListener)
+        : i === 2
+          ? outputSocket(fd, 'stderr', outputListener)
+          : new Socket({ fd, readable: i !== 0, writable: i === 0 || i === 3 }),
     );
     sockets[3]!.write(spec);
     const keeperEnds = pairs.map(([, keeperEnd]) => keeperEnd);

@@ -21,14 +21,22 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import type { Socket } from 'node:net';
+import { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { launchKeeper, retireZygote, type KeeperChannels, type OutputListener } from './keeper-launch.js';
+import { adoptedChannels, launchKeeper, retireZygote, type KeeperChannels, type OutputListener } from './keeper-launch.js';
+import { FramedStdin } from './keeper-kept.js';
 import {
   ControlReader,
+  DumpReader,
+  dropMessage,
+  encodeKeep,
   encodeSpec,
   KILL_MESSAGE,
+  markMessage,
+  RELEASE_MESSAGE,
+  type KeeperDump,
+  type KeepOptions,
   parseStartReport,
   resizeMessage,
   signalMessage,
@@ -37,10 +45,10 @@ import {
   type KeeperSpawnError,
   type KeeperSpec,
 } from './keeper-wire.js';
-import { assertKeeperBuilt } from './native.js';
+import { assertKeeperBuilt, nativeAddon } from './native.js';
 
 export { prepareKeepers, setKeeperLaunch, type OutputListener } from './keeper-launch.js';
-export type { KeeperSpawnError } from './keeper-wire.js';
+export type { KeeperDump, KeeperSpawnError, KeepOptions } from './keeper-wire.js';
 
 export interface KeeperSpawnOptions extends KeeperSpec {
   /**
@@ -49,6 +57,11 @@ export interface KeeperSpawnOptions extends KeeperSpec {
    * then replaced, and every start waiting on it fails alike, its descriptors released.
    */
   startTimeoutMs?: number;
+  /**
+   * Kept mode (issue #27): the keeper listens on `keep.path`, outlives its server for
+   * `keep.adoptMs`, retains up to `keep.capBytes` of output and takes stdin as frames.
+   */
+  keep?: KeepOptions;
 }
 
 /** The default `startTimeoutMs`: a fork, even on a loaded machine, takes far less. */
@@ -88,7 +101,17 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private reportsHeld = true;
   private settleStarted!: (err?: Error) => void;
   private startTimer: NodeJS.Timeout | null = null;
-  private readonly channels: KeeperChannels;
+  private readonly channels: Omit<KeeperChannels, 'start'> & { start?: Socket };
+  /** Kept mode: stdin as frames answered on `took` (null otherwise, or without stdin). */
+  readonly framedStdin: FramedStdin | null = null;
+  /** Kept mode (spawned with `keep`, or adopted): the keeper outlives the server unless released. */
+  readonly kept: boolean;
+  /** Kept mode: the Unix socket the keeper listens on for an adopter ('' otherwise). */
+  readonly socketPath: string;
+  /** Told `release` (or killed for good): a control EOF now kills the tree, as without keep. */
+  private released = false;
+  /** The server let go of the keeper on purpose (a kept stop): its control EOF is not a death. */
+  private handedOver = false;
   /** Resolves once the command runs; rejects if it could not start. */
   readonly started = new Promise<void>((resolve, reject) => {
     this.settleStarted = (err) => (err ? reject(err) : resolve());
@@ -98,12 +121,15 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   readonly whenGone = new Promise<void>((resolve) => (this.resolveGone = resolve));
 
   private constructor(
-    channels: KeeperChannels,
+    channels: Omit<KeeperChannels, 'start'> & { start?: Socket },
     private readonly file: string,
     opts: KeeperSpawnOptions,
+    adopted?: KeeperDump,
   ) {
     super();
     this.channels = channels;
+    this.kept = opts.keep !== undefined || adopted !== undefined;
+    this.socketPath = opts.keep?.path ?? (adopted ? file : '');
     this.started.catch(() => {}); // the caller awaits it; never an unhandled rejection
     // Keepers get every channel; the ones this command does not use are dropped.
     this.stdin = opts.tty || opts.stdin ? channels.stdin : null;
@@ -112,16 +138,19 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     this.stderr = opts.tty ? null : channels.stderr;
     if (!this.stdin) channels.stdin.destroy();
     if (!this.stderr) channels.stderr.destroy();
+    if (this.kept && this.stdin) this.framedStdin = new FramedStdin(channels.stdin, adopted?.stdin.taken ?? 0, adopted?.stdin.eof ?? false);
     this.control = channels.control;
-    this.watchStart(channels.start);
-    // A keeper that never picks the start up (its zygote stopped) must not hold it forever.
-    const timeoutMs = opts.startTimeoutMs ?? KEEPER_START_TIMEOUT_MS;
-    this.startTimer = setTimeout(() => this.startTimedOut(timeoutMs), timeoutMs);
-    this.startTimer.unref();
-    channels.zygote?.pending.add(this);
+    if (channels.start) {
+      this.watchStart(channels.start);
+      // A keeper that never picks the start up (its zygote stopped) must not hold it forever.
+      const timeoutMs = opts.startTimeoutMs ?? KEEPER_START_TIMEOUT_MS;
+      this.startTimer = setTimeout(() => this.startTimedOut(timeoutMs), timeoutMs);
+      this.startTimer.unref();
+      channels.zygote?.pending.add(this);
+    }
     // Errors on these sockets (EPIPE writing to a command that closed its stdin, ECONNRESET)
     // end the stream; what they mean is reported by 'exit'/'close', never by a crash.
-    for (const stream of [channels.stdin, channels.stdout, channels.stderr, channels.control, channels.start]) stream.on('error', () => {});
+    for (const stream of [channels.stdin, channels.stdout, channels.stderr, channels.control, channels.start]) stream?.on('error', () => {});
     for (const stream of [this.stdout, this.stderr]) {
       if (!stream) continue;
       this.openStreams++;
@@ -132,6 +161,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     }
     this.control.setEncoding('latin1');
     this.control.on('data', (text: string) => this.onControl(text));
+    if (adopted) this.control.resume(); // paused once its dump was read (readDump)
     // Only the keeper holds the other end of the control socket: its end of file is the
     // keeper's exit (a keeper spawned directly is also reaped: both, in either order).
     let pending = channels.child ? 2 : 1;
@@ -151,6 +181,17 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
       if (channels.child.pid === undefined) gone(); // never started: no exit to wait for
       else channels.child.once('exit', gone);
     }
+    if (adopted) {
+      // Adopted (KeptProcess.adopt): the command runs already; its exit may be known.
+      this.pid = adopted.pid;
+      this.keeperPid = adopted.keeperPid;
+      if (adopted.exited) {
+        this.exited = true;
+        this.exitCode = adopted.exited.code;
+        this.signalCode = adopted.exited.signal;
+      }
+      this.settleStart();
+    }
   }
 
   /**
@@ -159,7 +200,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
    * (`syscall` 'chdir' or `spawn <file>`) otherwise.
    */
   static spawn(opts: KeeperSpawnOptions): KeptProcess {
-    const spec = encodeSpec(opts);
+    const spec = opts.keep ? Buffer.concat([encodeKeep(opts.keep), encodeSpec(opts)]) : encodeSpec(opts);
     const channels = launchKeeper(spec);
     const proc = new KeptProcess(channels, opts.file, opts);
     const child = channels.child;
@@ -179,6 +220,85 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
       proc.control.write(spec);
     }
     return proc;
+  }
+
+  /**
+   * Adopts the kept keeper listening on `socketPath` (issue #27): receives its control socket
+   * and the stdin/stdout/stderr channels (SCM_RIGHTS), then reads its dump (what it retained,
+   * its marks, the exit, the writeIds it took). The object then behaves as a spawned one; the
+   * dump is the caller's to rebuild the process's log from. Rejects if the keeper refuses,
+   * is not there, or does not finish its dump within `timeoutMs`.
+   */
+  static async adopt(
+    socketPath: string,
+    timeoutMs: number,
+    shapeOf: (dump: KeeperDump) => { tty: boolean; stdin: boolean },
+  ): Promise<{ proc: KeptProcess; dump: KeeperDump }> {
+    const { socket: fd, fds } = nativeAddon().connectReceiveFds(socketPath, timeoutMs);
+    const control = new Socket({ fd, readable: true, writable: true });
+    if (fds.length < 3) {
+      for (const extra of fds) nativeAddon().closeFd(extra);
+      control.destroy();
+      throw new Error(`keeper ${socketPath} passed ${fds.length} descriptors, not 3`);
+    }
+    for (const extra of fds.slice(3)) nativeAddon().closeFd(extra);
+    const channels = adoptedChannels(control, { stdin: fds[0]!, stdout: fds[1]!, stderr: fds[2]! });
+    // Not read until the caller says so (spawn.ts): as for a spawned keeper.
+    channels.stdout.pause();
+    channels.stderr.pause();
+    let done: { dump: KeeperDump; rest: Buffer };
+    try {
+      done = await readDump(control, timeoutMs, socketPath);
+    } catch (err) {
+      for (const socket of [channels.stdin, channels.stdout, channels.stderr, control]) socket.destroy();
+      throw err;
+    }
+    const dump = done.dump;
+    let shape: { tty: boolean; stdin: boolean };
+    try {
+      shape = shapeOf(dump);
+    } catch (err) {
+      for (const socket of [channels.stdin, channels.stdout, channels.stderr, control]) socket.destroy();
+      throw err;
+    }
+    const spec = { file: socketPath, args: [], cwd: '/', env: {}, stdin: shape.stdin, tty: shape.tty ? { cols: 80, rows: 24 } : undefined };
+    const proc = new KeptProcess(channels, socketPath, spec, dump);
+    if (done.rest.length > 0) proc.onControl(done.rest.toString('latin1'));
+    return { proc, dump };
+  }
+
+  /** Kept mode: the server's output entry `seq` covers `stream` (1 stdout or pty, 2 stderr) up to `end`; sent before it is exposed. */
+  mark(seq: number, stream: 1 | 2, end: number): void {
+    if (this.kept) this.send(markMessage(seq, stream, end));
+  }
+
+  /** Kept mode: the exit ('x') or close ('c') event has seq `seq`. */
+  markEvent(seq: number, event: 'x' | 'c'): void {
+    if (this.kept) this.send(markMessage(seq, event));
+  }
+
+  /** Kept mode: the server keeps no entry <= `seq` any more. */
+  drop(seq: number): void {
+    if (this.kept) this.send(dropMessage(seq));
+  }
+
+  /** Kept mode: the server is done with this process for good (the keeper then ends as without keep). */
+  release(): void {
+    if (!this.kept || this.released) return;
+    this.released = true;
+    this.send(RELEASE_MESSAGE);
+  }
+
+  /**
+   * Kept mode, the server stopping to hand over: lets go of every channel without killing
+   * anything; the keeper waits for an adopter (its adopt timer). Waiting writes stay unanswered.
+   */
+  handOver(): void {
+    if (!this.kept || this.released) return;
+    this.handedOver = true;
+    this.framedStdin?.forget();
+    const { stdin, stdout, stderr, control, start } = this.channels;
+    for (const socket of [stdin, stdout, stderr, control, start]) socket?.destroy();
   }
 
   /** The keeper still runs: the command, or something it started, is alive. */
@@ -202,8 +322,10 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
    * Synchronous last resort (process exit, uncaught exception): SIGTERM to the keeper makes
    * it kill the tree. A server that dies anyway closes the control socket, which does the same.
    */
-  killTreeSync(): void {
+  killTreeSync(evenKept = false): void {
     if (!this.keeperRunning || !this.keeperPid) return;
+    // A kept keeper outlives its server on purpose (issue #27): only a stop for good kills it.
+    if (this.kept && !this.released && !evenKept) return;
     try {
       process.kill(this.keeperPid, 'SIGTERM');
     } catch {
@@ -223,7 +345,10 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   }
 
   private onControl(text: string): void {
-    for (const message of this.controlReader.push(text)) this.onExit(message.code, message.signal);
+    for (const message of this.controlReader.messages(text)) {
+      if (message.kind === 'exit') this.onExit(message.code, message.signal);
+      else if (message.kind === 'took') this.framedStdin?.took(message.count);
+    }
   }
 
   /** The start channel: "pid P K", maybe "error STAGE ERRNO", then end of file. */
@@ -286,7 +411,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
       /* gone */
     }
     const { stdin, stdout, stderr, control, start } = this.channels;
-    for (const socket of [stdin, stdout, stderr, control, start]) socket.destroy();
+    for (const socket of [stdin, stdout, stderr, control, start]) socket?.destroy();
   }
 
   private settleStart(err?: Error): void {
@@ -309,7 +434,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   /** The keeper stopped talking: it exited (or was killed) — the command cannot report anything more. */
   private onControlClosed(): void {
     // (How the start went is the start channel's to say: it reaches end of file too.)
-    if (this.exited || this.pid === 0) return;
+    if (this.exited || this.pid === 0 || this.handedOver) return;
     // Killed without reporting (someone SIGKILLed the keeper): nothing watches the command
     // any more. Kill what is left of its group and report it as killed.
     try {
@@ -337,3 +462,33 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   }
 }
 
+
+/** Reads a kept keeper's adoption dump from `control` (Buffers), within `timeoutMs`. */
+function readDump(control: Socket, timeoutMs: number, socketPath: string): Promise<{ dump: KeeperDump; rest: Buffer }> {
+  return new Promise((resolve, reject) => {
+    const reader = new DumpReader();
+    const finish = (err: Error | null, done?: { dump: KeeperDump; rest: Buffer }) => {
+      clearTimeout(timer);
+      control.off('data', onData);
+      control.off('close', onClose);
+      control.off('error', onError);
+      control.pause();
+      if (err) reject(err);
+      else resolve(done!);
+    };
+    const onData = (chunk: Buffer) => {
+      try {
+        const done = reader.push(chunk);
+        if (done) finish(null, done);
+      } catch (err) {
+        finish(new Error(`keeper ${socketPath}: ${(err as Error).message}`));
+      }
+    };
+    const onClose = () => finish(new Error(`keeper ${socketPath} closed the connection before its dump ended`));
+    const onError = (err: Error) => finish(new Error(`keeper ${socketPath}: ${err.message}`));
+    const timer = setTimeout(() => finish(new Error(`keeper ${socketPath} did not finish its dump within ${timeoutMs} ms`)), timeoutMs);
+    control.on('data', onData);
+    control.once('close', onClose);
+    control.on('error', onError);
+  });
+}

@@ -15,7 +15,9 @@
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
 import { OutputLog, type LogEntry, type OutputEntry } from './output-log.js';
 import { shouldReadChild } from './read-decision.js';
-import type { SpawnedChild } from './spawn.js';
+import type { ChildEvents, SpawnedChild } from './spawn.js';
+import { keeperObserver, rawExitCode, restoreState, type AdoptedChild } from './process-kept.js';
+import type { RestoreState } from './output-log.js';
 import type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
 import type { SessionBackend } from './backend.js';
 import { settleWithin } from '../util/timeouts.js';
@@ -66,6 +68,8 @@ export class ManagedProcess {
   private constructor(
     spec: SpawnSpec,
     private readonly host: ProcessHost,
+    /** Adopted (issue #27): the log is rebuilt from the keeper's dump. */
+    restore?: RestoreState,
   ) {
     this.id = spec.processId;
     this.tty = spec.tty;
@@ -74,14 +78,17 @@ export class ManagedProcess {
     this.limits = spec.limits;
     // Spare blocks given back after a quiet while: the budget learns of it.
     this.arena = new ByteArena({ onTrim: () => this.updateFlow() });
-    this.log = new OutputLog({
+    const logOptions = {
       memory: this.arena,
       windowBytes: spec.limits.windowBytes,
       retentionBytes: spec.limits.retentionBytes,
       // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
       maxChunkBytes: chunkLimit(spec.limits.maxChunkBytes, spec.clientAcks),
       clientAcks: spec.clientAcks,
-    });
+      // Kept mode: the keeper learns what clients could see, and what the log let go of.
+      observer: spec.keep || restore ? keeperObserver(() => this.child?.kept) : undefined,
+    };
+    this.log = restore ? OutputLog.restore(logOptions, restore) : new OutputLog(logOptions);
     this.held = new HeldOutput(spec.memory, (delta) => this.host.outputHeldChanged?.(delta));
     if (this.held.pressured) {
       this.log.squeezeHistory(true);
@@ -95,20 +102,63 @@ export class ManagedProcess {
    */
   static async start(spec: SpawnSpec, host: ProcessHost, backend: Pick<SessionBackend, 'spawn'>): Promise<ManagedProcess> {
     const proc = new ManagedProcess(spec, host);
-    const child = await backend.spawn(spec, {
-      output: (stream, data) => proc.onOutput(stream, data),
-      exit: (rawExitCode) => proc.onExit(rawExitCode, spec.tty),
-      close: () => {
-        proc.recordExit();
-        proc.recordClosed();
-      },
-      streamError: (stream, error) => proc.onStreamError(stream, error),
-    });
+    const child = await backend.spawn(spec, proc.childEvents(spec.tty));
     proc.child = child;
     proc.pid = child.pid;
-    proc.stdin.attach(child.stdin);
+    proc.stdin.attach(child.stdin, child.kept?.stdin ?? null);
     proc.updateFlow();
     return proc;
+  }
+
+  /** The events of its child, as `start` and `adopt` wire them. */
+  private childEvents(tty: boolean): ChildEvents {
+    return {
+      output: (stream, data) => this.onOutput(stream, data),
+      exit: (rawExitCode) => this.onExit(rawExitCode, tty),
+      close: () => {
+        this.recordExit();
+        this.recordClosed();
+      },
+      streamError: (stream, error) => this.onStreamError(stream, error),
+    };
+  }
+
+  /**
+   * A process of a kept keeper a successor server adopted (issue #27, kept-server.ts): its
+   * log rebuilt from the keeper's dump (same seqs as before), its exit as the keeper knew it,
+   * the writeIds the keeper took. It was announced before: its output flows when attached.
+   * @internal
+   */
+  static adopt(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild): ManagedProcess {
+    const { child, dump } = adopted;
+    const proc = new ManagedProcess(spec, host, restoreState(dump, spec.tty));
+    adopted.bind(proc.childEvents(spec.tty));
+    if (proc.log.exitSeq !== null && dump.exited) {
+      proc.exitCode = rawExitCode(dump.exited.code, dump.exited.signal);
+    }
+    if (proc.log.closeSeq !== null) {
+      proc.closed = true;
+      proc.resolveClosed();
+    }
+    proc.child = child;
+    proc.pid = child.pid;
+    proc.stdin.seed(dump.ids);
+    proc.stdin.attach(child.stdin, child.kept?.stdin ?? null);
+    if (dump.exited) proc.stdin.close();
+    proc.announced = true;
+    adopted.begin();
+    proc.updateFlow();
+    return proc;
+  }
+
+  /** Kept mode: its keeper's socket ('' otherwise). @internal */
+  get keeperSocket(): string {
+    return this.child?.kept?.socketPath ?? '';
+  }
+
+  /** Kept mode: the server stops and hands the keeper over (nothing is killed). @internal */
+  handOver(): void {
+    this.child?.kept?.handOver();
   }
 
   private onExit(rawExitCode: number, tty: boolean): void {
@@ -307,6 +357,8 @@ export class ManagedProcess {
     this.held.close();
     this.waiters.wake();
     this.updateFlow();
+    // Kept mode: the keeper is done waiting for a successor; it ends once its tree is gone.
+    this.child?.kept?.release();
   }
 
   read(afterSeq: number, maxBytes: number | null): ProcessReadResult {
@@ -358,9 +410,9 @@ export class ManagedProcess {
     this.child?.killTree();
   }
 
-  /** Synchronous last resort when the server process is going down. */
-  killTreeSync(): void {
-    this.child?.killTreeSync();
+  /** Synchronous last resort when the server process is going down (a kept keeper only with `evenKept`). */
+  killTreeSync(evenKept = false): void {
+    this.child?.killTreeSync(evenKept);
   }
 
   /** Sets the terminal's size (tty processes only). */

@@ -11,7 +11,9 @@ import { constants as osConstants } from 'node:os';
 import { ErrorCode, internalError, RpcError, type StartErrorDetail } from '../protocol/index.js';
 import type { OutputStream } from '../protocol/index.js';
 import type { buildChildEnv } from './env.js';
-import { KeptProcess } from './keeper.js';
+import { KeptProcess, type KeeperDump, type KeepOptions } from './keeper.js';
+import type { AdoptedChild } from './process-kept.js';
+import type { FramedStdin } from './keeper-kept.js';
 import { osErrorMessage } from './os-error.js';
 import { quoted } from '../util/format.js';
 
@@ -30,6 +32,8 @@ export interface ChildSpec {
   arg0?: string | null;
   /** The terminal's initial size (tty only; 80x24 when not given). */
   terminalSize?: { cols: number; rows: number } | null;
+  /** Kept mode (issue #27, a server with a state dir): the keeper outlives the server for a successor to adopt. */
+  keep?: KeepOptions;
 }
 
 /** What a running child tells its owner, in this order per stream: output…, then exit/close. */
@@ -57,14 +61,31 @@ export interface SpawnedChild {
   signal(signal: NodeJS.Signals): void;
   /** Kills the command and everything it started, whatever its state. */
   killTree(): void;
-  /** The same, synchronously (the server process is exiting). */
-  killTreeSync(): void;
+  /** The same, synchronously (the server process is exiting); a kept keeper only with `evenKept`. */
+  killTreeSync(evenKept?: boolean): void;
   /** Sets the terminal's size (tty children; others ignore it). */
   resize(cols: number, rows: number): void;
   /** True while the command or anything it started is alive. */
   readonly alive: boolean;
   /** Resolves when the command and everything it started are gone. */
   readonly whenGone: Promise<void>;
+  /** Kept mode (issue #27): what the keeper is told besides signals, and its framed stdin. */
+  readonly kept?: KeptChild;
+}
+
+/** A kept keeper's side of a child (keeper.ts): marks, drops, release, hand-over, framed stdin. */
+export interface KeptChild {
+  /** Stdin as frames answered on `took` (null: the command has no stdin). */
+  readonly stdin: FramedStdin | null;
+  mark(seq: number, stream: 1 | 2, end: number): void;
+  markEvent(seq: number, event: 'x' | 'c'): void;
+  drop(seq: number): void;
+  /** Done with it for good: the keeper ends as without keep once the tree is gone. */
+  release(): void;
+  /** Let go of it without killing anything (a kept stop): a successor adopts it. */
+  handOver(): void;
+  /** The keeper's socket (DIR/k/….sock). */
+  readonly socketPath: string;
 }
 
 /** A terminal's size until the client says otherwise (what node-pty used, and Codex). */
@@ -89,14 +110,57 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
       argv0: spec.arg0 ?? undefined,
       tty: spec.tty ? (spec.terminalSize ?? DEFAULT_TTY_SIZE) : undefined,
       stdin: spec.pipeStdin,
+      keep: spec.keep,
     });
   } catch (err) {
     throw spawnError(err, spec);
   }
+  const wrapped = wrapChild(child, spec.tty, events);
+  try {
+    await child.started;
+  } catch (err) {
+    // Nothing will read them: let them drain to end of file and close, as before the pause.
+    child.stdout.resume();
+    child.stderr?.resume();
+    throw spawnError(err, spec);
+  }
+  wrapped.begin();
+  return wrapped.child;
+}
+
+/**
+ * Adopts the kept keeper at `socketPath` (issue #27): the child as `spawnChild` gives it, and
+ * the keeper's dump, from which the caller rebuilds the process's log; `shapeOf` tells from
+ * the dump (its meta) whether it has a terminal and a stdin. No event reaches the events
+ * given to `bind` before `begin()`.
+ */
+export async function adoptChild(
+  socketPath: string,
+  timeoutMs: number,
+  shapeOf: (dump: KeeperDump) => { tty: boolean; pipeStdin: boolean },
+): Promise<AdoptedChild> {
+  let shape = { tty: false, pipeStdin: false };
+  const { proc, dump } = await KeptProcess.adopt(socketPath, timeoutMs, (d) => {
+    shape = shapeOf(d);
+    return { tty: shape.tty, stdin: shape.pipeStdin };
+  });
+  let target: ChildEvents | null = null;
+  const events: ChildEvents = {
+    output: (stream, data) => target?.output(stream, data),
+    exit: (code) => target?.exit(code),
+    close: () => target?.close(),
+    streamError: (stream, error) => target?.streamError(stream, error),
+  };
+  const wrapped = wrapChild(proc, shape.tty, events);
+  return { child: wrapped.child, dump, bind: (e) => (target = e), begin: () => wrapped.begin() };
+}
+
+/** The SpawnedChild of a keeper; its events are held until `begin()` (then from the next turn). */
+function wrapChild(child: KeptProcess, tty: boolean, events: ChildEvents): { child: SpawnedChild; begin(): void } {
   let begun = false;
   const held: (() => void)[] = [];
   const whenBegun = (event: () => void) => (begun ? event() : held.push(event));
-  const stdoutName: OutputStream = spec.tty ? 'pty' : 'stdout';
+  const stdoutName: OutputStream = tty ? 'pty' : 'stdout';
   child.onOutput((stream, data) => {
     const name: OutputStream = stream === 'stdout' ? stdoutName : 'stderr';
     if (begun) return events.output(name, data);
@@ -114,20 +178,26 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
     whenBegun(() => events.exit(code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0))),
   );
   child.once('close', () => whenBegun(() => events.close()));
-  try {
-    await child.started;
-  } catch (err) {
-    // Nothing will read them: let them drain to end of file and close, as before the pause.
-    child.stdout.resume();
-    child.stderr?.resume();
-    throw spawnError(err, spec);
-  }
-  setImmediate(() => {
-    begun = true;
-    for (const event of held.splice(0)) event();
-  });
-  return {
-    pid: child.pid,
+  const begin = () =>
+    setImmediate(() => {
+      begun = true;
+      for (const event of held.splice(0)) event();
+    });
+  const kept: KeptChild | undefined = child.kept
+    ? {
+        stdin: child.framedStdin,
+        mark: (seq, stream, end) => child.mark(seq, stream, end),
+        markEvent: (seq, event) => child.markEvent(seq, event),
+        drop: (seq) => child.drop(seq),
+        release: () => child.release(),
+        handOver: () => child.handOver(),
+        socketPath: child.socketPath,
+      }
+    : undefined;
+  const wrapped: SpawnedChild = {
+    get pid() {
+      return child.pid;
+    },
     stdin: child.stdin,
     setReading(reading) {
       for (const s of [child.stdout, child.stderr]) {
@@ -138,15 +208,17 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
     },
     signal: (signal) => void child.kill(signal),
     killTree: () => child.killTree(),
-    killTreeSync: () => child.killTreeSync(),
+    killTreeSync: (evenKept) => child.killTreeSync(evenKept),
     resize: (cols, rows) => {
-      if (spec.tty) child.resize(cols, rows);
+      if (tty) child.resize(cols, rows);
     },
     get alive() {
       return child.alive;
     },
     whenGone: child.whenGone,
+    kept,
   };
+  return { child: wrapped, begin };
 }
 
 /**
