@@ -71,9 +71,14 @@ options:
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
-SIGTERM, SIGINT, SIGHUP or SIGQUIT stop the server: every client is told first (a
-WebSocket close 1001, "server stopped"; tether exec and mcp then exit at once), then
-every process is killed. A second signal kills them at once.
+SIGTERM, SIGINT, SIGHUP or SIGQUIT stop the server: every client is told first.
+With a state dir, SIGTERM and SIGHUP (and SIGINT or SIGQUIT when stdin is not a
+terminal) keep the sessions: clients are told "restarting" (WebSocket close 1012) and
+every process runs on under its keeper for --adopt-within, for a new server on the same
+state dir to adopt. Ctrl-C or Ctrl-\ on an interactive terminal, or any of these
+signals with --state-dir none, stop for good: clients are told "server stopped" (1001;
+tether exec and mcp then exit at once) and every process is killed. A second signal
+exits at once (killing every process, unless the stop keeps them).
 
 ${DURATION_SYNTAX}.
 ${SIZE_SYNTAX}.`;
@@ -263,25 +268,32 @@ export async function run(argv: string[]): Promise<void> {
   process.stderr.on('error', () => {});
   await new Promise<void>((resolve) => {
     let stopping = false;
+    let keep = false;
     const shutdown = (signal: NodeJS.Signals) => {
       if (stopping) {
         // Impatient (a second Ctrl-C): kill now, synchronously, rather than die with
-        // Node's default action and leave the children behind.
-        logger('warn', `${signal} again: killing every child now`);
-        server.killAllChildrenSync();
+        // Node's default action and leave the children behind (kept ones are left to their keepers).
+        logger('warn', `${signal} again: ${keep ? 'exiting now' : 'killing every child now'}`);
+        server.killAllChildrenSync(!keep);
         process.exit(128 + (osConstants.signals[signal] ?? 0));
       }
       stopping = true;
-      logger('info', `${signal}: shutting down, killing every child process`);
+      keep = keepsOn(signal, config.options.stateDir !== undefined);
+      logger(
+        'info',
+        keep
+          ? `${signal}: shutting down; sessions and processes kept for ${server.keptForMs / 1000} s for a new server on the same state dir`
+          : `${signal}: shutting down, killing every child process`,
+      );
       // A stop that does not finish in time (a thread-pool thread stuck in a system call keeps
       // the loop alive, and process.exit would wait for that thread too): kill every child,
       // then die of the signal itself, which waits for nothing.
       setTimeout(() => {
         logger('error', `shutdown did not finish within ${SHUTDOWN_DEADLINE_MS / 1000} s: killing every child and exiting`);
-        server.killAllChildrenSync();
+        server.killAllChildrenSync(!keep);
         dieOf(signal);
       }, SHUTDOWN_DEADLINE_MS).unref();
-      server.close().then(resolve, (err: unknown) => {
+      server.close({ keep }).then(resolve, (err: unknown) => {
         logger('error', `shutdown: ${(err as Error).message}`);
         resolve();
       });
@@ -292,6 +304,16 @@ export async function run(argv: string[]): Promise<void> {
 }
 
 const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+
+/**
+ * Whether a stop by `signal` keeps the sessions (issue #27): only with a state dir; SIGTERM
+ * and SIGHUP always, Ctrl-C and Ctrl-\ unless typed on an interactive terminal (stop for good).
+ */
+export function keepsOn(signal: NodeJS.Signals, stateDir: boolean, interactive = process.stdin.isTTY === true): boolean {
+  if (!stateDir) return false;
+  if (signal === 'SIGTERM' || signal === 'SIGHUP') return true;
+  return !interactive;
+}
 /** How long a stop may take before the server exits anyway (its children killed first). */
 export const SHUTDOWN_DEADLINE_MS = 10_000;
 

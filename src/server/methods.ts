@@ -6,6 +6,7 @@
  */
 import { JSONRPCServer, type JSONRPCErrorResponse, type JSONRPCID } from 'json-rpc-2.0';
 import { ErrorCode, RpcError, methodNotFound } from '../protocol/index.js';
+import type { KeptServer } from './kept-server.js';
 import type { ConnectionContext } from './connection.js';
 import type { ProcessCapacity } from './capacity.js';
 import type { DescriptorBudget } from './descriptors.js';
@@ -44,7 +45,7 @@ export interface ServerState {
   maxSessionsPerToken?: number;
   /** How long a connection whose session someone tries to resume has to answer a ping. */
   livenessProbeMs: number;
-  sessionHooks: { expired(session: Session): void; detached(session: Session): void };
+  sessionHooks: { expired(session: Session): void; detached(session: Session): void; processesChanged?(session: Session): void };
   log: Logger;
   /** Counts, facts for `session/list`, and the audit trail. */
   monitor: ServerMonitor;
@@ -52,6 +53,8 @@ export interface ServerState {
   adminCredential: Buffer | null;
   /** Where the work is done (backend.ts): processes, files, HTTP, the host's description. */
   backend: ServerBackend;
+  /** A state dir (issue #27): processes are kept, sessions recorded (kept-server.ts). */
+  kept?: KeptServer;
 }
 
 // Like Codex, every handler validates its params first and checks the handshake state second.

@@ -107,6 +107,7 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
           clientAcks: session.clientAcks,
           memory: state.memory,
           handle,
+          keep: state.kept?.keepOptions(session, { processId: p.processId, handle, argv: p.argv, tty: p.tty, pipeStdin: p.pipeStdin ?? false }),
         },
         session,
         session.backend,
@@ -126,6 +127,7 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
       session.processes.set(p.processId, proc);
       registered = proc;
       session.track(proc);
+      state.kept?.save(session);
       state.monitor.processStarted(session, proc, p.argv);
       // Its events follow the answer that tells the client the process exists.
       ctx.afterReply = () => proc.announce();

@@ -29,6 +29,8 @@ import { createMetricsRegistry } from './metrics.js';
 import { ServerMonitor } from './monitor.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
 import type { Session } from './session.js';
+import { KeptServer } from './kept-server.js';
+import { stderrLogger } from '../util/logger.js';
 import { invalidDuration } from '../util/timeouts.js';
 import { giveCloseReason } from '../util/ws-internals.js';
 import { stopClose } from '../protocol/close-reasons.js';
@@ -130,8 +132,10 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       adminCredential: opts.adminToken !== undefined ? digest(opts.adminToken) : null,
       backend,
       sessionHooks: {
+        processesChanged: (s) => this.kept?.save(s),
         expired: (s) => {
           this.state.sessions.delete(s.id);
+          this.kept?.remove(s.id);
           this.state.monitor.sessionEnded(s);
           log('info', `session ${s.shortId} expired; its processes were killed`);
           this.emit('session-expired', s.id);
@@ -225,6 +229,20 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     this.stallTimer.unref();
   }
 
+  /** A state dir (issue #27): kept processes, session records, and what a predecessor left (kept-server.ts). */
+  private kept: KeptServer | null = null;
+
+  /**
+   * Uses the opened state dir (startServer, right after construction, before any client can
+   * connect): what a predecessor left is restored, and processes are kept from now on.
+   * @internal
+   */
+  useStateDir(kept: KeptServer): void {
+    this.kept = kept;
+    this.state.kept = kept;
+    kept.restore(this.state);
+  }
+
   /**
    * Serves one link that is not a WebSocket upgrade (stdio-listener.ts): `socket` behaves as
    * the part of a `ws` WebSocket a Connection uses. Same methods, sessions and limits; no
@@ -282,8 +300,8 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
    * process's keeper is told to kill its tree. A server that dies without calling it loses
    * nothing either: each keeper sees its control socket close and does the same.
    */
-  killAllChildrenSync(): void {
-    for (const s of this.state.sessions.values()) s.killAllSync();
+  killAllChildrenSync(evenKept = false): void {
+    for (const s of this.state.sessions.values()) s.killAllSync(evenKept);
   }
 
   /**
@@ -291,26 +309,45 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
    * told "stopped"). The hook for issue #27's state dir: once a successor can adopt them,
    * return `{ keptMs }` here and clients are told "restarting" and reconnect at once.
    */
-  private keptOnStop(): { keptMs: number } | null {
-    return null;
+  /** How long a kept stop keeps the processes for a successor (0 without a state dir). */
+  get keptForMs(): number {
+    return this.kept?.adoptWithinMs ?? 0;
   }
 
-  /** Stops listening, tells every client why (close 1001, docs/protocol.md), closes every connection and kills every child and its descendants. */
-  close(): Promise<void> {
+  private keptOnStop(keep: boolean): { keptMs: number } | null {
+    return keep && this.kept ? { keptMs: this.kept.adoptWithinMs } : null;
+  }
+
+  /**
+   * Stops listening, tells every client why (docs/protocol.md), closes every connection. With
+   * a state dir (issue #27) it keeps by default: clients are told "restarting" (1012), and
+   * every keeper is let go of alive for a successor to adopt within `adoptWithinMs`.
+   * `{ keep: false }`, or no state dir: "stopped" (1001), and every child and its
+   * descendants are killed.
+   */
+  close(options: { keep?: boolean } = {}): Promise<void> {
     this.closing ??= (async () => {
+      const keep = options.keep !== false && this.kept !== null;
       clearInterval(this.pingTimer);
       clearInterval(this.stallTimer);
       const closedHttp = new Promise<void>((resolve) => this.http.close(() => resolve()));
       // Every client is told why before its socket goes (issue #27): the close frame goes out
       // first, so no event of a process killed below can overtake it.
-      const { code, reason } = stopClose(this.keptOnStop());
+      const { code, reason } = stopClose(this.keptOnStop(keep));
       const goodbyes = [...this.connections].map((conn) => conn.closeWith(code, reason, STOP_CLOSE_GRACE_MS));
       const sessions = [...this.state.sessions.values()];
-      for (const s of sessions) s.expire();
-      await Promise.all([...goodbyes, ...sessions.map((s) => s.waitAllClosed(2_000))]);
+      if (keep) {
+        this.kept!.handOver(sessions);
+        this.state.sessions.clear();
+        await Promise.all(goodbyes);
+      } else {
+        for (const s of sessions) s.expire();
+        await Promise.all([...goodbyes, ...sessions.map((s) => s.waitAllClosed(2_000))]);
+      }
       this.http.closeAllConnections?.();
       this.gate.destroySockets();
       await closedHttp;
+      await this.kept?.close();
       this.emit('close');
     })();
     return this.closing;
@@ -355,6 +392,9 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
     if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
     bindAddress = resolved.address;
   }
+  // A state dir (issue #27): opened and locked (a refusal stops the start), and what a
+  // predecessor left adopted, before anything listens.
+  const kept = opts.stateDir ? await KeptServer.open({ stateDir: opts.stateDir, adoptWithinMs: opts.adoptWithinMs ?? Defaults.adoptWithinMs, log: opts.logger ?? stderrLogger('warn') }) : null;
   const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
   const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
   const http: HttpServer = opts.tls
@@ -374,5 +414,7 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
     await new Promise<void>((resolve) => http.close(() => resolve()));
     throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
   }
-  return new TetherServer(http, opts, host, backend);
+  const server = new TetherServer(http, opts, host, backend);
+  if (kept) server.useStateDir(kept);
+  return server;
 }

@@ -78,7 +78,12 @@ export class Session implements ProcessHost {
     /** sha256 of the bearer token that created it (empty when auth is off). */
     private readonly credential: Buffer,
     readonly limits: SessionLimits,
-    private readonly hooks: { expired(session: Session): void; detached(session: Session): void },
+    private readonly hooks: {
+      expired(session: Session): void;
+      detached(session: Session): void;
+      /** Its process list changed (a process removed): a state dir's record is rewritten (issue #27). */
+      processesChanged?(session: Session): void;
+    },
     /** The extensions negotiated at creation (protocol/extensions.ts); fixed for the session's life. */
     readonly extensions: ReadonlySet<ExtensionName> = new Set(),
   ) {}
@@ -108,6 +113,53 @@ export class Session implements ProcessHost {
     } finally {
       this.reflowing = false;
     }
+  }
+
+  /** Hex of the digest of the token that created it (the session record's `credential`). @internal */
+  get credentialHex(): string {
+    return this.credential.toString('hex');
+  }
+
+  /** The next handle it would give (the session record's `nextHandle`). @internal */
+  get handleCursor(): number {
+    return this.nextHandle;
+  }
+
+  /**
+   * Rebuilt by a successor server (issue #27): its handle cursor as recorded, and the TTL of
+   * a detached session running from now.
+   * @internal
+   */
+  restoreDetached(nextHandle: number): void {
+    this.nextHandle = nextHandle >= 1 && nextHandle <= 0xffff_ffff ? nextHandle : 1;
+    this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
+    this.ttlTimer.unref?.();
+  }
+
+  /** An adopted process joins the session under its id and handle (issue #27). @internal */
+  adoptProcess(proc: ManagedProcess): void {
+    this.processes.set(proc.id, proc);
+    if (proc.handle !== 0) this.handles.set(proc.handle, proc);
+    this.track(proc);
+    if (proc.closed) this.scheduleRemoval(proc);
+  }
+
+  /**
+   * The server stops and keeps its sessions (issue #27): every keeper is let go of without
+   * killing anything, for a successor to adopt; nothing of it runs here any more.
+   * @internal
+   */
+  handOver(): void {
+    if (this.expired) return;
+    this.expired = true;
+    if (this.ttlTimer) clearTimeout(this.ttlTimer);
+    if (this.graceTimer) clearTimeout(this.graceTimer);
+    for (const timer of this.removalTimers.values()) clearTimeout(timer);
+    this.removalTimers.clear();
+    this.sendQueue.clear();
+    for (const proc of this.everyProcess) proc.handOver();
+    this.share?.close();
+    this.backend?.close();
   }
 
   /** Short form for logs: the id is the resume credential. */
@@ -294,9 +346,9 @@ export class Session implements ProcessHost {
     this.hooks.expired(this);
   }
 
-  /** Synchronous last resort (the server process is exiting): every process tree is told to die. */
-  killAllSync(): void {
-    for (const proc of this.everyProcess) proc.killTreeSync();
+  /** Synchronous last resort (the server process is exiting): every process tree is told to die (kept ones only with `evenKept`). */
+  killAllSync(evenKept = false): void {
+    for (const proc of this.everyProcess) proc.killTreeSync(evenKept);
   }
 
   /** Runs `listener` once when the session expires or is closed (for state other modules keep per session, e.g. open files). */
@@ -382,6 +434,7 @@ export class Session implements ProcessHost {
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
     if (proc.handle !== 0 && this.handles.get(proc.handle) === proc) this.handles.delete(proc.handle);
     proc.release();
+    this.hooks.processesChanged?.(this);
   }
 
   /**

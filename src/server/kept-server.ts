@@ -1,0 +1,226 @@
+/**
+ * A server with a state dir (issue #27): its processes run under kept keepers that outlive
+ * it, its sessions are recorded there, and a successor adopts both.
+ *
+ * - At start (`openKept`, before the server listens): the state dir is opened (checked and
+ *   locked: a refusal stops the start), every keeper socket in `k/` is adopted (one that
+ *   refuses or does not answer in time is skipped with a log line), and the session records
+ *   are loaded. `restore` (once the server exists) rebuilds each recorded session, detached
+ *   with a fresh TTL, around the processes of its keepers; a keeper whose session has no
+ *   record is told to kill its tree.
+ * - While serving: every spawn is kept (`keepOptions`: its socket and the meta a successor
+ *   rebuilds the process from), and each session's record follows its changes (`save`,
+ *   `remove`).
+ * - At a kept stop (`handOver`): the keepers are let go of without killing anything.
+ */
+import { basename } from 'node:path';
+import type { ExtensionName } from '../protocol/index.js';
+import type { Logger } from '../util/logger.js';
+import type { KeepOptions } from './keeper.js';
+import type { ServerState } from './methods.js';
+import { ManagedProcess } from './process.js';
+import type { AdoptedChild } from './process-kept.js';
+import { Session } from './session.js';
+import { SessionStore, type SessionRecord } from './session-store.js';
+import { adoptChild } from './spawn.js';
+import { openStateDir, type StateDir } from './state-dir.js';
+
+/** How long one keeper has to hand itself over (connect, descriptors, dump) at start. */
+const ADOPT_TIMEOUT_MS = 3_000;
+/** Output a keeper may retain beyond what the server's log can hold (bytes in flight between them). */
+const CAP_SLACK_BYTES = 1024 * 1024;
+
+/** What a kept keeper is given at spawn and returns at adoption (its `meta`). */
+export interface KeptMeta {
+  v: 1;
+  session: string;
+  process: string;
+  handle: number;
+  argv: string[];
+  tty: boolean;
+  stdin: boolean;
+}
+
+function parseMeta(bytes: Buffer): KeptMeta | null {
+  try {
+    const meta = JSON.parse(bytes.toString()) as Partial<KeptMeta>;
+    if (meta.v !== 1 || typeof meta.session !== 'string' || typeof meta.process !== 'string') return null;
+    return {
+      v: 1,
+      session: meta.session,
+      process: meta.process,
+      handle: typeof meta.handle === 'number' ? meta.handle : 0,
+      argv: Array.isArray(meta.argv) ? meta.argv.map(String) : [],
+      tty: meta.tty === true,
+      stdin: meta.stdin === true,
+    };
+  } catch {
+    return null;
+  }
+}
+
+interface Adopted {
+  socketPath: string;
+  meta: KeptMeta | null;
+  child: AdoptedChild;
+}
+
+export interface KeptServerOptions {
+  stateDir: string;
+  adoptWithinMs: number;
+  log: Logger;
+}
+
+export class KeptServer {
+  /** Sessions restored, for `adopted` in session/list (h3's flag) and logs. */
+  readonly adoptedSessions = new Set<string>();
+
+  private constructor(
+    readonly dir: StateDir,
+    private readonly store: SessionStore,
+    readonly adoptWithinMs: number,
+    private readonly log: Logger,
+    private adopted: Adopted[],
+    private records: SessionRecord[],
+  ) {}
+
+  /** Opens the state dir and adopts what a predecessor left (see the file's comment). */
+  static async open(opts: KeptServerOptions): Promise<KeptServer> {
+    const dir = await openStateDir(opts.stateDir);
+    const store = new SessionStore(dir.sessionsPath, opts.log);
+    const adopted: Adopted[] = [];
+    try {
+      for (const socketPath of await dir.keeperSockets()) {
+        let meta: KeptMeta | null = null;
+        try {
+          const child = await adoptChild(socketPath, ADOPT_TIMEOUT_MS, (dump) => {
+            meta = parseMeta(dump.meta);
+            return { tty: meta?.tty ?? false, pipeStdin: meta?.stdin ?? false };
+          });
+          adopted.push({ socketPath, meta, child });
+        } catch (err) {
+          opts.log('warn', `state dir: keeper ${basename(socketPath)} not adopted: ${(err as Error).message}`);
+        }
+      }
+      const records = await store.loadAll();
+      return new KeptServer(dir, store, opts.adoptWithinMs, opts.log, adopted, records);
+    } catch (err) {
+      for (const a of adopted) a.child.child.killTree();
+      await dir.release();
+      throw err;
+    }
+  }
+
+  /** How a new process of `session` is kept: its keeper's socket, timer, cap and meta. */
+  keepOptions(session: Session, p: { processId: string; handle: number; argv: string[]; tty: boolean; pipeStdin: boolean }): KeepOptions {
+    const limits = session.limits.output;
+    const meta: KeptMeta = { v: 1, session: session.id, process: p.processId, handle: p.handle, argv: p.argv, tty: p.tty, stdin: p.pipeStdin };
+    return {
+      path: this.dir.newKeeperSocketPath(),
+      meta: Buffer.from(JSON.stringify(meta)),
+      adoptMs: this.adoptWithinMs,
+      capBytes: limits.windowBytes + limits.retentionBytes + limits.readAheadBytes + CAP_SLACK_BYTES,
+    };
+  }
+
+  /** Writes `session`'s record (its process list, handles, keeper sockets). */
+  save(session: Session): void {
+    if (session.isExpired) return;
+    const processes = [...session.processes.values()].map((proc) => ({
+      processId: proc.id,
+      handle: proc.handle || null,
+      socket: basename(proc.keeperSocket),
+      tty: proc.tty,
+      argv: [],
+      startedAt: Date.now(),
+    }));
+    void this.store.save({
+      version: 1,
+      id: session.id,
+      credential: session.credentialHex,
+      extensions: [...session.extensions],
+      limits: session.limits,
+      nextHandle: session.handleCursor,
+      processes,
+      createdAt: Date.now(),
+    });
+  }
+
+  /** The session ended for good: its record goes. */
+  remove(id: string): void {
+    void this.store.remove(id);
+  }
+
+  /**
+   * Rebuilds the recorded sessions and their adopted processes into `state` (synchronously:
+   * no client can connect in between). Keepers without a session are told to kill.
+   */
+  restore(state: ServerState): void {
+    const byId = new Map(this.records.map((r) => [r.id, r]));
+    const sessions = new Map<string, Session>();
+    for (const record of this.records) {
+      const session = new Session(
+        record.id,
+        Buffer.from(record.credential, 'hex'),
+        { ...state.limits, output: record.limits.output ?? state.limits.output },
+        state.sessionHooks,
+        new Set(record.extensions as ExtensionName[]),
+      );
+      session.backend = state.backend.openSession(session, (reason) => session.lost(reason));
+      if (state.shares) session.joinShares(state.shares);
+      state.sessions.set(session.id, session);
+      state.monitor.sessionCreated(session, 'adopted');
+      session.restoreDetached(record.nextHandle);
+      sessions.set(record.id, session);
+      this.adoptedSessions.add(record.id);
+    }
+    for (const a of this.adopted) {
+      const session = a.meta ? sessions.get(a.meta.session) : undefined;
+      if (!a.meta || !session || !byId.has(a.meta.session) || session.processes.has(a.meta.process)) {
+        this.log('warn', `state dir: keeper ${basename(a.socketPath)} belongs to no recorded session: its processes are killed`);
+        a.child.child.killTree();
+        a.child.child.kept?.release();
+        a.child.begin();
+        continue;
+      }
+      const proc = ManagedProcess.adopt(
+        {
+          processId: a.meta.process,
+          argv: a.meta.argv,
+          cwd: '/',
+          env: {},
+          tty: a.meta.tty,
+          pipeStdin: a.meta.stdin,
+          limits: session.limits.output,
+          clientAcks: session.clientAcks,
+          memory: state.memory,
+          handle: a.meta.handle,
+        },
+        session,
+        a.child,
+      );
+      session.adoptProcess(proc);
+      state.monitor.processStarted(session, proc, a.meta.argv);
+    }
+    for (const session of sessions.values()) {
+      this.save(session); // its process list as adopted (keepers that died are gone from it)
+      state.log('info', `session ${session.shortId} restored from the state dir with ${session.processes.size} process(es); expires in ${session.limits.ttlMs} ms unless resumed`);
+    }
+    this.adopted = [];
+    this.records = [];
+  }
+
+  /** The server stops and keeps: every session's keepers are let go of, alive. */
+  handOver(sessions: Iterable<Session>): void {
+    for (const session of sessions) {
+      this.save(session);
+      session.handOver();
+    }
+  }
+
+  /** Writes still pending are done, the lock is released. */
+  async close(): Promise<void> {
+    await this.store.flush();
+    await this.dir.release();
+  }
+}
