@@ -97,6 +97,7 @@ describe('flag parsing', () => {
         host: '127.0.0.1', port: 0, sessionTtlMs: 5000, token: 'from-file', outputRetentionBytes: 2 * 1024 * 1024,
         closedRetentionMs: 60_000, allowedOrigins: ['https://a', 'https://b'], maxSessions: 7, maxProcessesPerSession: 3,
         maxMessageBytes: 1024 * 1024, maxConnections: 9, stallTimeoutMs: 10_000, initializeTimeoutMs: 2000,
+        stateDir: expect.any(String),
       });
       expect(parseServeArgs([], { TETHER_TOKEN: 'env-token' }).options.token).toBe('env-token');
       expect(() => parseServeArgs(['--token-file', join(dir, 'missing')], {})).toThrow(/--token-file: cannot read/);
@@ -106,7 +107,7 @@ describe('flag parsing', () => {
       writeFileSync(file, 'alice\n\n  bob  \n');
       writeFileSync(join(dir, 'admin'), 'root\n');
       expect(parseServeArgs(['--token-file', file, '--admin-token-file', join(dir, 'admin'), '--audit-argv'], {}).options).toEqual({
-        token: 'alice', tokens: ['bob'], adminToken: 'root', auditArgv: true,
+        token: 'alice', tokens: ['bob'], adminToken: 'root', auditArgv: true, stateDir: expect.any(String),
       });
       expect(() => parseServeArgs(['--admin-token-file', file], {})).toThrow(/--admin-token-file: .* holds more than one token/);
       expect(() => parseServeArgs(['--max-sessions', 'lots'], {})).toThrow(/--max-sessions: expected a positive integer/);
@@ -114,6 +115,25 @@ describe('flag parsing', () => {
     } finally {
       rmSync(dir, { recursive: true, force: true });
     }
+  });
+});
+
+describe('tether serve --state-dir and --adopt-within', () => {
+  it('defaults to the per-user state dir, takes a path (made absolute) or none, and passes --adopt-within', () => {
+    expect(parseServeArgs([], { XDG_STATE_HOME: '/xdg' }).options.stateDir).toBe('/xdg/tether');
+    expect(parseServeArgs([], { HOME: '/nonexistent', XDG_RUNTIME_DIR: '/run/user/7' }).options.stateDir).toBe('/run/user/7/tether');
+    expect(parseServeArgs([], { HOME: '/nonexistent' }).options.stateDir).toBe(`/tmp/tether-${process.geteuid!()}`);
+    expect(parseServeArgs(['--state-dir', 'none'], {}).options.stateDir).toBeNull();
+    expect(parseServeArgs(['--state-dir', 'rel/dir'], {}).options.stateDir).toBe(join(process.cwd(), 'rel/dir'));
+    const opts = parseServeArgs(['--state-dir', '/s', '--adopt-within', '2m'], {}).options;
+    expect([opts.stateDir, opts.adoptWithinMs]).toEqual(['/s', 120_000]);
+    expect(parseServeArgs([], { XDG_STATE_HOME: '/xdg' }).options.adoptWithinMs).toBeUndefined();
+    expect(() => parseServeArgs(['--state-dir', 'none', '--adopt-within', '5s'], {})).toThrow('--adopt-within needs a state dir (not --state-dir none)');
+    expect(() => parseServeArgs(['--adopt-within', 'soon'], {})).toThrow(/--adopt-within: /);
+    expect(() => parseServeArgs(['--state-dir', ''], {})).toThrow('--state-dir: expected a directory or none');
+    // One connection on stdio keeps nothing: no state dir, and the flags are refused.
+    expect(parseServeArgs(['--listen', 'stdio'], {}).options.stateDir).toBeUndefined();
+    expect(() => parseServeArgs(['--listen', 'stdio', '--state-dir', '/s'], {})).toThrow('--state-dir does not apply to --listen stdio');
   });
 });
 

@@ -3,9 +3,11 @@
  * and tests read it); everything else goes to stderr.
  */
 import { readFileSync } from 'node:fs';
-import { constants as osConstants } from 'node:os';
+import { constants as osConstants, userInfo } from 'node:os';
+import { resolve } from 'node:path';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
+import { defaultStateDir } from '../server/state-dir.js';
 import { serveOnStdio } from './serve-stdio.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from './units.js';
@@ -23,6 +25,16 @@ options:
                              on stdin, its processes killed, and the server exits 0
   --port PORT                the same as --listen ws://127.0.0.1:PORT
   --session-ttl DURATION     how long a detached session survives (default 30s)
+  --state-dir DIR|none       where the server keeps what a successor needs to adopt its
+                             sessions (keeper sockets, session records): a server that stops
+                             or dies leaves its processes running, and a new tether serve on
+                             the same DIR adopts them. Must be ours, mode 0700, not a symlink.
+                             Default: $XDG_STATE_HOME/tether, else ~/.local/state/tether,
+                             else $XDG_RUNTIME_DIR/tether, else /tmp/tether-UID.
+                             none: processes die with the server
+  --adopt-within DURATION    with a state dir: how long processes outlive a server that
+                             stopped or died, waiting for a successor to adopt them, before
+                             they are killed (default 60s)
   --token-file FILE          require "Authorization: Bearer <token>" (token read from FILE,
                              or set TETHER_TOKEN). One token per line: each is its own
                              identity (a session belongs to the token that created it)
@@ -123,6 +135,22 @@ function readPem(flag: string, file: string, what: string): string {
   return text;
 }
 
+/** `--state-dir`: an absolute path, null for `none`, or the per-user default. */
+function parseStateDir(text: string | undefined, env: NodeJS.ProcessEnv): string | null {
+  if (text === 'none') return null;
+  if (text === '') throw new UsageError('--state-dir: expected a directory or none');
+  if (text !== undefined) return resolve(text);
+  let home = env.HOME;
+  if (home === undefined) {
+    try {
+      home = userInfo().homedir;
+    } catch {
+      // no passwd entry: no home
+    }
+  }
+  return defaultStateDir(env, process.geteuid?.() ?? 0, home);
+}
+
 export interface ServeConfig {
   options: TetherServerOptions;
   /** `--listen stdio`: one connection on stdin/stdout instead of a port. */
@@ -140,6 +168,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       listen: { type: 'string' },
       port: { type: 'string' },
       'session-ttl': { type: 'string' },
+      'state-dir': { type: 'string' },
+      'adopt-within': { type: 'string' },
       'token-file': { type: 'string' },
       'tls-cert': { type: 'string' },
       'tls-key': { type: 'string' },
@@ -174,12 +204,17 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v.listen !== undefined && v.port !== undefined) throw new UsageError('give --listen or --port, not both');
   const stdio = v.listen === 'stdio' || v.listen === 'stdio://';
   if (stdio) {
-    const tcpOnly = ['port', 'token-file', 'tls-cert', 'tls-key', 'allow-origin', 'allow-host', 'insecure-no-token', 'max-connections'] as const;
+    const tcpOnly = ['port', 'token-file', 'tls-cert', 'tls-key', 'allow-origin', 'allow-host', 'insecure-no-token', 'max-connections', 'state-dir', 'adopt-within'] as const;
     const given = tcpOnly.find((flag) => v[flag] !== undefined);
     if (given) throw new UsageError(`--${given} does not apply to --listen stdio (one connection on stdin/stdout, no token)`);
   } else if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
   if (v.port !== undefined) Object.assign(options, { host: Defaults.host, port: parsePort('--port', v.port) });
   if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
+  if (!stdio) options.stateDir = parseStateDir(v['state-dir'], env);
+  if (v['adopt-within'] !== undefined) {
+    if (options.stateDir === null) throw new UsageError('--adopt-within needs a state dir (not --state-dir none)');
+    options.adoptWithinMs = parseDuration('--adopt-within', v['adopt-within']);
+  }
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
   if (v['output-retention'] !== undefined) options.outputRetentionBytes = parseSize('--output-retention', v['output-retention']);
   if (v['output-window'] !== undefined) options.outputWindowBytes = parseSize('--output-window', v['output-window']);

@@ -126,6 +126,20 @@ export interface TetherServerOptions {
   livenessProbeMs?: number;
   /** Send-buffer marks: events wait in the output logs above the high mark until the buffer drains to the low one (1 MiB / 256 KiB). */
   backpressure?: Partial<BackpressureMarks>;
+  /**
+   * Where the server keeps what a successor server needs to adopt its sessions (issue #27):
+   * its keepers' sockets, session records and idempotency-key journals (state-dir.ts). With
+   * one, a server that stops or dies leaves its processes running for `adoptWithinMs`, and a
+   * new server on the same state dir adopts them. Without one (undefined or null, the
+   * library's default) processes die with the server. `tether serve` defaults to a per-user
+   * directory (`$XDG_STATE_HOME/tether`, `~/.local/state/tether`, …).
+   */
+  stateDir?: string | null;
+  /**
+   * With a state dir: how long each keeper keeps its process after its server stopped or died,
+   * waiting for a successor to adopt it, before it kills the process's tree (60 s).
+   */
+  adoptWithinMs?: number;
   /** Limits of the filesystem methods: readFile size, handles, memory (see `FsDefaults`). */
   fs?: Partial<FsServerLimits>;
   logger?: Logger;
@@ -157,6 +171,7 @@ export const Defaults = {
   stallTimeoutMs: 30_000,
   initializeTimeoutMs: 5_000,
   livenessProbeMs: 2_000,
+  adoptWithinMs: 60_000,
   highWaterBytes: 1024 * 1024,
   lowWaterBytes: 256 * 1024,
   adoptWithinMs: 60_000,
