@@ -115,7 +115,7 @@ describe('sizes: one syntax, a clear refusal', () => {
 
 describe('tether serve --port', () => {
   it('listens on 127.0.0.1:PORT, and refuses --listen with it', async () => {
-    const child = spawnTether(['serve', '--port', '0'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
+    const child = spawnTether(['serve', '--port', '0', '--state-dir', 'none'], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
     const url = await new Promise<string>((resolve, reject) => {
       let out = '';
       child.stdout!.on('data', (d: Buffer) => {

@@ -313,7 +313,7 @@ export async function run(argv: string[]): Promise<void> {
         process.exit(128 + (osConstants.signals[signal] ?? 0));
       }
       stopping = true;
-      keep = keepsOn(signal, config.options.stateDir !== undefined);
+      keep = keepsOn(signal, config.options.stateDir != null);
       logger(
         'info',
         keep

@@ -143,10 +143,6 @@ export interface TetherServerOptions {
   /** Limits of the filesystem methods: readFile size, handles, memory (see `FsDefaults`). */
   fs?: Partial<FsServerLimits>;
   logger?: Logger;
-  /** State dir (issue #27): processes are kept by their keepers across a restart and adopted by a successor. */
-  stateDir?: string;
-  /** How long kept keepers wait for a successor before killing their processes (60 s). */
-  adoptWithinMs?: number;
 }
 
 export const Defaults = {
@@ -174,7 +170,6 @@ export const Defaults = {
   adoptWithinMs: 60_000,
   highWaterBytes: 1024 * 1024,
   lowWaterBytes: 256 * 1024,
-  adoptWithinMs: 60_000,
 } as const;
 
 /** The per-process output limits `opts` asks for, defaults filled in. */

@@ -36,6 +36,9 @@ export async function spawnServe(args: string[], options: ServeProcessOptions = 
     TETHER_BIN,
     'serve',
     ...args,
+    // Today's behaviour unless the test asks for a state dir (issue #27): the default, a
+    // per-user dir, would be shared by every test's server.
+    ...(args.some((a) => a.startsWith('--state-dir')) || args.includes('stdio') ? [] : ['--state-dir', 'none']),
   ];
   const child = spawn(argv[0]!, argv.slice(1), {
     env: { ...process.env, TETHER_TOKEN: '', ...options.env },

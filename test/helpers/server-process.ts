@@ -44,7 +44,10 @@ export async function startServerProcess(
   const user = options.user ?? 'self';
   const home = mkdtempSync(join(tmpdir(), 'tether-srv-'));
   if (user === 'nobody') chownSync(home, NOBODY, NOBODY);
-  const serveArgs = [BIN, 'serve', '--listen', 'ws://127.0.0.1:0', '--log-level', 'info', ...(options.args ?? [])];
+  const extra = options.args ?? [];
+  // Today's behaviour unless the test asks for a state dir (issue #27).
+  const stateDir = extra.some((a) => a.startsWith('--state-dir')) ? [] : ['--state-dir', 'none'];
+  const serveArgs = [BIN, 'serve', '--listen', 'ws://127.0.0.1:0', '--log-level', 'info', ...stateDir, ...extra];
   const [file, args] =
     user === 'nobody'
       ? ['/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, ...serveArgs]]

@@ -1,0 +1,203 @@
+/**
+ * Sessions that outlive their server (issue #27), end to end: `tether serve` with a state dir
+ * runs as a child process; `tether exec` runs a paced producer (numbered lines, then exit 7)
+ * while the server is killed -9 or told SIGTERM, and a successor starts on the same port and
+ * state dir. The client exits 7 with every line exactly once and in order. A server killed
+ * with no successor leaves nothing behind once --adopt-within has passed.
+ *
+ * Every wait is for an event (a line on stdout, a process exit) or a bounded poll of a
+ * condition; nothing is measured by the clock.
+ */
+import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { createInterface } from 'node:readline';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ExecClient } from '../src/client/index.js';
+import { spawnTether, tetherArgs } from './helpers/cli.js';
+import { RawClient } from './helpers/raw-client.js';
+
+const TEST_TIMEOUT_MS = 40_000;
+const LINES = 80;
+/** Numbered lines every 20 ms, then exit 7. */
+const PRODUCER = ['sh', '-c', `i=0; while [ $i -lt ${LINES} ]; do i=$((i+1)); echo "line $i"; sleep 0.02; done; exit 7`];
+const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
+
+interface Served {
+  child: ChildProcess;
+  url: string;
+  port: number;
+  stderr(): string;
+  exited: Promise<void>;
+}
+
+const children: ChildProcess[] = [];
+const dirs: string[] = [];
+
+afterEach(() => {
+  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
+});
+
+/** A fresh state dir (mkdtemp makes it 0700). */
+function stateDir(): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
+  dirs.push(dir);
+  return dir;
+}
+
+/** `tether serve --port PORT --state-dir DIR --adopt-within …` as a child process, once it printed its URL. */
+async function serve(dir: string, port: number, adoptWithin: string): Promise<Served> {
+  const child = spawn(process.execPath, tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info']), {
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, TETHER_TOKEN: '' },
+  });
+  children.push(child);
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+  const url = await new Promise<string>((resolve, reject) => {
+    createInterface({ input: child.stdout! }).once('line', resolve);
+    void exited.then(() => reject(new Error(`tether serve exited before printing its URL: ${stderr}`)));
+  });
+  return { child, url, port: Number(new URL(url).port), stderr: () => stderr, exited };
+}
+
+/** `tether exec` of the producer; resolves `ready` once `after` lines arrived. */
+function execProducer(url: string, after: number) {
+  const cli = spawnTether(['exec', '--url', url, '--recovery-deadline', '60s', ...PRODUCER], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(cli);
+  let stdout = '';
+  let stderr = '';
+  cli.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const exited = new Promise<number | null>((resolve) => cli.once('close', (code) => resolve(code)));
+  const ready = new Promise<void>((resolve) => {
+    cli.stdout!.on('data', (d: Buffer) => {
+      stdout += d.toString();
+      if (stdout.includes(`line ${after}\n`)) resolve();
+    });
+  });
+  return { ready, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/** Polls `condition` every 50 ms until it holds, failing after `limitMs` (a wait for a condition, not a sleep). */
+async function until(condition: () => boolean, limitMs: number, what: string): Promise<void> {
+  for (let waited = 0; !condition(); waited += 50) {
+    if (waited >= limitMs) throw new Error(`still not ${what} after ${limitMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
+
+describe('tether serve with a state dir: a successor adopts the running processes', () => {
+  it.each([
+    ['SIGKILL', false],
+    ['SIGTERM', true],
+  ] as const)(
+    'server %s mid-stream, successor on the same port and state dir: tether exec exits 7 with every line once, in order',
+    async (signal, toldRestarting) => {
+      const dir = stateDir();
+      const first = await serve(dir, 0, '10s');
+      const exec = execProducer(first.url, 10);
+      await exec.ready;
+      first.child.kill(signal);
+      await first.exited;
+      const second = await serve(dir, first.port, '10s');
+      const code = await exec.exited;
+      expect({ code, stdout: exec.stdout() }).toEqual({ code: 7, stdout: EXPECTED });
+      if (toldRestarting) expect(exec.stderr()).toMatch(/server restarting; session kept for 10 s/);
+      expect(second.stderr()).toMatch(/restored from the state dir with 1 process/);
+      second.child.kill('SIGKILL');
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a server killed with no successor: its processes live on until --adopt-within has passed, then no process, keeper or socket is left',
+    async () => {
+      const dir = stateDir();
+      const server = await serve(dir, 0, '2s');
+      const client = await ExecClient.connect(server.url, { clientName: 'restart-keep-test', recoveryDeadlineMs: 60_000 });
+      try {
+        // The command says its pid and its parent's, the keeper's.
+        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
+        const first = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+        const [pid, keeperPid] = first.trim().split(' ').map(Number) as [number, number];
+        expect(readdirSync(join(dir, 'k'))).toHaveLength(1);
+        server.child.kill('SIGKILL');
+        await server.exited;
+        // Kept: the server's death did not end them.
+        expect([alive(pid), alive(keeperPid)]).toEqual([true, true]);
+        await until(() => !alive(pid) && !alive(keeperPid), 15_000, 'gone');
+        expect(readdirSync(join(dir, 'k'))).toEqual([]);
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'Codex dialect (process/start, process/read, process/write): a write re-sent to the successor under its writeId is not applied twice, and reads carry on',
+    async () => {
+      const dir = stateDir();
+      const first = await serve(dir, 0, '10s');
+      const b64 = (text: string) => Buffer.from(text).toString('base64');
+      const text = (chunks: { chunk: string }[]) => chunks.map((c) => Buffer.from(c.chunk, 'base64').toString()).join('');
+      const c1 = await RawClient.connect(first.url);
+      const { sessionId } = await c1.handshake('restart-keep-codex');
+      const processId = 'p1';
+      await c1.request('process/start', {
+        processId,
+        argv: ['sh', '-c', 'read a; echo "got $a"; read b; echo "got $b"; exit 3'],
+        cwd: 'file:///',
+        env: { PATH: process.env.PATH ?? '/usr/bin:/bin' },
+        tty: false,
+        pipeStdin: true,
+      });
+      expect(await c1.request('process/write', { processId, chunk: b64('one\n'), writeId: 'w1' })).toEqual({ status: 'accepted' });
+      let seen = '';
+      let afterSeq = 0;
+      while (!seen.includes('got one\n')) {
+        const r = await c1.request('process/read', { processId, afterSeq, waitMs: 5_000 });
+        seen += text(r.chunks);
+        afterSeq = r.nextSeq - 1;
+      }
+      first.child.kill('SIGKILL');
+      await first.exited;
+      await c1.closed;
+      const second = await serve(dir, first.port, '10s');
+      const c2 = await RawClient.connect(second.url);
+      try {
+        await c2.handshake('restart-keep-codex', sessionId);
+        // The answer to w1 could have been lost with the server: the client sends it again.
+        expect(await c2.request('process/write', { processId, chunk: b64('one\n'), writeId: 'w1' })).toEqual({ status: 'accepted' });
+        expect(await c2.request('process/write', { processId, chunk: b64('two\n'), writeId: 'w2' })).toEqual({ status: 'accepted' });
+        let all = '';
+        let from = 0;
+        let result: { closed: boolean; exitCode: number | null } = { closed: false, exitCode: null };
+        while (!result.closed) {
+          const r = await c2.request('process/read', { processId, afterSeq: from, waitMs: 5_000 });
+          all += text(r.chunks);
+          from = r.nextSeq - 1;
+          result = r;
+        }
+        // Read from the start: what the first server exposed keeps its seqs; "one" was written once.
+        expect({ all, exitCode: result.exitCode }).toEqual({ all: 'got one\ngot two\n', exitCode: 3 });
+      } finally {
+        await c2.close();
+        second.child.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
