@@ -44,6 +44,58 @@
  *   keeper -> server:         "exit <CODE> <SIGNAL>\n"   the command ended (CODE -1 when
  *                                              killed by SIGNAL); with a terminal, sent once
  *                                              its output is drained and stdout closed
+ *
+ * Kept mode (issue #27; kept.c): the keeper outlives its server and a successor adopts it.
+ * Before the spec the server sends
+ *     "keep <ADOPT_MS> <CAP_BYTES> <PATHLEN> <METALEN>\n" then PATH, then META (opaque,
+ *     returned at adoption). The keeper listens on the Unix socket PATH (mode 0600, bound
+ *     before the start is answered, unlinked when it exits; a failure is "error listen <ERRNO>").
+ * Then, unlike the above:
+ *   - Output goes through the keeper: the command's stdout and stderr are pipes (with a
+ *     terminal: the master, stream 1) read into one retained buffer per stream and forwarded
+ *     raw on fd 1 / fd 2. Offsets count from 0 per stream for the process's whole life. The
+ *     keeper reads a stream only once all it read from it is forwarded, and only while it
+ *     retains less than CAP_BYTES in all (never more: the command then blocks in write(2)).
+ *     fd 1 / 2 end once their stream reached end of file and everything is forwarded.
+ *   - Stdin is framed on fd 0: "w <LEN> <IDLEN>\n<ID><DATA>" (IDLEN 0: no writeId, at most
+ *     1024; LEN at most 64 MiB) and "eof\n" (closes the command's stdin; nothing with a
+ *     terminal). A frame is taken once wholly received (counted, its id remembered: the last
+ *     4096), then written to the command; fd 0 is read only when that is done. A frame cut
+ *     short by end of file is dropped whole. A malformed header ends fd 0.
+ *   - keeper -> server: "took <N>\n"  frames taken so far (cumulative, eof included), after
+ *                                     every poll iteration that took any
+ *     server -> keeper:  "mark <SEQ> <1|2> <END>\n"  the server's entry SEQ covers that stream
+ *                                     up to offset END; "mark <SEQ> x\n" / "mark <SEQ> c\n"
+ *                                     the exit / close event (marks come in increasing SEQ)
+ *                        "drop <SEQ>\n"  frees each stream's bytes below the END of its newest
+ *                                     mark <= SEQ (never bytes not yet forwarded) and forgets
+ *                                     the marks <= SEQ
+ *                        "release\n"  done for good: behave as without keep (exit once the
+ *                                     tree is gone, exit reported and output forwarded)
+ *                        "kill\n" kills the tree and releases; signal, resize as above
+ *   - Control end of file (not released): the tree is NOT killed. The keeper closes fds 0-3
+ *     (the dead server's channels), drops a partial stdin frame, keeps the command's stdin
+ *     open, keeps reading its output up to CAP_BYTES, and starts the adopt timer (ADOPT_MS,
+ *     monotonic). When it ends with no adopter: the tree is killed, the socket unlinked, exit.
+ *     While attached, a command whose tree is gone keeps its keeper until release or control
+ *     end of file (+ timer). SIGTERM, SIGINT, SIGHUP: kill the tree and exit, as above.
+ *   - Adoption: a connection on PATH is taken only while no server is attached and only from
+ *     a peer of the keeper's own uid (SO_PEERCRED); any other is closed at once. It receives
+ *     one byte 0x01 carrying three descriptors (SCM_RIGHTS): the server's ends of new stdin,
+ *     stdout and stderr socket pairs (fds 0-2 again), then the dump below (written blocking,
+ *     10 s at most: a successor that fails mid-dump is a control end of file), and is the
+ *     control socket from then on (the protocol above; fd 1 / 2 continue after the dump):
+ *         "adopted 1\n"
+ *         "pid <CMDPID> <KEEPERPID>\n"
+ *         "meta <LEN>\n" LEN bytes
+ *         "stream 1 <BASE> <LEN>\n" LEN bytes   retained stdout [BASE, BASE+LEN)
+ *         "stream 2 <BASE> <LEN>\n" LEN bytes   retained stderr
+ *         "mark <SEQ> <1|2> <END>\n" | "mark <SEQ> x|c\n"   every mark kept, in order
+ *         "exited <CODE> <SIGNAL>\n"            only if the command ended (as "exit")
+ *         "gone <0|1>\n"                        1: nothing of the tree is left
+ *         "stdin <TAKEN> <EOF 0|1>\n"
+ *         "id <LEN>\n" LEN bytes                each remembered writeId, oldest first
+ *         "end\n"
  */
 #define _GNU_SOURCE
 #include <dirent.h>
