@@ -66,6 +66,7 @@ class Watch extends EventEmitter {
 
 interface Kept {
   ch: KeeperChannels;
+  /** The keeper (spawned; none through the zygote). */
   child: ChildProcess;
   watch: Watch;
   pid: number;
@@ -100,11 +101,28 @@ afterEach(() => {
 
 let count = 0;
 
-async function startKept(args: string[], opts: { adoptMs?: number; capBytes?: number; tty?: boolean; meta?: string } = {}): Promise<Kept> {
+async function startKept(
+  args: string[],
+  opts: { adoptMs?: number; capBytes?: number; tty?: boolean; meta?: string; zygote?: boolean } = {},
+): Promise<Kept> {
   const sock = path.join(dir, `k${++count}.sock`);
-  const ch = launchKeeper(Buffer.alloc(0));
+  const messages = Buffer.concat([
+    encodeKeep({ adoptMs: opts.adoptMs ?? 30_000, capBytes: opts.capBytes ?? 1 << 20, path: sock, meta: Buffer.from(opts.meta ?? '{"id":"p1"}') }),
+    encodeSpec({ file: process.execPath, args, cwd: '/tmp', env: ENV, stdin: true, tty: opts.tty ? { cols: 80, rows: 24 } : undefined }),
+  ]);
+  let ch: KeeperChannels;
+  if (opts.zygote) {
+    setKeeperLaunch('zygote');
+    try {
+      ch = launchKeeper(messages); // queued on the control socket before the keeper gets it
+    } finally {
+      setKeeperLaunch('spawn');
+    }
+  } else {
+    ch = launchKeeper(Buffer.alloc(0));
+  }
   const child = ch.child!;
-  children.push(child);
+  if (child) children.push(child);
   const watch = new Watch();
   ch.onOutput((stream, data) => watch.add(stream, Buffer.from(data)));
   const reader = new ControlReader();
@@ -116,12 +134,7 @@ async function startKept(args: string[], opts: { adoptMs?: number; capBytes?: nu
   ch.start.setEncoding('latin1');
   ch.start.on('data', (t: string) => (startText += t));
   const started = once(ch.start, 'end');
-  ch.control.write(
-    Buffer.concat([
-      encodeKeep({ adoptMs: opts.adoptMs ?? 30_000, capBytes: opts.capBytes ?? 1 << 20, path: sock, meta: Buffer.from(opts.meta ?? '{"id":"p1"}') }),
-      encodeSpec({ file: process.execPath, args, cwd: '/tmp', env: ENV, stdin: true, tty: opts.tty ? { cols: 80, rows: 24 } : undefined }),
-    ]),
-  );
+  if (!opts.zygote) ch.control.write(messages);
   await started;
   const report = parseStartReport(startText);
   expect(report.error).toBeNull();
@@ -345,6 +358,24 @@ describe('tether-keeper in kept mode', () => {
     a.control.write('kill\n');
     await exited;
     expect(existsSync(k.path)).toBe(false);
+  });
+
+  it('works the same for a keeper launched through the zygote', async () => {
+    const k = await startKept(['-e', ECHO], { zygote: true });
+    await k.watch.until(() => k.watch.stdout.toString() === 'one', 'the first output');
+    k.ch.stdin.write(encodeStdinFrame('a', 'z1'));
+    await k.watch.until(() => k.watch.took() === 1 && k.watch.stdout.toString() === 'onea', 'the echo');
+    await detach(k);
+    const a = await adopt(k.path);
+    expect(a.dump).toMatchObject({ pid: k.pid, keeperPid: k.keeperPid, exited: null, ids: ['z1'] });
+    expect(a.dump.streams[1].data.toString()).toBe('onea');
+    a.stdin.write(encodeStdinFrame('b'));
+    await a.watch.until(() => a.watch.stdout.toString() === 'b', 'the echo after adoption');
+    const keeperGone = once(a.control, 'close'); // the keeper's exit closes its control socket
+    a.control.write('kill\n');
+    await keeperGone;
+    expect(existsSync(k.path)).toBe(false);
+    expect(gone(k.pid)).toBe(true);
   });
 
   const asRoot = process.getuid?.() === 0;
