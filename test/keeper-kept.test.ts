@@ -8,7 +8,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
 import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
-import { Socket } from 'node:net';
+import { createServer, Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
@@ -376,6 +376,21 @@ describe('tether-keeper in kept mode', () => {
     await keeperGone;
     expect(existsSync(k.path)).toBe(false);
     expect(gone(k.pid)).toBe(true);
+  });
+
+  it('connectReceiveFds says why it got nothing: no socket, a silent listener, a bad path', async () => {
+    const addon = nativeAddon();
+    expect(() => addon.connectReceiveFds(path.join(dir, 'none.sock'), 1000)).toThrow(expect.objectContaining({ code: 'ENOENT', syscall: 'connect' }));
+    const silent = createServer();
+    const sock = path.join(dir, 'silent.sock');
+    await new Promise<void>((resolve) => silent.listen(sock, resolve));
+    try {
+      expect(() => addon.connectReceiveFds(sock, 50)).toThrow(expect.objectContaining({ code: 'EAGAIN', syscall: 'recvmsg' }));
+    } finally {
+      silent.close();
+    }
+    expect(() => addon.connectReceiveFds('x'.repeat(200), 10)).toThrow(expect.objectContaining({ code: 'ENAMETOOLONG' }));
+    expect(() => (addon.connectReceiveFds as (...a: unknown[]) => unknown)(1, 2)).toThrow(TypeError);
   });
 
   const asRoot = process.getuid?.() === 0;
