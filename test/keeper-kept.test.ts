@@ -249,11 +249,13 @@ describe('tether-keeper in kept mode', () => {
     a.stdin.write(STDIN_EOF);
     await a.watch.until(() => a.watch.took() === 4, 'took 4 (continuing the count)');
     await a.watch.until(() => a.watch.stdout.toString().endsWith('y\nz\n[eof]'), 'the frames and the end of file');
+    // Its stdin ended, the command exits (told to this server).
+    await a.watch.until(() => a.watch.messages.some((m) => m.kind === 'exit'), 'the exit');
 
     // A second adopter while this one is attached is refused too.
     expect(() => nativeAddon().connectReceiveFds(k.path, 5000)).toThrow(expect.objectContaining({ code: 'ECONNRESET' }));
 
-    // The next successor sees every id, the re-sent one twice, and the end of stdin.
+    // The next successor sees every id, the re-sent one twice, the end of stdin and the exit.
     await (async () => {
       const closed = once(a.control, 'close');
       a.control.end();
@@ -261,11 +263,9 @@ describe('tether-keeper in kept mode', () => {
       await closed;
     })();
     const b = await adopt(k.path);
-    expect(b.dump.ids).toEqual(['w1', 'w2', 'w1']);
-    expect(b.dump.stdin).toEqual({ taken: 4, eof: true });
+    expect(b.dump).toMatchObject({ ids: ['w1', 'w2', 'w1'], stdin: { taken: 4, eof: true }, exited: { code: 0, signal: null }, gone: true });
     const exited = once(k.child, 'exit');
-    b.control.write('kill\n');
-    await b.watch.until(() => b.watch.messages.some((m) => m.kind === 'exit'), 'the exit after kill');
+    b.control.write('release\n');
     await exited;
     expect(existsSync(k.path)).toBe(false);
     expect(gone(k.pid)).toBe(true);
