@@ -92,6 +92,7 @@
  *         "stream 2 <BASE> <LEN>\n" LEN bytes   retained stderr
  *         "mark <SEQ> <1|2> <END>\n" | "mark <SEQ> x|c\n"   every mark kept, in order
  *         "exited <CODE> <SIGNAL>\n"            only if the command ended (as "exit")
+ *         "dropped <SEQ>\n"                     the highest seq the server dropped (0: none)
  *         "gone <0|1>\n"                        1: nothing of the tree is left
  *         "stdin <TAKEN> <EOF 0|1>\n"
  *         "id <LEN>\n" LEN bytes                each remembered writeId, oldest first

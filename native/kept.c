@@ -62,6 +62,8 @@ struct kmark {
 };
 static struct kmark *marks = NULL;
 static size_t mark_count = 0, mark_size = 0;
+/* The highest seq the server dropped: a successor numbers on from it even when no mark is left. */
+static unsigned long long dropped_seq = 0;
 
 static unsigned long long retained_total(void) { return (unsigned long long)kst[1].len + kst[2].len; }
 
@@ -426,6 +428,7 @@ static int kept_handle_line(const char *line) {
     return 1;
   }
   if (sscanf(line, "drop %llu%c", &seq, &extra) == 1) {
+    if (seq > dropped_seq) dropped_seq = seq;
     for (int s = 1; s <= 2; s++) {
       for (size_t i = mark_count; i-- > 0;) {
         if (marks[i].seq <= seq && marks[i].stream == '0' + s) {
@@ -532,7 +535,7 @@ static int write_dump(void) {
                                         : dump_line("exited %d 0\n", WIFEXITED(command_status) ? WEXITSTATUS(command_status) : -1);
     if (r < 0) return -1;
   }
-  if (dump_line("gone %d\nstdin %llu %d\n", have_children ? 0 : 1, taken, eof_taken) < 0) return -1;
+  if (dump_line("dropped %llu\ngone %d\nstdin %llu %d\n", dropped_seq, have_children ? 0 : 1, taken, eof_taken) < 0) return -1;
   for (size_t i = 0; i < id_count; i++) {
     size_t slot = (id_first + i) % ID_RING;
     if (dump_line("id %zu\n", id_lens[slot]) < 0 || write_fully(CTL_FD, ids[slot], id_lens[slot]) < 0) return -1;

@@ -234,6 +234,7 @@ describe('tether-keeper in kept mode', () => {
         { seq: 4, stream: 'x' },
       ],
       exited: null,
+      droppedSeq: 1,
       gone: false,
       stdin: { taken: 1, eof: false },
       ids: ['w1'],

@@ -104,7 +104,7 @@ describe('kept-mode wire encoding', () => {
       Buffer.from('adopted 1\npid 10 11\nmeta 7\n{"a":1}stream 1 5 3\n'),
       Buffer.from([0, 10, 255]),
       Buffer.from('stream 2 0 0\n'),
-      Buffer.from(`mark 3 1 5\nmark 4 2 0\nmark 5 x\nmark 6 c\nexited -1 ${osConstants.signals.SIGTERM}\ngone 1\nstdin 4 1\nid 2\nw1id 0\nend\n`),
+      Buffer.from(`mark 3 1 5\nmark 4 2 0\nmark 5 x\nmark 6 c\nexited -1 ${osConstants.signals.SIGTERM}\ndropped 2\ngone 1\nstdin 4 1\nid 2\nw1id 0\nend\n`),
       Buffer.from('took 4\n'),
     ]);
 
@@ -124,6 +124,7 @@ describe('kept-mode wire encoding', () => {
         { seq: 6, stream: 'c' },
       ],
       exited: { code: null, signal: 'SIGTERM' },
+      droppedSeq: 2,
       gone: true,
       stdin: { taken: 4, eof: true },
       ids: ['w1', ''],

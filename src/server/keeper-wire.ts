@@ -232,6 +232,8 @@ export interface KeeperDump {
   marks: KeeperMark[];
   /** The command's exit, if it ended (as the control socket's exit message). */
   exited: { code: number | null; signal: NodeJS.Signals | null } | null;
+  /** The highest seq the server dropped (0: none): a successor numbers on from it even when no mark is left. */
+  droppedSeq: number;
   /** Nothing of the command's tree is left. */
   gone: boolean;
   stdin: { taken: number; eof: boolean };
@@ -265,6 +267,7 @@ export class DumpReader {
     streams: { 1: { base: 0, data: Buffer.alloc(0) }, 2: { base: 0, data: Buffer.alloc(0) } },
     marks: [],
     exited: null,
+    droppedSeq: 0,
     gone: false,
     stdin: { taken: 0, eof: false },
     ids: [],
@@ -359,6 +362,9 @@ export class DumpReader {
         num(1);
         num(2);
         d.exited = exitFields(words[1]!, words[2]!);
+        return false;
+      case 'dropped':
+        d.droppedSeq = num(1);
         return false;
       case 'gone':
         d.gone = num(1) === 1;
