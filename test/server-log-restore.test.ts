@@ -101,7 +101,8 @@ describe('OutputLog observer', () => {
 
   it('tells drops on eviction and on discard', () => {
     const drops: number[] = [];
-    const log = new OutputLog({ ...options({ retentionBytes: 0 }), observer: { exposed: () => {}, dropped: (s) => drops.push(s) } });
+    const told: ExposedEntry[] = [];
+    const log = new OutputLog({ ...options({ retentionBytes: 0 }), observer: { exposed: (e) => told.push(e), dropped: (s) => drops.push(s) } });
     log.append('stdout', Buffer.from('a'));
     log.takeNext();
     log.append('stdout', Buffer.from('b'));
@@ -111,6 +112,10 @@ describe('OutputLog observer', () => {
     log.append('stdout', Buffer.from('c'));
     log.discard();
     expect(drops).toEqual([1, 3]);
+    // Bytes discarded unexposed still count in the stream's offsets.
+    log.append('stdout', Buffer.from('dd'));
+    log.takeNext();
+    expect(told.pop()).toEqual({ kind: 'output', seq: 4, stream: 'stdout', end: 5 });
   });
 });
 

@@ -114,7 +114,9 @@ describe('openStateDir', () => {
     await expect(openStateDir(dir)).rejects.toThrow(`state dir ${dir} is in use by another tether server (pid ${process.pid})`);
     await first.release();
     expect(existsSync(join(dir, 'server.lock'))).toBe(false);
-    await open(dir);
+    const second = await open(dir);
+    second.releaseSync();
+    expect(existsSync(join(dir, 'server.lock'))).toBe(false);
   });
 
   it('takes over a stale lock (its pid dead, or reused by another process)', async () => {

@@ -17,7 +17,7 @@
  * once whether the holder is alive. Node has no flock(2).
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, statSync, writeSync, type Stats } from 'node:fs';
+import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
 import { lstat, mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -72,6 +72,8 @@ export interface StateDir {
   keeperSockets(): Promise<string[]>;
   /** Lets go of the lock (idempotent). The directory and its contents stay. */
   release(): Promise<void>;
+  /** The same, synchronously (for a process 'exit' handler). */
+  releaseSync(): void;
 }
 
 /** Why a state dir was refused: the message names the path and the fix. */
@@ -111,6 +113,18 @@ export async function openStateDir(path: string, options: OpenStateDirOptions = 
   const lockPath = join(path, 'server.lock');
   await takeLock(lockPath);
   let released = false;
+  const releaseSync = (): void => {
+    if (released) return;
+    released = true;
+    // Only our own lock: never remove one a successor took after a takeover.
+    if (readLock(lockPath)?.pid === process.pid) {
+      try {
+        unlinkSync(lockPath);
+      } catch {
+        // already gone
+      }
+    }
+  };
   return {
     path,
     keepersPath,
@@ -121,12 +135,8 @@ export async function openStateDir(path: string, options: OpenStateDirOptions = 
         .filter((name) => /^[a-z2-7]{12}\.sock$/.test(name))
         .sort()
         .map((name) => join(keepersPath, name)),
-    release: async () => {
-      if (released) return;
-      released = true;
-      // Only our own lock: never remove one a successor took after a takeover.
-      if (readLock(lockPath)?.pid === process.pid) await unlink(lockPath).catch(() => {});
-    },
+    release: async () => releaseSync(),
+    releaseSync,
   };
 }
 
