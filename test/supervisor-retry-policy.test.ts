@@ -141,7 +141,7 @@ describe('LinkWatch (fake timers)', () => {
     vi.useFakeTimers();
     try {
       const verdicts: string[] = [];
-      const w = new LinkWatch({ down: (reason) => verdicts.push(`down: ${reason}`), up: () => verdicts.push('up') }, 1000);
+      const w = new LinkWatch({ down: (reason) => verdicts.push(`down: ${reason}`), up: () => verdicts.push('up'), restarting: () => verdicts.push('restarting') }, 1000);
       const change = (state: 'connected' | 'recovering', reason?: string) => w.onState({ state, previous: state === 'connected' ? 'recovering' : 'connected', generation: 1, attempt: 1, reason });
       change('recovering');
       await vi.advanceTimersByTimeAsync(999);
@@ -155,6 +155,27 @@ describe('LinkWatch (fake timers)', () => {
       expect(verdicts.at(-1)).toBe('down: the tether server cannot be reached (socket hang up)');
       change('connected');
       expect(verdicts.at(-1)).toBe('up');
+    } finally {
+      vi.useRealTimers();
+    }
+  });
+
+  it('told "restarting": one restarting verdict, then no down verdict while the successor is awaited (no grace, refusals expected); connected again is up', async () => {
+    vi.useFakeTimers();
+    try {
+      const verdicts: string[] = [];
+      const w = new LinkWatch({ down: (reason) => verdicts.push(`down: ${reason}`), up: () => verdicts.push('up'), restarting: (keptMs) => verdicts.push(`restarting ${keptMs}`) }, 1000);
+      w.onRestarting({ generation: 1, keptMs: 30_000 });
+      w.onState({ state: 'recovering', previous: 'connected', generation: 1, attempt: 1, reason: 'connection closed (1012)' });
+      await vi.advanceTimersByTimeAsync(5000);
+      w.onRetry({ attempt: 1, error: Object.assign(new Error('connect ECONNREFUSED 127.0.0.1:1'), { code: 'ECONNREFUSED' }) });
+      expect(verdicts).toEqual(['restarting 30000']);
+      w.onState({ state: 'connected', previous: 'recovering', generation: 2, attempt: 2 });
+      expect(verdicts).toEqual(['restarting 30000', 'up']);
+      // A later plain drop is judged as any other again.
+      w.onState({ state: 'recovering', previous: 'connected', generation: 2, attempt: 1 });
+      await vi.advanceTimersByTimeAsync(1000);
+      expect(verdicts.at(-1)).toBe('down: the tether link has been down for 1.0 s');
     } finally {
       vi.useRealTimers();
     }

@@ -22,7 +22,7 @@ export const STATUS_PAGE_HTML = `<!doctype html>
   td.error { font-family: ui-monospace, monospace; font-size: 12px; max-width: 40rem; word-break: break-word; }
   .status { font-weight: 600; }
   .connected { color: var(--ok); }
-  .connecting, .reconnecting { color: var(--warn); }
+  .connecting, .reconnecting, .restarting { color: var(--warn); }
   .failed, .requires_reauth { color: var(--bad); }
   .disconnected, .unknown, .past { color: var(--muted); }
   button { font: inherit; padding: .15rem .6rem; cursor: pointer; }

@@ -4,7 +4,8 @@
  * told apart by class and fields; foreign text is matched only in errors.ts.
  */
 import { StreamableHTTPError } from '@modelcontextprotocol/sdk/client/streamableHttp.js';
-import { SessionLostError } from '../client/errors.js';
+import { ServerStoppedError, SessionLostError } from '../client/errors.js';
+import { SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { RpcError } from '../protocol/errors.js';
 import { TimeoutError } from '../util/timeouts.js';
 import type { Connection } from './connection.js';
@@ -94,7 +95,11 @@ export function describeFailure(spec: ServerSpec, err: unknown, conn: Connection
   const refusal = spawnRefused ? errorText(err) : '';
   // (Nor does EPIPE: writing initialize to a process that had already exited.)
   const says = (e: unknown) => isConnectionClosed(e) || e instanceof TransportClosedError || (e as { code?: unknown } | undefined)?.code === 'EPIPE' || (e instanceof Error && SDK_NOT_CONNECTED.test(errorText(e)));
-  const text = spawnRefused
+  // The tether server said as it closed that it stopped for good (issue #27): the line `tether exec` prints.
+  const stopped = err instanceof ServerStoppedError || (err instanceof Error && err.cause instanceof ServerStoppedError);
+  const text = stopped
+    ? `${SERVER_STOPPED_LINE} (the tether server said so as it closed)`
+    : spawnRefused
     ? refusal.startsWith(REMOTE_SPAWN_REFUSAL_PREFIX)
       ? `the tether server ${refusal}`
       : `the tether server could not start ${JSON.stringify(spec.command)}: ${refusal}`

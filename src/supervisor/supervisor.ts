@@ -13,6 +13,7 @@ import { HealthMonitor } from './health.js';
 import { RetryPolicy, type FailureKind, type RetryDecision } from './policy.js';
 import { detailOf, msUntil, summarize, type StatusFacts } from './status-report.js';
 import { LinkWatch } from './tether-link.js';
+import { restartingLine } from '../util/stop-notices.js';
 import { createTransport, type TransportFactory } from './transports.js';
 import { settleWithin } from '../util/timeouts.js';
 import { resolveSupervisorOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
@@ -105,7 +106,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       connectTimeoutMs: this.options.connectTimeoutMs,
       catalog: this.catalog,
       watcher: { onClose: (c) => this.onTransportClosed(c), onError: (c, error) => this.onTransportError(c, error), onListChanged: (c, list) => void this.refresh(c, list) },
-      linkListener: (conn) => new LinkWatch({ down: (reason, attempt) => this.onLinkDown(conn, reason, attempt), up: (attempt) => this.onLinkUp(conn, attempt) }),
+      linkListener: (conn) => new LinkWatch({ down: (reason, attempt) => this.onLinkDown(conn, reason, attempt), up: (attempt) => this.onLinkUp(conn, attempt), restarting: (keptMs) => this.onLinkRestarting(conn, keptMs) }),
     });
   }
 
@@ -270,6 +271,20 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.log('warn', `[${this.name}] tether link down: ${this.lastError}`);
     this.setStatus('reconnecting');
     this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError ?? undefined });
+  }
+
+  /** exec: the tether server restarts, keeping the session (issue #27): no backoff (the client reconnects at once); `restarting` until onLinkUp or a loss. */
+  private onLinkRestarting(conn: Connection, keptMs: number): void {
+    if (conn !== this.conn) return;
+    const line = restartingLine(keptMs);
+    const first = conn.linkDown === null;
+    conn.linkDown = line;
+    this.failures.fail(line);
+    this.log('warn', `[${this.name}] ${line}`);
+    this.healthMonitor.stop();
+    this.connectedAt = null;
+    this.setStatus('restarting');
+    if (first) this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: line });
   }
 
   private onLinkUp(conn: Connection, attempt: number): void {

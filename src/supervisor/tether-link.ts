@@ -10,9 +10,10 @@ import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { ExecClientEventMap } from '../client/client.js';
 import { errorText, isRefusal } from './errors.js';
 
-export type TetherLinkEvents = Pick<ExecClientEventMap, 'retry' | 'state'>;
+export type TetherLinkEvents = Pick<ExecClientEventMap, 'retry' | 'state' | 'restarting'>;
 export type LinkRetry = TetherLinkEvents['retry'][0];
 export type LinkStateChange = TetherLinkEvents['state'][0];
+export type LinkRestarting = TetherLinkEvents['restarting'][0];
 
 /** How long a recovery may run unseen before the link counts as down. */
 export const LINK_GRACE_MS = 1000;
@@ -22,19 +23,28 @@ export interface TetherLinkListener {
   onRetry(event: LinkRetry): void;
   /** The session changed state (recovering, connected again, failed). */
   onState(change: LinkStateChange): void;
+  /** The server closed saying it restarts and keeps the session (the client reconnects at once). */
+  onRestarting(event: LinkRestarting): void;
 }
 
 /** What the supervisor hears of one exec connection's link. */
 export interface LinkVerdicts {
   /** The link is down (`reason`, one line); again with a fresher reason at each failed attempt. */
   down(reason: string, attempt: number): void;
-  /** The session resumed after a down verdict. */
+  /** The session resumed after a down or restarting verdict. */
   up(attempt: number): void;
+  /**
+   * The server restarts and keeps the session for `keptMs` (issue #27): not a failure and no
+   * backoff; the client is already reconnecting at once.
+   */
+  restarting(keptMs: number): void;
 }
 
 /** Turns the client's events into verdicts; timers only for the grace period. */
 export class LinkWatch implements TetherLinkListener {
   private isDown = false;
+  /** Told "restarting": refusals and the grace period are expected until the successor answers. */
+  private isRestarting = false;
   private grace: NodeJS.Timeout | undefined;
 
   constructor(
@@ -42,8 +52,17 @@ export class LinkWatch implements TetherLinkListener {
     private readonly graceMs = LINK_GRACE_MS,
   ) {}
 
+  onRestarting(event: LinkRestarting): void {
+    this.clearGrace();
+    this.isRestarting = true;
+    this.isDown = true;
+    this.verdicts.restarting(event.keptMs);
+  }
+
   onRetry(event: LinkRetry): void {
     this.clearGrace();
+    // A restarting server refuses connections until its successor listens: still restarting.
+    if (this.isRestarting) return;
     this.isDown = true;
     const what = isRefusal(event.error) ? 'the tether server refuses connections' : 'the tether server cannot be reached';
     this.verdicts.down(`${what} (${errorText(event.error)})`, event.attempt);
@@ -54,6 +73,7 @@ export class LinkWatch implements TetherLinkListener {
       this.clearGrace();
       if (!this.isDown) return;
       this.isDown = false;
+      this.isRestarting = false;
       this.verdicts.up(change.attempt);
     } else if (change.state === 'recovering') {
       if (this.isDown || this.grace) return;
@@ -94,5 +114,6 @@ export function watchTetherLink(transport: Transport, listener: TetherLinkListen
   const emitter = client as LinkEmitter;
   emitter.on('retry', (event) => listener.onRetry(event));
   emitter.on('state', (change) => listener.onState(change));
+  emitter.on('restarting', (event) => listener.onRestarting(event));
   return true;
 }

@@ -4,8 +4,12 @@ import type { BackoffPolicy } from '../util/backoff.js';
 
 export type ServerKind = 'stdio' | 'http' | 'exec';
 
-/** connecting → connected ↔ reconnecting → failed | requires_reauth; disconnected = stopped on purpose. */
-export type ServerStatus = 'connecting' | 'connected' | 'reconnecting' | 'failed' | 'requires_reauth' | 'disconnected';
+/**
+ * connecting → connected ↔ reconnecting → failed | requires_reauth; disconnected = stopped on
+ * purpose; connected ↔ restarting: a tether server said it restarts and keeps the session (the
+ * link reconnects at once, no backoff).
+ */
+export type ServerStatus = 'connecting' | 'connected' | 'reconnecting' | 'restarting' | 'failed' | 'requires_reauth' | 'disconnected';
 /** `unknown` until a first check: a connection's initialize and lists, then the periodic probes. */
 export type ServerHealth = 'unknown' | 'healthy' | 'degraded';
 
