@@ -36,6 +36,8 @@ export class HttpGate {
   private readonly expected: Buffer[] | null;
   private readonly allowedOrigins: ReadonlySet<string>;
   private readonly allowedHosts: ReadonlySet<string> | null;
+  /** Why `/readyz` says 503 (e.g. "adopting": a successor is still adopting its predecessor's keepers), or null when ready. */
+  private notReadyReason: string | null = null;
 
   constructor(
     private readonly http: HttpServer,
@@ -73,6 +75,11 @@ export class HttpGate {
     return this.open;
   }
 
+  /** `/readyz` answers 503 with `{"ready":false,"reason":…}` until called with null (issue #27: "adopting"). */
+  setNotReady(reason: string | null): void {
+    this.notReadyReason = reason;
+  }
+
   /** Serves the plain HTTP requests: `/metrics` (from `metrics`), `/readyz`, 404 for the rest. */
   serveRequests(metrics: Registry): void {
     const log = this.o.log;
@@ -94,6 +101,12 @@ export class HttpGate {
         return;
       }
       const ready = path === '/readyz' && (req.method === 'GET' || req.method === 'HEAD');
+      if (ready && this.notReadyReason !== null) {
+        const body = JSON.stringify({ ready: false, reason: this.notReadyReason });
+        res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
+        res.end(req.method === 'HEAD' ? undefined : body);
+        return;
+      }
       res.writeHead(ready ? 200 : 404, { 'content-length': '0' });
       res.end();
     });

@@ -273,6 +273,15 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     return conn;
   }
 
+  /**
+   * Whether `/readyz` says ready (200) or 503 `{"ready":false,"reason":"adopting"}` (issue
+   * #27: a successor adopting its predecessor's keepers calls setReady(false) first, then
+   * setReady(true) once every keeper and session is adopted). Ready unless told otherwise.
+   */
+  setReady(ready: boolean, reason = 'adopting'): void {
+    this.gate.setNotReady(ready ? null : reason);
+  }
+
   /** Open TCP sockets (WebSocket and HTTP), as the connection cap counts them. */
   get socketCount(): number {
     return this.gate.openSockets;
