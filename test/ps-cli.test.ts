@@ -107,6 +107,27 @@ describe('tether ps', () => {
     expect(text.split('\n')[1]).toBe(`abcdef12  agent   detached, expires in 25s  42   exited 3  1m05s  3.0MiB  0B  sh -c 'echo '\\''hi there'\\'''`);
   });
 
+  it('a session adopted from a predecessor server says so with its link, in the table and in session/list', async () => {
+    const text = formatListing({
+      scope: 'own',
+      sessions: [
+        { session: 'abcdef12', clientName: 'agent', current: false, attached: false, createdAt: new Date().toISOString(), expiresAt: null, adopted: true, processes: [] },
+        { session: '12345678', clientName: 'other', current: false, attached: true, createdAt: new Date().toISOString(), expiresAt: null, processes: [] },
+      ],
+    });
+    expect(text.split('\n')[1]).toMatch(/^abcdef12  agent   detached; adopted  /);
+    expect(text.split('\n')[2]).toMatch(/^12345678  other   attached  /);
+    // The server's side: what the adoption marks is what session/list says (and only then).
+    const before = JSON.parse(await ps('alice', '--json')) as SessionListResult;
+    expect(before.sessions.every((s) => s.adopted === undefined)).toBe(true);
+    const session = server.sessions.get(alice.sessionId)!;
+    expect(session.adopted).toBe(false);
+    session.markAdopted();
+    const after = JSON.parse(await ps('alice', '--json')) as SessionListResult;
+    expect(after.sessions.find((s) => s.session === alice.sessionId.slice(0, 8))?.adopted).toBe(true);
+    expect(await ps('alice')).toMatch(new RegExp(`^${alice.sessionId.slice(0, 8)}\\s+alice-agent\\s+attached; adopted\\s+\\d+`, 'm'));
+  });
+
   it('a session the memory budget holds back says so, and why, with its link', () => {
     const text = formatListing({
       scope: 'own',

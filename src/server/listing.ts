@@ -42,6 +42,7 @@ export function listSessions(
     if (caller.admin) entry.owner = session.ownerTag;
     const hold = session.budgetHold;
     if (hold) entry.budgetHold = hold;
+    if (session.adopted) entry.adopted = true;
     bytes += JSON.stringify(entry).length + 1;
     if (bytes > MAX_LIST_BYTES) {
       truncated = true;

@@ -50,6 +50,7 @@ export class Session implements ProcessHost {
   /** Extension `binaryOutput`: process by handle (null while its start is in flight). */
   private readonly handles = new Map<number, ManagedProcess | null>();
   private nextHandle = 1;
+  private _adopted = false;
   private link: SessionLink | null = null;
   /** The attached connection has answered initialize: events may flow. */
   private sending = false;
@@ -169,6 +170,16 @@ export class Session implements ProcessHost {
 
   get isExpired(): boolean {
     return this.expired;
+  }
+
+  /** Rebuilt by this server from its predecessor's state dir (issue #27); `session/list` and `tether ps` say so. */
+  get adopted(): boolean {
+    return this._adopted;
+  }
+
+  /** Marks it adopted (the adoption calls it once, after rebuilding it). */
+  markAdopted(): void {
+    this._adopted = true;
   }
 
   /** Which token created it, for an admin's `session/list`: a digest prefix, never the token. */
