@@ -7,6 +7,7 @@ import { constants as osConstants, userInfo } from 'node:os';
 import { resolve } from 'node:path';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
+import { adminSocketPath, HandoverError, offerHandover, takeOver, type HandoverOffer } from '../server/handover.js';
 import { defaultStateDir } from '../server/state-dir.js';
 import { serveOnStdio } from './serve-stdio.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
@@ -80,6 +81,12 @@ options:
   --fs-memory SIZE           file data all fs requests may hold at once (default 64MiB)
   --max-open-files N         fs handles open at once across all sessions (default: an eighth
                              of the descriptor limit, at most 4096)
+  --state-dir DIR|none       what a successor needs to take over (default: $XDG_STATE_HOME/tether,
+                             ~/.local/state/tether, $XDG_RUNTIME_DIR/tether or /tmp/tether-UID);
+                             none: keep nothing
+  --replace                  take over from the server running on the same state dir: it
+                             hands over its listening socket (no connection is refused
+                             meanwhile) and stops; this one then listens on it
   --log-level LEVEL          debug | info | warn | error (default info)
   -h, --help                 show this help
 
@@ -157,6 +164,10 @@ export interface ServeConfig {
   stdio: boolean;
   logLevel: LogLevel;
   help: boolean;
+  /** The state dir, or null (`--state-dir none`). */
+  stateDir: string | null;
+  /** `--replace`: take over the listening socket of the server on the same state dir. */
+  replace: boolean;
 }
 
 /** Parses `tether serve` flags; throws `UsageError` with a message naming the flag. */
@@ -196,6 +207,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       'fs-memory': { type: 'string' },
       'max-open-files': { type: 'string' },
       'log-level': { type: 'string' },
+      replace: { type: 'boolean' },
       help: { type: 'boolean', short: 'h' },
     },
   });
@@ -261,7 +273,13 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (!isLogLevel(logLevel)) {
     throw new UsageError(`--log-level: expected debug, info, warn or error, got '${v['log-level']}'`);
   }
-  return { options, stdio, logLevel, help: v.help ?? false };
+  const stateDir = options.stateDir ?? null;
+  const replace = v.replace ?? false;
+  if (replace && stdio) throw new UsageError('--replace does not apply to --listen stdio');
+  if (replace && stateDir === null) {
+    throw new UsageError('--replace needs a state dir (the running server is found by its DIR/admin.sock): not with --state-dir none');
+  }
+  return { options, stdio, logLevel, help: v.help ?? false, stateDir, replace };
 }
 
 export async function run(argv: string[]): Promise<void> {
@@ -277,11 +295,18 @@ export async function run(argv: string[]): Promise<void> {
   if (config.stdio) return serveOnStdio(config, logger);
   let server;
   try {
-    server = await startServer({ ...config.options, logger });
+    // --replace: the running server's listening socket, once it has stopped (handover.ts).
+    const listenFd = config.replace ? await takeOver(adminSocketPath(config.stateDir!)) : undefined;
+    server = await startServer({ ...config.options, ...(listenFd !== undefined ? { listenFd } : {}), logger });
   } catch (err) {
     if (err instanceof InsecureConfigError) {
       process.stderr.write(`tether serve: ${err.message}\n`);
       process.exitCode = 2;
+      return;
+    }
+    if (err instanceof HandoverError) {
+      process.stderr.write(`tether serve: --replace: ${err.message}\n`);
+      process.exitCode = 1;
       return;
     }
     process.stderr.write(`tether serve: cannot listen: ${(err as Error).message}\n`);
@@ -301,9 +326,26 @@ export async function run(argv: string[]): Promise<void> {
   // Closing the terminal that runs us (SIGHUP) also takes our stderr away: a failed log
   // write must not turn a clean shutdown into a crash.
   process.stderr.on('error', () => {});
+  let stopped: Promise<void> | undefined;
+  let handover: HandoverOffer | null = null;
   await new Promise<void>((resolve) => {
     let stopping = false;
     let keep = false;
+    /** Stops the server (and the handover offer) once; resolves when stopped. */
+    const stop = (): Promise<void> =>
+      (stopped ??= Promise.all([
+        server.close({ keep }).catch((err: unknown) => logger('error', `shutdown: ${(err as Error).message}`)),
+        handover?.close(),
+      ]).then(() => resolve()));
+    if (config.stateDir !== null) {
+      // A replace keeps the sessions for the new server (a state dir is there).
+      const source = { listeningFd: () => server.listeningFd, log: logger, stop: () => ((keep = true), stop()) };
+      // Without it the server still serves; only a later --replace cannot find it.
+      offerHandover(adminSocketPath(config.stateDir), source).then(
+        (offer) => (stopped ? void offer.close() : (handover = offer)),
+        (err: unknown) => logger('warn', `tether serve --replace will not find this server: ${(err as Error).message}`),
+      );
+    }
     const shutdown = (signal: NodeJS.Signals) => {
       if (stopping) {
         // Impatient (a second Ctrl-C): kill now, synchronously, rather than die with
@@ -328,10 +370,7 @@ export async function run(argv: string[]): Promise<void> {
         server.killAllChildrenSync(!keep);
         dieOf(signal);
       }, SHUTDOWN_DEADLINE_MS).unref();
-      server.close({ keep }).then(resolve, (err: unknown) => {
-        logger('error', `shutdown: ${(err as Error).message}`);
-        resolve();
-      });
+      void stop();
     };
     // SIGHUP: the terminal was closed; SIGQUIT: Ctrl-\. Both mean "stop", as SIGTERM does.
     for (const signal of SHUTDOWN_SIGNALS) process.on(signal, shutdown);

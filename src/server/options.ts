@@ -12,6 +12,12 @@ export interface TetherServerOptions {
   host?: string;
   /** 8765 by default; 0 picks any free port. */
   port?: number;
+  /**
+   * A TCP socket descriptor already listening, to serve on instead of binding `host`:`port`
+   * (`tether serve --replace` receives its predecessor's: src/server/handover.ts). `host` still
+   * decides the token and Host checks; the address bound is checked as for any listen.
+   */
+  listenFd?: number;
   /** How long a detached session lives (30 s). */
   sessionTtlMs?: number;
   /**

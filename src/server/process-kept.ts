@@ -45,5 +45,6 @@ export function restoreState(dump: KeeperDump, tty: boolean): RestoreState {
     marks: dump.marks,
     tty,
     exitCode: dump.exited ? rawExitCode(dump.exited.code, dump.exited.signal) : null,
+    droppedSeq: dump.droppedSeq,
   };
 }

@@ -282,6 +282,13 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     this.gate.setNotReady(ready ? null : reason);
   }
 
+  /** The listening socket's descriptor (what `tether serve --replace` hands to a successor), or null once closed. */
+  get listeningFd(): number | null {
+    // Node exposes no public way to the descriptor of a listening server: its handle's `fd`.
+    const fd = (this.http as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
+    return typeof fd === 'number' && fd >= 0 ? fd : null;
+  }
+
   /** Open TCP sockets (WebSocket and HTTP), as the connection cap counts them. */
   get socketCount(): number {
     return this.gate.openSockets;
@@ -412,10 +419,12 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
     : createServer({ connectionsCheckingInterval: checkEvery });
   await new Promise<void>((resolve, reject) => {
     http.once('error', reject);
-    http.listen(opts.port ?? Defaults.port, bindAddress, () => {
+    const listening = () => {
       http.off('error', reject);
       resolve();
-    });
+    };
+    if (opts.listenFd !== undefined) http.listen({ fd: opts.listenFd }, listening);
+    else http.listen(opts.port ?? Defaults.port, bindAddress, listening);
   });
   // And once more on what was actually bound.
   const bound = (http.address() as AddressInfo | null)?.address ?? '';
