@@ -104,6 +104,15 @@ describe('tether serve --replace', () => {
     expect(statSync(adminSocketPath(dir)).isSocket()).toBe(true);
   }, 30_000);
 
+  it('a server on a state dir that does not exist yet creates it (0700) and offers the handover there', async () => {
+    const dir = join(stateDir(), 'new', 'state');
+    const server = await startServerProcess({ args: ['--state-dir', dir, '--log-level', 'debug'] });
+    servers.push(server);
+    await server.waitForLog(/offering the listening socket to a successor/);
+    expect(statSync(dir).mode & 0o777).toBe(0o700);
+    expect(server.stderr()).not.toMatch(/ warn /);
+  });
+
   it('with no server on the state dir: a clear error, exit 1', async () => {
     const dir = stateDir();
     const run = await runTether(['serve', '--port', '0', '--state-dir', dir, '--replace']);

@@ -20,7 +20,7 @@
  * and the socket is made 0600. Only our own uid (and root) can connect.
  */
 import { lstatSync, unlinkSync } from 'node:fs';
-import { chmod, rename, unlink } from 'node:fs/promises';
+import { chmod, mkdir, rename, unlink } from 'node:fs/promises';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../util/logger.js';
@@ -73,6 +73,7 @@ export interface HandoverOffer {
  * successor that connects. A stale socket file left by a crashed server is replaced.
  */
 export async function offerHandover(socketPath: string, source: HandoverSource): Promise<HandoverOffer> {
+  await mkdir(dirname(socketPath), { recursive: true, mode: 0o700 });
   checkAdminDir(socketPath);
   try {
     if (lstatSync(socketPath).isSocket()) unlinkSync(socketPath);
