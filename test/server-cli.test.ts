@@ -21,7 +21,9 @@ afterEach(() => {
 });
 
 function serve(args: string[], env: NodeJS.ProcessEnv = {}): { child: ChildProcess; firstLine: Promise<string>; stderr: () => string } {
-  const child = spawn(process.execPath, [BIN, 'serve', ...args], {
+  // Today's behaviour (processes die with the server) unless a test asks for a state dir (issue #27).
+  const stateDir = args.some((a) => a.startsWith('--state-dir')) || args.includes('--help') ? [] : ['--state-dir', 'none'];
+  const child = spawn(process.execPath, [BIN, 'serve', ...args, ...stateDir], {
     env: { ...process.env, TETHER_TOKEN: '', ...env },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
