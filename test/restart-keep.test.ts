@@ -9,7 +9,7 @@
  * condition; nothing is measured by the clock.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -193,6 +193,41 @@ describe('tether serve with a state dir: a successor adopts the running processe
         }
         // Read from the start: what the first server exposed keeps its seqs; "one" was written once.
         expect({ all, exitCode: result.exitCode }).toEqual({ all: 'got one\ngot two\n', exitCode: 3 });
+      } finally {
+        await c2.close();
+        second.child.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'idempotency keys (fsResume) outlive the server: a mutating fs request re-sent to the successor is answered as the first copy was, not run again',
+    async () => {
+      const dir = stateDir();
+      const work = mkdtempSync(join(tmpdir(), 'tether-keep-fs-'));
+      dirs.push(work);
+      writeFileSync(join(work, 'doomed'), '');
+      const remove = { path: `file://${join(work, 'doomed')}`, force: false, idempotencyKey: 'rm-1' };
+      const initialize = (resumeSessionId?: string) => ({ clientName: 'restart-keep-fs', tether: { version: 1, extensions: ['fsResume'] }, ...(resumeSessionId ? { resumeSessionId } : {}) });
+      const first = await serve(dir, 0, '10s');
+      const c1 = await RawClient.connect(first.url);
+      const { sessionId } = await c1.request('initialize', initialize());
+      c1.notify('initialized', {});
+      expect(await c1.call('fs/remove', remove)).toMatchObject({ result: {} });
+      expect(existsSync(join(work, 'doomed'))).toBe(false);
+      // Killed right after its answers: the session (idle, no process) and its key are on file already.
+      first.child.kill('SIGKILL');
+      await first.exited;
+      await c1.closed;
+      const second = await serve(dir, first.port, '10s');
+      const c2 = await RawClient.connect(second.url);
+      try {
+        await c2.request('initialize', initialize(sessionId));
+        c2.notify('initialized', {});
+        // Run again, the remove would fail (the file is gone): the first answer is given instead.
+        expect(await c2.call('fs/remove', remove)).toMatchObject({ result: {} });
+        expect((await c2.call('fs/remove', { ...remove, idempotencyKey: 'rm-2' })).error).toMatchObject({ message: 'No such file or directory (os error 2)' });
       } finally {
         await c2.close();
         second.child.kill('SIGKILL');

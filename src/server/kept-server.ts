@@ -13,7 +13,10 @@
  *   `remove`).
  * - At a kept stop (`handOver`): the keepers are let go of without killing anything.
  */
-import { basename } from 'node:path';
+import { randomBytes } from 'node:crypto';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { basename, join } from 'node:path';
+import { KeyJournal } from './key-journal.js';
 import type { ExtensionName } from '../protocol/index.js';
 import type { Logger } from '../util/logger.js';
 import type { KeepOptions } from './keeper.js';
@@ -21,7 +24,7 @@ import type { ServerState } from './methods.js';
 import { ManagedProcess } from './process.js';
 import type { AdoptedChild } from './process-kept.js';
 import { Session } from './session.js';
-import { SessionStore, type SessionRecord } from './session-store.js';
+import { isStorableSessionId, SessionStore, type SessionRecord } from './session-store.js';
 import { adoptChild } from './spawn.js';
 import { openStateDir, type StateDir } from './state-dir.js';
 
@@ -123,9 +126,30 @@ export class KeptServer {
     };
   }
 
-  /** Writes `session`'s record (its process list, handles, keeper sockets). */
+  /** Writes `session`'s record (its process list, handles, keeper sockets), soon (session-store.ts). */
   save(session: Session): void {
     if (session.isExpired) return;
+    void this.store.save(this.record(session));
+  }
+
+  /**
+   * A new session's first record, written before its initialize answer goes out
+   * (synchronously: a server killed right after answering must leave it for its successor).
+   */
+  created(session: Session): void {
+    if (!isStorableSessionId(session.id)) return;
+    const path = join(this.dir.sessionsPath, `${session.id}.json`);
+    const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
+    try {
+      writeFileSync(tmp, JSON.stringify(this.record(session)), { mode: 0o600, flag: 'wx' });
+      renameSync(tmp, path);
+    } catch (err) {
+      rmSync(tmp, { force: true });
+      this.log('error', `state dir: could not write session record ${session.id}: ${(err as Error).message}`);
+    }
+  }
+
+  private record(session: Session): SessionRecord {
     const processes = [...session.processes.values()].map((proc) => ({
       processId: proc.id,
       handle: proc.handle || null,
@@ -134,7 +158,7 @@ export class KeptServer {
       argv: [],
       startedAt: Date.now(),
     }));
-    void this.store.save({
+    return {
       version: 1,
       id: session.id,
       credential: session.credentialHex,
@@ -143,7 +167,13 @@ export class KeptServer {
       nextHandle: session.handleCursor,
       processes,
       createdAt: Date.now(),
-    });
+    };
+  }
+
+  /** The idempotency-key journal of `session` (DIR/sessions/<id>.keys), remembering `capacity` keys. */
+  journalOf(session: Session, capacity: number): KeyJournal | null {
+    if (!isStorableSessionId(session.id)) return null;
+    return new KeyJournal(join(this.dir.sessionsPath, `${session.id}.keys`), capacity);
   }
 
   /** The session ended for good: its record goes. */
@@ -171,6 +201,7 @@ export class KeptServer {
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, 'adopted');
       session.restoreDetached(record.nextHandle);
+      session.markAdopted();
       sessions.set(record.id, session);
       this.adoptedSessions.add(record.id);
     }

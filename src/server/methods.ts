@@ -87,7 +87,7 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   // in the memory budget as it is handed out, a share at most per session.
   const dataBytes = Math.max(1, Math.min(state.fs.memoryBytes, state.memory ? Math.floor(state.memory.limit / 4) : Number.POSITIVE_INFINITY));
   const dataBudget = new ByteBudget(dataBytes, state.memory?.account('files'), sessionShare(dataBytes, state.fs.maxReadFileBytes));
-  const fs = registerFsMethods(rpc, state.fs, requireReady, dataBudget);
+  const fs = registerFsMethods(rpc, state.fs, requireReady, dataBudget, (session) => state.kept?.journalOf(session, state.fs.rememberedResults) ?? null);
   // Producers pause at the budget's pause mark and are read again below its resume mark: a
   // rare event (the budget must swing by a tenth), so every process is told.
   state.memory?.onPressureChange(() => {

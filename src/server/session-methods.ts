@@ -97,7 +97,7 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
       created.backend = state.backend.openSession(created, (reason) => lostSession(state, created, reason));
       if (state.shares) session.joinShares(state.shares);
       state.sessions.set(session.id, session);
-      state.kept?.save(session);
+      state.kept?.created(session);
       state.monitor.sessionCreated(session, p.clientName);
       state.log('info', `session ${session.shortId} created for ${conn.remote} (client ${logfmtValue(p.clientName)})`);
     }

@@ -5,6 +5,7 @@
  * become Codex's codes and texts (errors.ts). Memory is bounded by the server's fs budget:
  * reads wait for the connection's send buffer to drain and for budget before they read.
  */
+import type { KeyJournal } from '../key-journal.js';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import type { z } from 'zod';
 import {
@@ -102,6 +103,8 @@ export function registerFsMethods(
   requireReady: (conn: Connection, family: FsFamily) => Session,
   /** The bytes file data may hold, a share at most per session (`sessionShare`); default: `limits.memoryBytes` of its own. */
   budget: ByteBudget = new ByteBudget(limits.memoryBytes, undefined, sessionShare(limits.memoryBytes, limits.maxReadFileBytes)),
+  /** A state dir (issue #27): the session's idempotency-key journal, so keys outlive the server. */
+  journalOf: (session: Session) => KeyJournal | null = () => null,
 ): FsRegistration {
   const openFiles = new OpenFileCount(limits.maxOpenFiles);
   const operations = new Limiter(limits.maxOperations);
@@ -113,7 +116,7 @@ export function registerFsMethods(
   function sessionState(session: Session): FsSessionState {
     let state = sessions.get(session);
     if (!state) {
-      const created = new FsSessionState(session, { ...scopeLimits, rememberedResults: limits.rememberedResults });
+      const created = new FsSessionState(session, { ...scopeLimits, rememberedResults: limits.rememberedResults }, session.extensions.has('fsResume') ? journalOf(session) : null);
       state = created;
       sessions.set(session, created);
       session.onExpired(() => void created.close());

@@ -5,7 +5,8 @@
  * the first copy is still running. Bounded: the oldest keys are forgotten first.
  */
 import { createHash } from 'node:crypto';
-import { invalidParams } from '../../protocol/index.js';
+import { ErrorCode, invalidParams, RpcError } from '../../protocol/index.js';
+import type { KeyJournal } from '../key-journal.js';
 
 interface Remembered {
   fingerprint: string;
@@ -15,7 +16,22 @@ interface Remembered {
 export class ResultMemory {
   private readonly entries = new Map<string, Remembered>();
 
-  constructor(private readonly capacity: number) {}
+  /**
+   * `journal` (a state dir, issue #27): every key is written down before its operation runs
+   * and its outcome before it is answered, so a successor server answers a re-sent key as the
+   * first copy was answered, or "outcome unknown" when the server died while it ran.
+   */
+  constructor(
+    private readonly capacity: number,
+    private readonly journal: KeyJournal | null = null,
+  ) {
+    if (!journal) return;
+    for (const [key, known] of journal.load()) {
+      const outcome = known.state === 'answered' ? replay(known.answer) : Promise.reject(restartedError());
+      outcome.catch(() => {});
+      this.entries.set(key, { fingerprint: known.fingerprint ?? '', outcome });
+    }
+  }
 
   /** Runs `operation` once per key; a re-sent key gets the remembered outcome. `params` must be the request minus nothing that varies between copies. */
   run<T>(key: string, method: string, params: unknown, operation: () => Promise<T>): Promise<T> {
@@ -29,7 +45,20 @@ export class ResultMemory {
       }
       return known.outcome as Promise<T>;
     }
-    const outcome = operation();
+    const journal = this.journal;
+    journal?.started(key, fingerprint);
+    const outcome = journal
+      ? operation().then(
+          (result) => {
+            journal.answered(key, { ok: result ?? null });
+            return result;
+          },
+          (err: unknown) => {
+            if (err instanceof RpcError) journal.answered(key, { err: err.toJSON() });
+            throw err;
+          },
+        )
+      : operation();
     outcome.catch(() => {}); // remembered, not unhandled
     this.entries.set(key, { fingerprint, outcome });
     while (this.entries.size > this.capacity) this.entries.delete(this.entries.keys().next().value!);
@@ -39,6 +68,18 @@ export class ResultMemory {
   get size(): number {
     return this.entries.size;
   }
+}
+
+/** A journaled answer as the first copy got it: its result, or its error. */
+function replay(answer: unknown): Promise<unknown> {
+  const { ok, err } = (answer ?? {}) as { ok?: unknown; err?: { code: number; message: string; data?: unknown } };
+  if (err && typeof err.code === 'number') return Promise.reject(new RpcError(err.code, err.message, err.data));
+  return Promise.resolve(ok);
+}
+
+/** A key whose operation was running when the server died: it may or may not have happened. */
+function restartedError(): RpcError {
+  return new RpcError(ErrorCode.InternalError, 'outcome unknown (the server restarted during this call)');
 }
 
 /** A digest of the request; long strings (file data) are hashed as they are, not through JSON.stringify (slow for megabytes). */

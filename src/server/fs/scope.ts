@@ -11,6 +11,7 @@ import type { Session } from '../session.js';
 import { HandleTable } from './handles.js';
 import type { OpenFileCount } from './limiter.js';
 import { ResultMemory } from './results.js';
+import type { KeyJournal } from '../key-journal.js';
 import type { NativePath } from './uri.js';
 import { MissingWatch } from './watch.js';
 
@@ -76,13 +77,16 @@ export class FsSessionState {
   /** Present when the session negotiated `fsResume`. */
   readonly scope: FsScope | null;
   readonly results: ResultMemory;
+  /** Its idempotency-key journal (a state dir), closed with it. */
+  private readonly journal: KeyJournal | null;
   /** The connection that completed its handshake (notifications go there), if any. */
   private ready: Connection | null = null;
   /** A watch that fired while no connection was ready: told on the next `initialized`. */
   private pendingWatchId: number | null = null;
 
-  constructor(session: Session, limits: FsScopeLimits & { rememberedResults: number }) {
-    this.results = new ResultMemory(limits.rememberedResults);
+  constructor(session: Session, limits: FsScopeLimits & { rememberedResults: number }, journal: KeyJournal | null = null) {
+    this.results = new ResultMemory(limits.rememberedResults, journal);
+    this.journal = journal;
     this.scope = session.extensions.has('fsResume') ? new FsScope(limits, (id) => this.tell(id)) : null;
   }
 
@@ -106,6 +110,7 @@ export class FsSessionState {
   }
 
   async close(): Promise<void> {
+    this.journal?.close();
     await this.scope?.close();
   }
 }
