@@ -96,6 +96,46 @@ describe('fair shares of the memory budget', () => {
     expect(served.stderr()).not.toMatch(/heap out of memory|FATAL/i);
   }, 120_000);
 
+  it('a long-detached session whose producers filled their windows never pauses a live one: the live session streams to the end (issue #27)', async () => {
+    // 16 MiB budget (pause mark 14.4 MiB), sessions kept detached for an hour (a laptop asleep).
+    served = await spawnServe(['--listen', 'ws://127.0.0.1:0', '--memory-budget', '16MiB', '--session-ttl', '1h'], {
+      env: { NODE_OPTIONS: '--max-old-space-size=512' },
+    });
+    const url = served.url;
+    // The sleeper: two producers, then its link goes away before it acknowledges anything.
+    const sleeper = await pool.connect(url);
+    await sleeper.request('initialize', { clientName: 'sleeper', tether: { version: 1, extensions: ['acks', 'sessionList'] } });
+    sleeper.notify('initialized', {});
+    for (const id of ['s1', 's2']) {
+      const r = await sleeper.call('process/start', { processId: id, argv: ['head', '-c', String(12 * MiB), '/dev/zero'], cwd: CWD, env: ENV, tty: false });
+      expect(r.error, id).toBeUndefined();
+    }
+    await sleeper.drop();
+    let text = '';
+    for (let i = 0; i < 2000 && sample(text, 'tether_memory_pressured') !== 1; i++) text = await metrics(url);
+    expect(sample(text, 'tether_memory_pressured')).toBe(1); // what the sleeper holds presses the budget
+
+    // A live session streams more than the whole budget, acknowledging as it reads.
+    const live = await pool.connect(url);
+    await live.request('initialize', { clientName: 'live', tether: { version: 1, extensions: ['acks', 'sessionList'] } });
+    live.notify('initialized', {});
+    live.on('notification', (f: Frame) => {
+      if ((f.method === 'process/output' || f.method === 'process/closed') && f.params.processId === 'big') live.notify('process/ack', { processId: 'big', seq: f.params.seq });
+    });
+    const liveBytes = 24 * MiB;
+    expect((await live.call('process/start', { processId: 'big', argv: ['head', '-c', String(liveBytes), '/dev/zero'], cwd: CWD, env: ENV, tty: false })).error).toBeUndefined();
+    await live.waitClosed('big', 60_000);
+    expect(live.outputBuffer('big').length).toBe(liveBytes);
+
+    // Meanwhile the sleeper is the one held back, detached, its producers alive and waiting.
+    const listed = await live.request('session/list', {});
+    const sleeping = listed.sessions.find((s: { clientName: string }) => s.clientName === 'sleeper');
+    expect(sleeping.attached).toBe(false);
+    expect(sleeping.budgetHold).toMatch(/^paused: over fair share/);
+    expect(sleeping.processes.map((p: { state: string }) => p.state)).toEqual(['running', 'running']);
+    await live.close();
+  }, 120_000);
+
   it('refuses a token its next session past --max-sessions-per-token, saying so, and counts it', async () => {
     served = await spawnServe(['--listen', 'ws://127.0.0.1:0', '--max-sessions-per-token', '2'], {
       env: { NODE_OPTIONS: '--max-old-space-size=512' },
