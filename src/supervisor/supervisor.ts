@@ -106,7 +106,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
       connectTimeoutMs: this.options.connectTimeoutMs,
       catalog: this.catalog,
       watcher: { onClose: (c) => this.onTransportClosed(c), onError: (c, error) => this.onTransportError(c, error), onListChanged: (c, list) => void this.refresh(c, list) },
-      linkListener: (conn) => new LinkWatch({ down: (reason, attempt) => this.onLinkDown(conn, reason, attempt), up: (attempt) => this.onLinkUp(conn, attempt), restarting: (keptMs) => this.onLinkRestarting(conn, keptMs) }),
+      linkListener: (conn) => new LinkWatch({ down: (reason, attempt) => this.onLinkDown(conn, reason, attempt), up: (attempt) => this.onLinkUp(conn, attempt), restarting: (keptMs) => this.onLinkDown(conn, restartingLine(keptMs), 0, true) }),
     });
   }
 
@@ -259,32 +259,19 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
    * only when the server says it does not know it or the recovery deadline passes (an ssh
    * tunnel can come back), and a resumed session is `connected` again (onLinkUp).
    */
-  private onLinkDown(conn: Connection, reason: string, attempt: number): void {
+  private onLinkDown(conn: Connection, reason: string, attempt: number, restarting = false): void {
     if (conn !== this.conn) return;
     const first = conn.linkDown === null;
     conn.linkDown = reason;
-    this.attemptNo = attempt + 1;
-    this.failures.fail(`${reason}; the session is kept until it resumes, the server no longer knows it, or the recovery deadline passes`);
+    this.attemptNo = restarting ? 0 : attempt + 1;
+    this.failures.fail(restarting ? reason : `${reason}; the session is kept until it resumes, the server no longer knows it, or the recovery deadline passes`);
     if (!first) return;
     this.healthMonitor.stop();
     this.connectedAt = null;
-    this.log('warn', `[${this.name}] tether link down: ${this.lastError}`);
-    this.setStatus('reconnecting');
+    this.log('warn', `[${this.name}] ${restarting ? '' : 'tether link down: '}${this.lastError}`);
+    // Told "restarting" (issue #27): no backoff, the client reconnects at once; until onLinkUp or a loss.
+    this.setStatus(restarting ? 'restarting' : 'reconnecting');
     this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError ?? undefined });
-  }
-
-  /** exec: the tether server restarts, keeping the session (issue #27): no backoff (the client reconnects at once); `restarting` until onLinkUp or a loss. */
-  private onLinkRestarting(conn: Connection, keptMs: number): void {
-    if (conn !== this.conn) return;
-    const line = restartingLine(keptMs);
-    const first = conn.linkDown === null;
-    conn.linkDown = line;
-    this.failures.fail(line);
-    this.log('warn', `[${this.name}] ${line}`);
-    this.healthMonitor.stop();
-    this.connectedAt = null;
-    this.setStatus('restarting');
-    if (first) this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: line });
   }
 
   private onLinkUp(conn: Connection, attempt: number): void {
