@@ -10,7 +10,9 @@ import net from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
+import WebSocket from 'ws';
 import { ExecClient } from '../src/client/index.js';
+import { parseCloseNotice } from '../src/protocol/close-reasons.js';
 import { adminSocketPath, checkAdminDir, HandoverError } from '../src/server/handover.js';
 import { runTether } from './helpers/cli.js';
 import { startServerProcess, type ServerProcess } from './helpers/server-process.js';
@@ -76,12 +78,19 @@ describe('tether serve --replace', () => {
     const loop = connectLoop(port);
     await loop.acceptedMore(20); // the loop is running against the old server
 
+    // A client of the old server is told why its socket closes (stopped, or restarting once sessions are kept).
+    const oldClient = new WebSocket(old.url);
+    const told = new Promise<{ code: number; reason: string }>((resolve) => oldClient.once('close', (code, reason) => resolve({ code, reason: reason.toString() })));
+    await new Promise((resolve) => oldClient.once('open', resolve));
+
     // The same command line as the old one's (as systemd's ExecReload would run it), plus --replace.
     const successor = await startServerProcess({ args: ['--listen', old.url, '--state-dir', dir, '--replace'] });
     servers.push(successor);
     expect(successor.url).toBe(old.url); // the same socket, so the same port
     expect(await old.exited).toMatchObject({ code: 0 });
     expect(old.stderr()).toMatch(/handing the listening socket over to a successor/);
+    const close = await told;
+    expect(parseCloseNotice(close.code, close.reason), `${close.code} ${close.reason}`).not.toBeNull();
     await loop.acceptedMore(50); // after the old one is gone: the new one accepts
     await loop.stop();
     expect(loop.counts.refused).toBe(0);
