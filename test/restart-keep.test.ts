@@ -48,8 +48,8 @@ function stateDir(): string {
 }
 
 /** `tether serve --port PORT --state-dir DIR --adopt-within …` as a child process, once it printed its URL. */
-async function serve(dir: string, port: number, adoptWithin: string): Promise<Served> {
-  const child = spawn(process.execPath, tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info']), {
+async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = []): Promise<Served> {
+  const child = spawn(process.execPath, tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info', ...extra]), {
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, TETHER_TOKEN: '' },
   });
@@ -115,6 +115,23 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const code = await exec.exited;
       expect({ code, stdout: exec.stdout() }).toEqual({ code: 7, stdout: EXPECTED });
       if (toldRestarting) expect(exec.stderr()).toMatch(/server restarting; session kept for 10 s/);
+      expect(second.stderr()).toMatch(/restored from the state dir with 1 process/);
+      second.child.kill('SIGKILL');
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'tether serve --replace mid-stream: the new server takes the socket and the processes; tether exec exits 7 with every line once, in order',
+    async () => {
+      const dir = stateDir();
+      const first = await serve(dir, 0, '10s');
+      const exec = execProducer(first.url, 10);
+      await exec.ready;
+      const second = await serve(dir, first.port, '10s', ['--replace']);
+      const code = await exec.exited;
+      await first.exited;
+      expect({ code, stdout: exec.stdout() }).toEqual({ code: 7, stdout: EXPECTED });
       expect(second.stderr()).toMatch(/restored from the state dir with 1 process/);
       second.child.kill('SIGKILL');
     },
