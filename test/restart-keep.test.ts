@@ -164,6 +164,33 @@ describe('tether serve with a state dir: a successor adopts the running processe
   );
 
   it(
+    'a keeper whose session has no record is adopted and killed by the successor (long before its own --adopt-within)',
+    async () => {
+      const dir = stateDir();
+      const first = await serve(dir, 0, '60s');
+      const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-orphan', recoveryDeadlineMs: 1_000 });
+      client.on('error', () => {});
+      try {
+        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
+        proc.on('error', () => {});
+        const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        first.child.kill('SIGKILL');
+        await first.exited;
+        for (const name of readdirSync(join(dir, 'sessions'))) rmSync(join(dir, 'sessions', name));
+        const second = await serve(dir, first.port, '60s');
+        await until(() => !alive(pid) && !alive(keeperPid), 15_000, 'gone');
+        expect(second.stderr()).toMatch(/belongs to no recorded session: its processes are killed/);
+        expect(readdirSync(join(dir, 'k'))).toEqual([]);
+        second.child.kill('SIGKILL');
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'Codex dialect (process/start, process/read, process/write): a write re-sent to the successor under its writeId is not applied twice, and reads carry on',
     async () => {
       const dir = stateDir();
