@@ -169,7 +169,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const dir = stateDir();
       const first = await serve(dir, 0, '60s');
       const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-orphan', recoveryDeadlineMs: 1_000 });
-      client.on('error', () => {});
       try {
         const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
         proc.on('error', () => {});

@@ -21,20 +21,16 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
-import { Socket } from 'node:net';
+import type { Socket } from 'node:net';
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
-import { adoptedChannels, launchKeeper, retireZygote, type KeeperChannels, type OutputListener } from './keeper-launch.js';
-import { FramedStdin } from './keeper-kept.js';
+import { launchKeeper, retireZygote, type KeeperChannels, type OutputListener } from './keeper-launch.js';
+import { connectAdoption, FramedStdin, KeptControl } from './keeper-kept.js';
 import {
   ControlReader,
-  DumpReader,
-  dropMessage,
   encodeKeep,
   encodeSpec,
   KILL_MESSAGE,
-  markMessage,
-  RELEASE_MESSAGE,
   type KeeperDump,
   type KeepOptions,
   parseStartReport,
@@ -45,7 +41,7 @@ import {
   type KeeperSpawnError,
   type KeeperSpec,
 } from './keeper-wire.js';
-import { assertKeeperBuilt, nativeAddon } from './native.js';
+import { assertKeeperBuilt } from './native.js';
 
 export { prepareKeepers, setKeeperLaunch, type OutputListener } from './keeper-launch.js';
 export type { KeeperDump, KeeperSpawnError, KeepOptions } from './keeper-wire.js';
@@ -104,14 +100,8 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private readonly channels: Omit<KeeperChannels, 'start'> & { start?: Socket };
   /** Kept mode: stdin as frames answered on `took` (null otherwise, or without stdin). */
   readonly framedStdin: FramedStdin | null = null;
-  /** Kept mode (spawned with `keep`, or adopted): the keeper outlives the server unless released. */
-  readonly kept: boolean;
-  /** Kept mode: the Unix socket the keeper listens on for an adopter ('' otherwise). */
-  readonly socketPath: string;
-  /** Told `release` (or killed for good): a control EOF now kills the tree, as without keep. */
-  private released = false;
-  /** The server let go of the keeper on purpose (a kept stop): its control EOF is not a death. */
-  private handedOver = false;
+  /** Kept mode (spawned with `keep`, or adopted; keeper-kept.ts): mark, drop, release, hand over. Null otherwise. */
+  readonly kept: KeptControl | null = null;
   /** Resolves once the command runs; rejects if it could not start. */
   readonly started = new Promise<void>((resolve, reject) => {
     this.settleStarted = (err) => (err ? reject(err) : resolve());
@@ -128,8 +118,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   ) {
     super();
     this.channels = channels;
-    this.kept = opts.keep !== undefined || adopted !== undefined;
-    this.socketPath = opts.keep?.path ?? (adopted ? file : '');
+
     this.started.catch(() => {}); // the caller awaits it; never an unhandled rejection
     // Keepers get every channel; the ones this command does not use are dropped.
     this.stdin = opts.tty || opts.stdin ? channels.stdin : null;
@@ -138,8 +127,12 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     this.stderr = opts.tty ? null : channels.stderr;
     if (!this.stdin) channels.stdin.destroy();
     if (!this.stderr) channels.stderr.destroy();
-    if (this.kept && this.stdin) this.framedStdin = new FramedStdin(channels.stdin, adopted?.stdin.taken ?? 0, adopted?.stdin.eof ?? false);
     this.control = channels.control;
+    if (opts.keep || adopted) {
+      if (this.stdin) this.framedStdin = new FramedStdin(channels.stdin, adopted?.stdin.taken ?? 0, adopted?.stdin.eof ?? false);
+      const sockets = [channels.stdin, channels.stdout, channels.stderr, channels.control, channels.start];
+      this.kept = new KeptControl(opts.keep?.path ?? file, (line) => this.send(line), this.framedStdin, sockets);
+    }
     if (channels.start) {
       this.watchStart(channels.start);
       // A keeper that never picks the start up (its zygote stopped) must not hold it forever.
@@ -234,71 +227,18 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     timeoutMs: number,
     shapeOf: (dump: KeeperDump) => { tty: boolean; stdin: boolean },
   ): Promise<{ proc: KeptProcess; dump: KeeperDump }> {
-    const { socket: fd, fds } = nativeAddon().connectReceiveFds(socketPath, timeoutMs);
-    const control = new Socket({ fd, readable: true, writable: true });
-    if (fds.length < 3) {
-      for (const extra of fds) nativeAddon().closeFd(extra);
-      control.destroy();
-      throw new Error(`keeper ${socketPath} passed ${fds.length} descriptors, not 3`);
-    }
-    for (const extra of fds.slice(3)) nativeAddon().closeFd(extra);
-    const channels = adoptedChannels(control, { stdin: fds[0]!, stdout: fds[1]!, stderr: fds[2]! });
-    // Not read until the caller says so (spawn.ts): as for a spawned keeper.
-    channels.stdout.pause();
-    channels.stderr.pause();
-    let done: { dump: KeeperDump; rest: Buffer };
-    try {
-      done = await readDump(control, timeoutMs, socketPath);
-    } catch (err) {
-      for (const socket of [channels.stdin, channels.stdout, channels.stderr, control]) socket.destroy();
-      throw err;
-    }
-    const dump = done.dump;
+    const { channels, dump, rest } = await connectAdoption(socketPath, timeoutMs);
     let shape: { tty: boolean; stdin: boolean };
     try {
       shape = shapeOf(dump);
     } catch (err) {
-      for (const socket of [channels.stdin, channels.stdout, channels.stderr, control]) socket.destroy();
+      for (const socket of [channels.stdin, channels.stdout, channels.stderr, channels.control]) socket.destroy();
       throw err;
     }
     const spec = { file: socketPath, args: [], cwd: '/', env: {}, stdin: shape.stdin, tty: shape.tty ? { cols: 80, rows: 24 } : undefined };
     const proc = new KeptProcess(channels, socketPath, spec, dump);
-    if (done.rest.length > 0) proc.onControl(done.rest.toString('latin1'));
+    if (rest.length > 0) proc.onControl(rest.toString('latin1'));
     return { proc, dump };
-  }
-
-  /** Kept mode: the server's output entry `seq` covers `stream` (1 stdout or pty, 2 stderr) up to `end`; sent before it is exposed. */
-  mark(seq: number, stream: 1 | 2, end: number): void {
-    if (this.kept) this.send(markMessage(seq, stream, end));
-  }
-
-  /** Kept mode: the exit ('x') or close ('c') event has seq `seq`. */
-  markEvent(seq: number, event: 'x' | 'c'): void {
-    if (this.kept) this.send(markMessage(seq, event));
-  }
-
-  /** Kept mode: the server keeps no entry <= `seq` any more. */
-  drop(seq: number): void {
-    if (this.kept) this.send(dropMessage(seq));
-  }
-
-  /** Kept mode: the server is done with this process for good (the keeper then ends as without keep). */
-  release(): void {
-    if (!this.kept || this.released) return;
-    this.released = true;
-    this.send(RELEASE_MESSAGE);
-  }
-
-  /**
-   * Kept mode, the server stopping to hand over: lets go of every channel without killing
-   * anything; the keeper waits for an adopter (its adopt timer). Waiting writes stay unanswered.
-   */
-  handOver(): void {
-    if (!this.kept || this.released) return;
-    this.handedOver = true;
-    this.framedStdin?.forget();
-    const { stdin, stdout, stderr, control, start } = this.channels;
-    for (const socket of [stdin, stdout, stderr, control, start]) socket?.destroy();
   }
 
   /** The keeper still runs: the command, or something it started, is alive. */
@@ -325,7 +265,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   killTreeSync(evenKept = false): void {
     if (!this.keeperRunning || !this.keeperPid) return;
     // A kept keeper outlives its server on purpose (issue #27): only a stop for good kills it.
-    if (this.kept && !this.released && !evenKept) return;
+    if (this.kept && !this.kept.released && !evenKept) return;
     try {
       process.kill(this.keeperPid, 'SIGTERM');
     } catch {
@@ -434,7 +374,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   /** The keeper stopped talking: it exited (or was killed) — the command cannot report anything more. */
   private onControlClosed(): void {
     // (How the start went is the start channel's to say: it reaches end of file too.)
-    if (this.exited || this.pid === 0 || this.handedOver) return;
+    if (this.exited || this.pid === 0 || this.kept?.handedOver) return;
     // Killed without reporting (someone SIGKILLed the keeper): nothing watches the command
     // any more. Kill what is left of its group and report it as killed.
     try {
@@ -463,32 +403,3 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
 }
 
 
-/** Reads a kept keeper's adoption dump from `control` (Buffers), within `timeoutMs`. */
-function readDump(control: Socket, timeoutMs: number, socketPath: string): Promise<{ dump: KeeperDump; rest: Buffer }> {
-  return new Promise((resolve, reject) => {
-    const reader = new DumpReader();
-    const finish = (err: Error | null, done?: { dump: KeeperDump; rest: Buffer }) => {
-      clearTimeout(timer);
-      control.off('data', onData);
-      control.off('close', onClose);
-      control.off('error', onError);
-      control.pause();
-      if (err) reject(err);
-      else resolve(done!);
-    };
-    const onData = (chunk: Buffer) => {
-      try {
-        const done = reader.push(chunk);
-        if (done) finish(null, done);
-      } catch (err) {
-        finish(new Error(`keeper ${socketPath}: ${(err as Error).message}`));
-      }
-    };
-    const onClose = () => finish(new Error(`keeper ${socketPath} closed the connection before its dump ended`));
-    const onError = (err: Error) => finish(new Error(`keeper ${socketPath}: ${err.message}`));
-    const timer = setTimeout(() => finish(new Error(`keeper ${socketPath} did not finish its dump within ${timeoutMs} ms`)), timeoutMs);
-    control.on('data', onData);
-    control.once('close', onClose);
-    control.on('error', onError);
-  });
-}

@@ -183,15 +183,16 @@ function wrapChild(child: KeptProcess, tty: boolean, events: ChildEvents): { chi
       begun = true;
       for (const event of held.splice(0)) event();
     });
-  const kept: KeptChild | undefined = child.kept
+  const control = child.kept;
+  const kept: KeptChild | undefined = control
     ? {
         stdin: child.framedStdin,
-        mark: (seq, stream, end) => child.mark(seq, stream, end),
-        markEvent: (seq, event) => child.markEvent(seq, event),
-        drop: (seq) => child.drop(seq),
-        release: () => child.release(),
-        handOver: () => child.handOver(),
-        socketPath: child.socketPath,
+        mark: (seq, stream, end) => control.mark(seq, stream, end),
+        markEvent: (seq, event) => control.markEvent(seq, event),
+        drop: (seq) => control.drop(seq),
+        release: () => control.release(),
+        handOver: () => control.handOver(),
+        socketPath: control.socketPath,
       }
     : undefined;
   const wrapped: SpawnedChild = {
