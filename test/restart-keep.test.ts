@@ -245,6 +245,43 @@ describe('tether serve with a state dir: a successor adopts the running processe
   );
 
   it(
+    'a terminal: an interactive shell keeps its $$ and its variables across kill -9 of the server',
+    async () => {
+      const dir = stateDir();
+      const b64 = (text: string) => Buffer.from(text).toString('base64');
+      const first = await serve(dir, 0, '10s');
+      const c1 = await RawClient.connect(first.url);
+      const { sessionId } = await c1.handshake('restart-keep-pty');
+      const processId = 'sh1';
+      await c1.request('process/start', { processId, argv: ['sh', '-i'], cwd: 'file:///', env: { PATH: process.env.PATH ?? '/usr/bin:/bin', PS1: '$ ' }, tty: true });
+      await c1.request('process/write', { processId, chunk: b64('kept=yes; echo "before $$"\n'), writeId: 'w1' });
+      const before = await c1.waitFor(() => /before (\d+)\r?\n/.test(c1.output(processId)), 10_000, true).then(() => /before (\d+)\r?\n/.exec(c1.output(processId))![1]);
+      first.child.kill('SIGKILL');
+      await first.exited;
+      await c1.closed;
+      const second = await serve(dir, first.port, '10s');
+      const c2 = await RawClient.connect(second.url);
+      try {
+        await c2.handshake('restart-keep-pty', sessionId);
+        await c2.request('process/write', { processId, chunk: b64('echo "after $$ $kept"\n'), writeId: 'w2' });
+        const pattern = /after (\d+) (\w+)\r?\n/;
+        let seen = '';
+        for (let afterSeq = 0; !pattern.test(seen); ) {
+          const r = await c2.request('process/read', { processId, afterSeq, waitMs: 5_000 });
+          seen += r.chunks.map((c: { chunk: string }) => Buffer.from(c.chunk, 'base64').toString()).join('');
+          afterSeq = r.nextSeq - 1;
+        }
+        expect(pattern.exec(seen)!.slice(1)).toEqual([before, 'yes']);
+        await c2.request('process/terminate', { processId });
+      } finally {
+        await c2.close();
+        second.child.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'idempotency keys (fsResume) outlive the server: a mutating fs request re-sent to the successor is answered as the first copy was, not run again',
     async () => {
       const dir = stateDir();
