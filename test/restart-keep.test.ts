@@ -122,6 +122,31 @@ describe('tether serve with a state dir: a successor adopts the running processe
   );
 
   it(
+    'the command ends while no server runs: the successor learns its output and exit status from the keeper',
+    async () => {
+      const dir = stateDir();
+      const first = await serve(dir, 0, '10s');
+      const cli = spawnTether(['exec', '--url', first.url, '--recovery-deadline', '60s', 'sh', '-c', 'echo "pid $$"; sleep 0.5; i=0; while [ $i -lt 20 ]; do i=$((i+1)); echo "line $i"; done; exit 7'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      children.push(cli);
+      let stdout = '';
+      cli.stdout!.on('data', (d: Buffer) => (stdout += d.toString()));
+      const exited = new Promise<number | null>((resolve) => cli.once('close', (code) => resolve(code)));
+      await until(() => /^pid \d+\n/.test(stdout), 10_000, 'started');
+      const pid = Number(/^pid (\d+)/.exec(stdout)![1]);
+      first.child.kill('SIGKILL');
+      await first.exited;
+      // It runs to its end alone (its output retained by its keeper).
+      await until(() => !alive(pid), 10_000, 'ended');
+      await serve(dir, first.port, '10s');
+      expect(await exited).toBe(7);
+      expect(stdout).toBe(`pid ${pid}\n${Array.from({ length: 20 }, (_, i) => `line ${i + 1}\n`).join('')}`);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'tether serve --replace mid-stream: the new server takes the socket and the processes; tether exec exits 7 with every line once, in order',
     async () => {
       const dir = stateDir();
