@@ -12,9 +12,12 @@
  * unique marker in their argv (the sleep duration), anywhere on the machine.
  */
 import { randomInt } from 'node:crypto';
+import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RawClient } from './helpers/raw-client.js';
-import { eventually, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from './helpers/server-process.js';
+import { eventually, NOBODY, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from './helpers/server-process.js';
 
 const CWD = 'file:///tmp';
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -22,10 +25,20 @@ const b64 = (s: string) => Buffer.from(s).toString('base64');
 
 let servers: ServerProcess[] = [];
 let clients: RawClient[] = [];
+const stateDirs: string[] = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) await c.close().catch(() => {});
   for (const s of servers.splice(0)) await s.dispose();
+  for (const d of stateDirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
+
+/** A state dir the server's user creates itself (issue #27), in a parent of its own. */
+function keptStateDir(user: 'self' | 'nobody'): string {
+  const parent = mkdtempSync(join(tmpdir(), 'tether-orphans-'));
+  stateDirs.push(parent);
+  if (user === 'nobody') chownSync(parent, NOBODY, NOBODY);
+  return join(parent, 'state');
+}
 
 async function serve(user: 'self' | 'nobody', args: string[] = []): Promise<{ server: ServerProcess; client: RawClient; sessionId: string }> {
   const server = await startServerProcess({ user, args });
@@ -81,8 +94,31 @@ describe.each(serverUsers())('no orphans (server runs as %s)', (user) => {
     });
   }
 
-  it('session expiry kills every descendant, also of a process already closed and forgotten', async () => {
-    const { server, client, sessionId } = await serve(user, ['--session-ttl', '300ms', '--closed-retention', '100ms']);
+  // With a state dir (issue #27) the same endings keep every tree for --adopt-within (for a
+  // successor to adopt); with none coming, nothing is left a second after it.
+  for (const signal of ['SIGKILL', 'SIGHUP', 'SIGTERM'] as const) {
+    it(`with a state dir, ${signal} to the server: every descendant lives on until --adopt-within, then nothing is left`, async () => {
+      const stateDir = keptStateDir(user);
+      const { server, client } = await serve(user, ['--state-dir', stateDir, '--adopt-within', '1s']);
+      const marks = markers(5);
+      await startEscapees(client, marks);
+      server.child.kill(signal);
+      await server.exited;
+      expect(marks.filter((m) => processesWithMarker(m, 'sleep').length === 0), 'escapees killed with the server').toEqual([]);
+      const alive = () => marks.filter((m) => processesWithMarker(m).length > 0);
+      await eventually(() => alive().length === 0, 2_000);
+      expect(alive().map((m) => `${SCENARIOS[marks.indexOf(m)] ?? m}: pids ${processesWithMarker(m).join(' ')}`)).toEqual([]);
+      expect(readdirSync(join(stateDir, 'k')), 'keeper sockets left').toEqual([]);
+    });
+  }
+
+  // These endings are the server's own doing: the same with a state dir (issue #27).
+  for (const kept of [false, true]) {
+  const withDir = (args: string[]) => (kept ? [...args, '--state-dir', keptStateDir(user)] : args);
+  const named = (name: string) => (kept ? `${name} (with a state dir)` : name);
+
+  it(named('session expiry kills every descendant, also of a process already closed and forgotten'), async () => {
+    const { server, client, sessionId } = await serve(user, withDir(['--session-ttl', '300ms', '--closed-retention', '100ms']));
     const marks = markers(5);
     await startEscapees(client, marks);
     // (e)'s shell has exited and its output is closed: once the server forgot the process,
@@ -100,8 +136,8 @@ describe.each(serverUsers())('no orphans (server runs as %s)', (user) => {
     expect(await survivorsAfterASecond(marks)).toEqual([]);
   });
 
-  it('process/terminate kills what a process left behind after it exited', async () => {
-    const { client } = await serve(user);
+  it(named('process/terminate kills what a process left behind after it exited'), async () => {
+    const { client } = await serve(user, withDir([]));
     const [mark] = markers(1) as [string];
     await client.request('process/start', {
       processId: 'parent',
@@ -116,4 +152,5 @@ describe.each(serverUsers())('no orphans (server runs as %s)', (user) => {
     expect(await client.request('process/terminate', { processId: 'parent' })).toEqual({ running: false });
     expect(await survivorsAfterASecond([mark])).toEqual([]);
   });
+  }
 });
