@@ -9,7 +9,7 @@
  * condition; nothing is measured by the clock.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -17,6 +17,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient } from '../src/client/index.js';
 import { spawnTether, tetherArgs } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
+import { NOBODY, serverUsers, type ServerUser } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 40_000;
 const LINES = 80;
@@ -40,18 +41,23 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A fresh state dir (mkdtemp makes it 0700). */
-function stateDir(): string {
+/** A fresh state dir (mkdtemp makes it 0700), owned by the server's user. */
+function stateDir(user: ServerUser = 'self'): string {
   const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
   dirs.push(dir);
+  if (user === 'nobody') chownSync(dir, NOBODY, NOBODY);
   return dir;
 }
 
 /** `tether serve --port PORT --state-dir DIR --adopt-within …` as a child process, once it printed its URL. */
-async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = []): Promise<Served> {
-  const child = spawn(process.execPath, tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info', ...extra]), {
+async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = [], user: ServerUser = 'self'): Promise<Served> {
+  const args = tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info', ...extra]);
+  const [file, argv] =
+    user === 'nobody' ? ['/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, ...args]] : [process.execPath, args];
+  const child = spawn(file, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TETHER_TOKEN: '' },
+    env: { ...process.env, TETHER_TOKEN: '', ...(user === 'nobody' ? { HOME: '/nonexistent' } : {}) },
+    cwd: '/',
   });
   children.push(child);
   let stderr = '';
@@ -99,19 +105,21 @@ async function until(condition: () => boolean, limitMs: number, what: string): P
 }
 
 describe('tether serve with a state dir: a successor adopts the running processes', () => {
-  it.each([
-    ['SIGKILL', false],
-    ['SIGTERM', true],
-  ] as const)(
-    'server %s mid-stream, successor on the same port and state dir: tether exec exits 7 with every line once, in order',
-    async (signal, toldRestarting) => {
-      const dir = stateDir();
-      const first = await serve(dir, 0, '10s');
+  it.each(
+    serverUsers().flatMap((user) => [
+      ['SIGKILL', user, false],
+      ['SIGTERM', user, true],
+    ] as const),
+  )(
+    'server %s mid-stream (server runs as %s), successor on the same port and state dir: tether exec exits 7 with every line once, in order',
+    async (signal, user, toldRestarting) => {
+      const dir = stateDir(user);
+      const first = await serve(dir, 0, '10s', [], user);
       const exec = execProducer(first.url, 10);
       await exec.ready;
       first.child.kill(signal);
       await first.exited;
-      const second = await serve(dir, first.port, '10s');
+      const second = await serve(dir, first.port, '10s', [], user);
       const code = await exec.exited;
       expect({ code, stdout: exec.stdout() }).toEqual({ code: 7, stdout: EXPECTED });
       if (toldRestarting) expect(exec.stderr()).toMatch(/server restarting; session kept for 10 s/);
