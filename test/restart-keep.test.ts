@@ -14,7 +14,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ExecClient } from '../src/client/index.js';
+import { ExecClient, ServerStoppedError } from '../src/client/index.js';
+import { startServer } from '../src/server/index.js';
 import { spawnTether, tetherArgs } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
 import { NOBODY, serverUsers, type ServerUser } from './helpers/server-process.js';
@@ -344,6 +345,28 @@ describe('tether serve with a state dir: a successor adopts the running processe
       } finally {
         await c2.close();
         second.child.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'close({ keep: false }) with a state dir stops for good: clients are told "stopped", every tree is killed, no socket or record is left',
+    async () => {
+      const dir = stateDir();
+      const server = await startServer({ port: 0, stateDir: dir, adoptWithinMs: 60_000 });
+      const client = await ExecClient.connect(server.url, { clientName: 'restart-keep-stop', recoveryDeadlineMs: 60_000 });
+      try {
+        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
+        const failed = new Promise<Error>((resolve) => proc.once('error', resolve));
+        const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        await server.close({ keep: false });
+        expect(await failed).toBeInstanceOf(ServerStoppedError);
+        await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
+        expect([readdirSync(join(dir, 'k')), readdirSync(join(dir, 'sessions'))]).toEqual([[], []]);
+      } finally {
+        await client.close().catch(() => {});
       }
     },
     TEST_TIMEOUT_MS,

@@ -161,6 +161,8 @@ export class Session implements ProcessHost {
     for (const proc of this.everyProcess) proc.handOver();
     this.share?.close();
     this.backend?.close();
+    // What other modules keep for it (open files) goes; its record and journal stay on disk.
+    for (const listener of this.expiryListeners.splice(0)) listener();
   }
 
   /** Short form for logs: the id is the resume credential. */
