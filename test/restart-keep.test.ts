@@ -268,6 +268,13 @@ describe('tether serve with a state dir: a successor adopts the running processe
           from = r.nextSeq - 1;
           result = r;
         }
+        // session/list (and tether ps) say the session was adopted (asked on a session of the same token).
+        const lister = await RawClient.connect(second.url);
+        await lister.request('initialize', { clientName: 'lister', tether: { version: 1, extensions: ['sessionList'] } });
+        lister.notify('initialized', {});
+        const listed = (await lister.request('session/list', {})) as { sessions: { session: string; adopted?: boolean }[] };
+        await lister.close();
+        expect(listed.sessions.find((x) => sessionId.startsWith(x.session))?.adopted).toBe(true);
         // Read from the start: what the first server exposed keeps its seqs; "one" was written once.
         expect({ all, exitCode: result.exitCode }).toEqual({ all: 'got one\ngot two\n', exitCode: 3 });
       } finally {

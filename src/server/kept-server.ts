@@ -200,6 +200,7 @@ export class KeptServer {
       if (state.shares) session.joinShares(state.shares);
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, 'adopted');
+      state.monitor.sessionDetached(session);
       session.restoreDetached(record.nextHandle);
       session.markAdopted();
       sessions.set(record.id, session);
@@ -232,6 +233,9 @@ export class KeptServer {
       );
       session.adoptProcess(proc);
       state.monitor.processStarted(session, proc, a.meta.argv);
+      // It takes its room on this server as a start would (it runs whatever the caps say now).
+      const admitted = state.capacity?.admit(a.meta.tty, true);
+      if (admitted && 'ticket' in admitted) void proc.whenGone.then(admitted.ticket);
     }
     for (const session of sessions.values()) {
       this.save(session); // its process list as adopted (keepers that died are gone from it)
