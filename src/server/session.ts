@@ -15,6 +15,7 @@ import { shareOwner, type OutputShares, type SessionShare } from './fair-share.j
 import type { LogEntry } from './output-log.js';
 import type { ManagedProcess, OutputLimits, ProcessHost } from './process.js';
 import { settleWithin } from '../util/timeouts.js';
+import { HandleTable } from './session-handles.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {
@@ -48,8 +49,7 @@ export class Session implements ProcessHost {
   /** Process ids whose start is in flight (reserved so a duplicate is refused at once). */
   readonly starting = new Set<string>();
   /** Extension `binaryOutput`: process by handle (null while its start is in flight). */
-  private readonly handles = new Map<number, ManagedProcess | null>();
-  private nextHandle = 1;
+  private readonly handles = new HandleTable<ManagedProcess>();
   private _adopted = false;
   private link: SessionLink | null = null;
   /** The attached connection has answered initialize: events may flow. */
@@ -123,7 +123,7 @@ export class Session implements ProcessHost {
 
   /** The next handle it would give (the session record's `nextHandle`). @internal */
   get handleCursor(): number {
-    return this.nextHandle;
+    return this.handles.cursor;
   }
 
   /**
@@ -132,7 +132,7 @@ export class Session implements ProcessHost {
    * @internal
    */
   restoreDetached(nextHandle: number): void {
-    this.nextHandle = nextHandle >= 1 && nextHandle <= 0xffff_ffff ? nextHandle : 1;
+    this.handles.restoreCursor(nextHandle);
     this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
     this.ttlTimer.unref?.();
   }
@@ -140,7 +140,7 @@ export class Session implements ProcessHost {
   /** An adopted process joins the session under its id and handle (issue #27). @internal */
   adoptProcess(proc: ManagedProcess): void {
     this.processes.set(proc.id, proc);
-    if (proc.handle !== 0) this.handles.set(proc.handle, proc);
+    if (proc.handle !== 0) this.handles.bind(proc.handle, proc);
     this.track(proc);
     if (proc.closed) this.scheduleRemoval(proc);
   }
@@ -306,22 +306,12 @@ export class Session implements ProcessHost {
    * client asked for, or the next free one. Returns a refusal sentence when `requested` is in use.
    */
   claimHandle(requested: number | null | undefined): number | string {
-    if (requested !== undefined && requested !== null) {
-      if (this.handles.has(requested)) return `handle ${requested} is already in use in this session`;
-      this.handles.set(requested, null);
-      return requested;
-    }
-    while (this.handles.has(this.nextHandle)) this.nextHandle = this.nextHandle >= 0xffff_ffff ? 1 : this.nextHandle + 1;
-    const handle = this.nextHandle;
-    this.nextHandle = handle >= 0xffff_ffff ? 1 : handle + 1;
-    this.handles.set(handle, null);
-    return handle;
+    return this.handles.claim(requested);
   }
 
   /** The start of the process holding `handle` is settled: bind it, or (`proc` null: the start failed) free it. */
   bindHandle(handle: number, proc: ManagedProcess | null): void {
-    if (proc) this.handles.set(handle, proc);
-    else this.handles.delete(handle);
+    this.handles.bind(handle, proc);
   }
 
   /** The client is done (`session/close`): the same as expiry, now. */
@@ -445,7 +435,7 @@ export class Session implements ProcessHost {
     this.removalTimers.delete(proc);
     this.sendQueue.delete(proc);
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
-    if (proc.handle !== 0 && this.handles.get(proc.handle) === proc) this.handles.delete(proc.handle);
+    this.handles.release(proc.handle, proc);
     proc.release();
     this.hooks.processesChanged?.(this);
   }
