@@ -81,9 +81,6 @@ options:
   --fs-memory SIZE           file data all fs requests may hold at once (default 64MiB)
   --max-open-files N         fs handles open at once across all sessions (default: an eighth
                              of the descriptor limit, at most 4096)
-  --state-dir DIR|none       what a successor needs to take over (default: $XDG_STATE_HOME/tether,
-                             ~/.local/state/tether, $XDG_RUNTIME_DIR/tether or /tmp/tether-UID);
-                             none: keep nothing
   --replace                  take over from the server running on the same state dir: it
                              hands over its listening socket (no connection is refused
                              meanwhile) and stops; this one then listens on it
@@ -94,7 +91,7 @@ SIGTERM, SIGINT, SIGHUP or SIGQUIT stop the server: every client is told first.
 With a state dir, SIGTERM and SIGHUP (and SIGINT or SIGQUIT when stdin is not a
 terminal) keep the sessions: clients are told "restarting" (WebSocket close 1012) and
 every process runs on under its keeper for --adopt-within, for a new server on the same
-state dir to adopt. Ctrl-C or Ctrl-\ on an interactive terminal, or any of these
+state dir to adopt. Ctrl-C or Ctrl-\\ on an interactive terminal, or any of these
 signals with --state-dir none, stop for good: clients are told "server stopped" (1001;
 tether exec and mcp then exit at once) and every process is killed. A second signal
 exits at once (killing every process, unless the stop keeps them).
