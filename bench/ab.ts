@@ -17,6 +17,9 @@
  * Printed: medians per side and B/A (below 1 means B is faster).
  */
 import { spawn } from 'node:child_process';
+import { mkdtempSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
 import { createInterface } from 'node:readline';
 import { summarize, table, ms } from './lib/stats.js';
@@ -44,7 +47,8 @@ interface Side {
 }
 
 async function serve(dir: string, extraEnv: Record<string, string>): Promise<Side> {
-  const env = { ...baseEnv, ...extraEnv };
+  // Each side its own default state dir (issue #27: a server locks it; an older checkout ignores it).
+  const env = { ...baseEnv, XDG_STATE_HOME: mkdtempSync(join(tmpdir(), 'tether-ab-state-')), ...extraEnv };
   const child = spawn(process.execPath, ['bin/tether.js', 'serve', '--listen', 'ws://127.0.0.1:0'], { cwd: dir, stdio: ['ignore', 'pipe', 'ignore'], env });
   const url = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
   return { dir, url, env, rpc: await WsRpc.session(url), stop: () => child.kill() };

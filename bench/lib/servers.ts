@@ -3,6 +3,9 @@
  * are its own: tether (`node bin/tether.js serve`) and the real Codex exec-server.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { startCodexServer } from '../../test/helpers/codex.js';
@@ -67,11 +70,15 @@ export async function startRelayProcess(upstreamUrl: string, extraArgs: string[]
 
 /** A `tether` command that prints the URL it serves on as its first stdout line. */
 async function startCliServer(name: BenchServer['name'], args: string[]): Promise<BenchServer> {
+  // Each server its own default state dir (issue #27: tether serve keeps sessions there and
+  // locks it), so servers run side by side as they always did; --state-dir overrides it.
+  const stateHome = mkdtempSync(path.join(tmpdir(), 'tether-bench-state-'));
   const child = spawn(process.execPath, ['bin/tether.js', ...args], {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NODE_ENV: 'production' },
+    env: { ...process.env, NODE_ENV: 'production', XDG_STATE_HOME: stateHome },
   });
+  child.once('exit', () => rmSync(stateHome, { recursive: true, force: true }));
   const stderr: string[] = [];
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr.push(chunk.toString());
