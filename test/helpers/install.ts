@@ -4,7 +4,8 @@
  * compiler, and the tools a suite needs named with what installs them.
  */
 import { execFile, spawn, type ChildProcess } from 'node:child_process';
-import { accessSync, constants as fsConstants, mkdirSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { accessSync, constants as fsConstants, mkdirSync, mkdtempSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { promisify } from 'node:util';
 import { inject } from 'vitest';
@@ -106,6 +107,8 @@ export function firstLineOf(child: ChildProcess, what: string): Promise<string> 
 
 /** `tether serve --port 0` from an installed copy; resolves with its URL (first stdout line). */
 export async function startServe(bin: string, env: NodeJS.ProcessEnv, cwd: string): Promise<{ url: string; child: ChildProcess }> {
-  const child = spawn(bin, ['serve', '--port', '0'], { cwd, env: { ...env, TETHER_TOKEN: '' }, stdio: ['ignore', 'pipe', 'pipe'] });
+  // Its own default state dir (issue #27: a server locks it), so several run at once.
+  const stateHome = mkdtempSync(path.join(tmpdir(), 'tether-install-state-'));
+  const child = spawn(bin, ['serve', '--port', '0'], { cwd, env: { ...env, TETHER_TOKEN: '', XDG_STATE_HOME: stateHome }, stdio: ['ignore', 'pipe', 'pipe'] });
   return { url: await firstLineOf(child, 'tether serve'), child };
 }
