@@ -51,13 +51,13 @@ function stateDir(user: ServerUser = 'self'): string {
 }
 
 /** `tether serve --port PORT --state-dir DIR --adopt-within …` as a child process, once it printed its URL. */
-async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = [], user: ServerUser = 'self'): Promise<Served> {
+async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = [], user: ServerUser = 'self', token = ''): Promise<Served> {
   const args = tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info', ...extra]);
   const [file, argv] =
     user === 'nobody' ? ['/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, ...args]] : [process.execPath, args];
   const child = spawn(file, argv, {
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TETHER_TOKEN: '', ...(user === 'nobody' ? { HOME: '/nonexistent' } : {}) },
+    env: { ...process.env, TETHER_TOKEN: token, ...(user === 'nobody' ? { HOME: '/nonexistent' } : {}) },
     cwd: '/',
   });
   children.push(child);
@@ -224,13 +224,14 @@ describe('tether serve with a state dir: a successor adopts the running processe
   );
 
   it(
-    'Codex dialect (process/start, process/read, process/write): a write re-sent to the successor under its writeId is not applied twice, and reads carry on',
+    'Codex dialect (process/start, process/read, process/write), with a token: a write re-sent to the successor under its writeId is not applied twice, and reads carry on',
     async () => {
       const dir = stateDir();
-      const first = await serve(dir, 0, '10s');
+      const token = 'restart-keep-secret';
+      const first = await serve(dir, 0, '10s', [], 'self', token);
       const b64 = (text: string) => Buffer.from(text).toString('base64');
       const text = (chunks: { chunk: string }[]) => chunks.map((c) => Buffer.from(c.chunk, 'base64').toString()).join('');
-      const c1 = await RawClient.connect(first.url);
+      const c1 = await RawClient.connect(first.url, { token });
       const { sessionId } = await c1.handshake('restart-keep-codex');
       const processId = 'p1';
       await c1.request('process/start', {
@@ -252,9 +253,10 @@ describe('tether serve with a state dir: a successor adopts the running processe
       first.child.kill('SIGKILL');
       await first.exited;
       await c1.closed;
-      const second = await serve(dir, first.port, '10s');
-      const c2 = await RawClient.connect(second.url);
+      const second = await serve(dir, first.port, '10s', [], 'self', token);
+      const c2 = await RawClient.connect(second.url, { token });
       try {
+        // The session's owner is the token's digest, as recorded: the same token resumes it.
         await c2.handshake('restart-keep-codex', sessionId);
         // The answer to w1 could have been lost with the server: the client sends it again.
         expect(await c2.request('process/write', { processId, chunk: b64('one\n'), writeId: 'w1' })).toEqual({ status: 'accepted' });
@@ -269,7 +271,7 @@ describe('tether serve with a state dir: a successor adopts the running processe
           result = r;
         }
         // session/list (and tether ps) say the session was adopted (asked on a session of the same token).
-        const lister = await RawClient.connect(second.url);
+        const lister = await RawClient.connect(second.url, { token });
         await lister.request('initialize', { clientName: 'lister', tether: { version: 1, extensions: ['sessionList'] } });
         lister.notify('initialized', {});
         const listed = (await lister.request('session/list', {})) as { sessions: { session: string; adopted?: boolean }[] };
