@@ -380,4 +380,38 @@ describe('tether serve with a state dir: a successor adopts the running processe
     },
     TEST_TIMEOUT_MS,
   );
+
+  it(
+    'a keeper whose dump does not fit together is killed; the successor starts anyway and keeps the session and its other processes',
+    async () => {
+      const dir = stateDir();
+      const logs: string[] = [];
+      const first = await startServer({ port: 0, stateDir: dir, adoptWithinMs: 60_000 });
+      const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-bad-dump', recoveryDeadlineMs: 60_000 });
+      try {
+        const good = client.spawn(['sh', '-c', 'echo good; while :; do sleep 0.05; done']);
+        const bad = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
+        await new Promise((resolve) => good.stdout.once('data', resolve));
+        const line = await new Promise<string>((resolve) => bad.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        // A mark past what the keeper retains: its dump cannot rebuild the log (tests only reach in like this).
+        const session = [...first.sessions.values()][0]!;
+        const proc = session.processes.get(bad.id)! as unknown as { child: { kept: { mark(seq: number, stream: 1 | 2, end: number): void } } };
+        proc.child.kept.mark(1_000, 1, 1_000_000);
+        await first.close();
+        const second = await startServer({ port: first.port, stateDir: dir, adoptWithinMs: 60_000, logger: (_level, message) => logs.push(message) });
+        try {
+          await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
+          expect(logs.join('\n')).toMatch(/could not be rebuilt \(restore: mark 1000 ends stream 1 at 1000000/);
+          const restored = second.sessions.get(session.id)!;
+          expect([...restored.processes.keys()]).toEqual([good.id]);
+        } finally {
+          await second.close({ keep: false });
+        }
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
 });

@@ -209,28 +209,32 @@ export class KeptServer {
     for (const a of this.adopted) {
       const session = a.meta ? sessions.get(a.meta.session) : undefined;
       if (!a.meta || !session || !byId.has(a.meta.session) || session.processes.has(a.meta.process)) {
-        this.log('warn', `state dir: keeper ${basename(a.socketPath)} belongs to no recorded session: its processes are killed`);
-        a.child.child.killTree();
-        a.child.child.kept?.release();
-        a.child.begin();
+        this.dismiss(a, 'belongs to no recorded session');
         continue;
       }
-      const proc = ManagedProcess.adopt(
-        {
-          processId: a.meta.process,
-          argv: a.meta.argv,
-          cwd: '/',
-          env: {},
-          tty: a.meta.tty,
-          pipeStdin: a.meta.stdin,
-          limits: session.limits.output,
-          clientAcks: session.clientAcks,
-          memory: state.memory,
-          handle: a.meta.handle,
-        },
-        session,
-        a.child,
-      );
+      let proc: ManagedProcess;
+      try {
+        proc = ManagedProcess.adopt(
+          {
+            processId: a.meta.process,
+            argv: a.meta.argv,
+            cwd: '/',
+            env: {},
+            tty: a.meta.tty,
+            pipeStdin: a.meta.stdin,
+            limits: session.limits.output,
+            clientAcks: session.clientAcks,
+            memory: state.memory,
+            handle: a.meta.handle,
+          },
+          session,
+          a.child,
+        );
+      } catch (err) {
+        // Its dump does not fit together (OutputLog.restore): that process is lost, the rest is not.
+        this.dismiss(a, `could not be rebuilt (${(err as Error).message})`);
+        continue;
+      }
       session.adoptProcess(proc);
       state.monitor.processStarted(session, proc, a.meta.argv);
       // It takes its room on this server as a start would (it runs whatever the caps say now).
@@ -243,6 +247,14 @@ export class KeptServer {
     }
     this.adopted = [];
     this.records = [];
+  }
+
+  /** An adopted keeper this server cannot use: its tree is killed and it ends. */
+  private dismiss(a: Adopted, why: string): void {
+    this.log('warn', `state dir: keeper ${basename(a.socketPath)} ${why}: its processes are killed`);
+    a.child.child.killTree();
+    a.child.child.kept?.release();
+    a.child.begin();
   }
 
   /** The server stops and keeps: every session's keepers are let go of, alive. */
