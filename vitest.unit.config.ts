@@ -41,6 +41,7 @@ export const unitTests = [
   'server-process-parts',
   'server-session-store',
   'server-state-dir',
+  'session-handles',
   'serve-keep-policy',
   'server-stdio-lines',
   'supervisor-diagnosis',
