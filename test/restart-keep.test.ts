@@ -224,6 +224,34 @@ describe('tether serve with a state dir: a successor adopts the running processe
   );
 
   it(
+    'the socket of a keeper killed outright (nothing listens) is removed by the next server',
+    async () => {
+      const dir = stateDir();
+      const first = await serve(dir, 0, '60s');
+      const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-stale', recoveryDeadlineMs: 1_000 });
+      try {
+        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
+        proc.on('error', () => {});
+        const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        first.child.kill('SIGKILL');
+        await first.exited;
+        process.kill(keeperPid, 'SIGKILL');
+        process.kill(-pid, 'SIGKILL');
+        await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
+        expect(readdirSync(join(dir, 'k'))).toHaveLength(1);
+        const second = await serve(dir, first.port, '60s');
+        expect(readdirSync(join(dir, 'k'))).toEqual([]);
+        await until(() => /stale socket removed/.test(second.stderr()), 10_000, 'logged');
+        second.child.kill('SIGKILL');
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'Codex dialect (process/start, process/read, process/write), with a token: a write re-sent to the successor under its writeId is not applied twice, and reads carry on',
     async () => {
       const dir = stateDir();

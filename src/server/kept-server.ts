@@ -75,9 +75,6 @@ export interface KeptServerOptions {
 }
 
 export class KeptServer {
-  /** Sessions restored, for `adopted` in session/list (h3's flag) and logs. */
-  readonly adoptedSessions = new Set<string>();
-
   private constructor(
     readonly dir: StateDir,
     private readonly store: SessionStore,
@@ -102,13 +99,19 @@ export class KeptServer {
           });
           adopted.push({ socketPath, meta, child });
         } catch (err) {
-          opts.log('warn', `state dir: keeper ${basename(socketPath)} not adopted: ${(err as Error).message}`);
+          // Nothing listens there (its keeper was killed outright): a stale file, removed.
+          const stale = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
+          if (stale) rmSync(socketPath, { force: true });
+          opts.log('warn', `state dir: keeper ${basename(socketPath)} not adopted: ${(err as Error).message}${stale ? ' (stale socket removed)' : ''}`);
         }
       }
       const records = await store.loadAll();
       return new KeptServer(dir, store, opts.adoptWithinMs, opts.log, adopted, records);
     } catch (err) {
-      for (const a of adopted) a.child.child.killTree();
+      for (const a of adopted) {
+        a.child.child.killTree();
+        a.child.child.kept?.release();
+      }
       await dir.release();
       throw err;
     }
@@ -204,7 +207,6 @@ export class KeptServer {
       session.restoreDetached(record.nextHandle);
       session.markAdopted();
       sessions.set(record.id, session);
-      this.adoptedSessions.add(record.id);
     }
     for (const a of this.adopted) {
       const session = a.meta ? sessions.get(a.meta.session) : undefined;
