@@ -429,8 +429,8 @@ describe('tether serve with a state dir: a successor adopts the running processe
         await first.close();
         const second = await startServer({ port: first.port, stateDir: dir, adoptWithinMs: 60_000, logger: (_level, message) => logs.push(message) });
         try {
-          await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
           expect(logs.join('\n')).toMatch(/could not be rebuilt \(restore: mark 1000 ends stream 1 at 1000000/);
+          await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
           const restored = second.sessions.get(session.id)!;
           expect([...restored.processes.keys()]).toEqual([good.id]);
         } finally {

@@ -29,7 +29,7 @@ import { adoptChild } from './spawn.js';
 import { openStateDir, type StateDir } from './state-dir.js';
 
 /** How long one keeper has to hand itself over (connect, descriptors, dump) at start. */
-const ADOPT_TIMEOUT_MS = 3_000;
+const ADOPT_TIMEOUT_MS = 10_000;
 /** Output a keeper may retain beyond what the server's log can hold (bytes in flight between them). */
 const CAP_SLACK_BYTES = 1024 * 1024;
 
