@@ -256,6 +256,8 @@ export class KeptServer {
     this.log('warn', `state dir: keeper ${basename(a.socketPath)} ${why}: its processes are killed`);
     a.child.child.killTree();
     a.child.child.kept?.release();
+    // Drained without keeping anything: a keeper with output left to forward would wait for us.
+    a.child.child.setReading(true);
     a.child.begin();
   }
 
