@@ -4,7 +4,8 @@
  * nothing. Also: finding processes by a marker in their argv, across the whole machine.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
+import { chmodSync, chownSync, existsSync, mkdtempSync, readdirSync, readFileSync, readlinkSync, rmSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -38,16 +39,26 @@ export interface ServerProcess {
   dispose(): Promise<void>;
 }
 
-export async function startServerProcess(
-  options: { user?: ServerUser; args?: string[]; env?: Record<string, string> } = {},
-): Promise<ServerProcess> {
+export interface ServerProcessOptions {
+  user?: ServerUser;
+  args?: string[];
+  env?: Record<string, string>;
+  /** Listen on this loopback port (default 0: any free port). A successor passes its predecessor's. */
+  port?: number;
+  /** `--state-dir` (a path, or 'none'); absent: 'none' unless `args` has a --state-dir. */
+  stateDir?: string;
+}
+
+export async function startServerProcess(options: ServerProcessOptions = {}): Promise<ServerProcess> {
   const user = options.user ?? 'self';
   const home = mkdtempSync(join(tmpdir(), 'tether-srv-'));
   if (user === 'nobody') chownSync(home, NOBODY, NOBODY);
   const extra = options.args ?? [];
-  // Today's behaviour unless the test asks for a state dir (issue #27).
-  const stateDir = extra.some((a) => a.startsWith('--state-dir')) ? [] : ['--state-dir', 'none'];
-  const serveArgs = [BIN, 'serve', '--listen', 'ws://127.0.0.1:0', '--log-level', 'info', ...stateDir, ...extra];
+  // Today's behaviour (--state-dir none) unless the test asks for a state dir (issue #27).
+  const askedStateDir = options.stateDir !== undefined || extra.some((a) => a.startsWith('--state-dir'));
+  const stateArgs = options.stateDir !== undefined ? ['--state-dir', options.stateDir] : askedStateDir ? [] : ['--state-dir', 'none'];
+  const listen = `ws://127.0.0.1:${options.port ?? 0}`;
+  const serveArgs = [BIN, 'serve', '--listen', listen, '--log-level', 'info', ...stateArgs, ...extra];
   const [file, args] =
     user === 'nobody'
       ? ['/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, ...serveArgs]]
@@ -131,4 +142,88 @@ export async function eventually(cond: () => boolean, timeoutMs: number, interva
     if (Date.now() >= deadline) return false;
     await new Promise((r) => setTimeout(r, intervalMs));
   }
+}
+
+/** A loopback TCP port free right now (a server started soon after binds it; a successor reuses it). */
+export function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const probe = createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address() as { port: number };
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+/** A fresh state directory for `tether serve --state-dir`, owned by `user`, mode 0700 (issue #27). */
+export function makeStateDir(user: ServerUser): string {
+  const dir = mkdtempSync(join(tmpdir(), 'tether-st-'));
+  chmodSync(dir, 0o700);
+  if (user === 'nobody') chownSync(dir, NOBODY, NOBODY);
+  return dir;
+}
+
+/** Socket files left in a state dir's `k/` (one per kept keeper). */
+export function keeperSocketFiles(stateDir: string): string[] {
+  try {
+    return readdirSync(join(stateDir, 'k')).filter((name) => name.endsWith('.sock'));
+  } catch {
+    return [];
+  }
+}
+
+/**
+ * Pids of the processes that hold a listening Unix socket bound under `stateDir`/k: the
+ * kept keepers (found through /proc/net/unix inodes and /proc/PID/fd, whatever their argv).
+ */
+export function keeperPids(stateDir: string): number[] {
+  const prefix = join(stateDir, 'k') + '/';
+  const inodes = new Set<string>();
+  for (const line of readFileSync('/proc/net/unix', 'utf8').split('\n').slice(1)) {
+    const cols = line.trim().split(/\s+/);
+    // Num RefCount Protocol Flags Type St Inode [Path]; St 01 = listening (unconnected).
+    if (cols.length >= 8 && cols[7]!.startsWith(prefix)) inodes.add(cols[6]!);
+  }
+  if (inodes.size === 0) return [];
+  const pids: number[] = [];
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let fds: string[];
+    try {
+      fds = readdirSync(`/proc/${entry}/fd`);
+    } catch {
+      continue;
+    }
+    for (const fd of fds) {
+      let target: string;
+      try {
+        target = readlinkSync(`/proc/${entry}/fd/${fd}`);
+      } catch {
+        continue;
+      }
+      const m = /^socket:\[(\d+)\]$/.exec(target);
+      if (m && inodes.has(m[1]!)) {
+        pids.push(Number(entry));
+        break;
+      }
+    }
+  }
+  return pids;
+}
+
+/**
+ * Test cleanup for a state dir: SIGTERM every keeper still listening there (a kept keeper
+ * kills its tree on SIGTERM), wait until they are gone, remove the dir.
+ */
+export async function disposeStateDir(stateDir: string): Promise<void> {
+  for (const pid of keeperPids(stateDir)) {
+    try {
+      process.kill(pid, 'SIGTERM');
+    } catch {
+      // gone meanwhile
+    }
+  }
+  await eventually(() => keeperPids(stateDir).length === 0, 5_000);
+  rmSync(stateDir, { recursive: true, force: true });
 }

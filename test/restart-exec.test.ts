@@ -1,0 +1,51 @@
+/**
+ * `tether exec` across a restart of its server (issue #27, "Must show"): a paced producer
+ * (60 numbered lines, then exit 7) runs under `tether exec` against a `tether serve` with a
+ * state dir; after line 10 the server is killed -9, or gets SIGTERM; a successor starts on
+ * the same port and state dir, as the same user. The client exits 7 with every line once and
+ * in order; after SIGTERM it said the server was restarting (and never waited out a backoff
+ * for nothing: its recovery deadline is far beyond the test's timeout).
+ */
+import { randomUUID } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { restartingLine } from '../src/util/stop-notices.js';
+import { spawnTether } from './helpers/cli.js';
+import { ADOPT_WITHIN_MS, startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { serverUsers } from './helpers/server-process.js';
+
+const TEST_TIMEOUT_MS = 45_000;
+const LINES = 60;
+const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
+
+let restartables: RestartableServer[] = [];
+afterEach(async () => {
+  for (const r of restartables.splice(0)) await r.dispose();
+});
+
+describe.each(serverUsers())('tether exec across a server restart (server runs as %s)', (user) => {
+  for (const ending of ['SIGKILL', 'SIGTERM'] as const) {
+    it(
+      `${ending}: the successor adopts the process; exec exits 7 with lines 1..${LINES} once, in order`,
+      async () => {
+        const server = await startRestartableServer(user);
+        restartables.push(server);
+        const marker = `producer-${randomUUID()}`;
+        const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
+        const cli = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], {
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        const out = watchOutput(cli);
+        await out.waitStdout('line 10\n');
+        const stopped = await server.stop(ending);
+        if (ending === 'SIGTERM') expect(stopped, server.current.stderr()).toMatchObject({ code: 0 });
+        await server.successor();
+        const { code } = await out.closed;
+        expect(code, out.stderr()).toBe(7);
+        expect(out.stdout()).toBe(EXPECTED);
+        if (ending === 'SIGTERM') expect(out.stderr()).toContain(`tether exec: ${restartingLine(ADOPT_WITHIN_MS)}\n`);
+        expect(out.stderr()).not.toMatch(/unknown session|session (is )?lost|server stopped/);
+      },
+      TEST_TIMEOUT_MS,
+    );
+  }
+});
