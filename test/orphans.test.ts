@@ -10,43 +10,60 @@
  *                                                  closed and forgotten by the session)
  * plus `process/terminate` of a process whose child outlived it. Survivors are found by a
  * unique marker in their argv (the sleep duration), anywhere on the machine.
+ *
+ * Every ending runs twice (issue #27): with `--state-dir none`, as above; and with a state
+ * dir, where a server that dies or stops leaves its keepers running for `--adopt-within`
+ * (2 s here): every escapee is alive right after the server exited, and with no successor
+ * nothing is left one second after that time: no process, no keeper, no socket in DIR/k.
  */
 import { randomInt } from 'node:crypto';
-import { chownSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RawClient } from './helpers/raw-client.js';
-import { eventually, NOBODY, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from './helpers/server-process.js';
+import {
+  disposeStateDir,
+  eventually,
+  keeperPids,
+  keeperSocketFiles,
+  makeStateDir,
+  processesWithMarker,
+  serverUsers,
+  startServerProcess,
+  type ServerProcess,
+} from './helpers/server-process.js';
 
 const CWD = 'file:///tmp';
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 const b64 = (s: string) => Buffer.from(s).toString('base64');
 
+/** How long keepers wait for an adopter in the state-dir runs. */
+const ADOPT_WITHIN_MS = 2_000;
+
 let servers: ServerProcess[] = [];
 let clients: RawClient[] = [];
-const stateDirs: string[] = [];
+let stateDirs: string[] = [];
 afterEach(async () => {
   for (const c of clients.splice(0)) await c.close().catch(() => {});
   for (const s of servers.splice(0)) await s.dispose();
-  for (const d of stateDirs.splice(0)) rmSync(d, { recursive: true, force: true });
+  for (const d of stateDirs.splice(0)) await disposeStateDir(d);
 });
 
-/** A state dir the server's user creates itself (issue #27), in a parent of its own. */
-function keptStateDir(user: 'self' | 'nobody'): string {
-  const parent = mkdtempSync(join(tmpdir(), 'tether-orphans-'));
-  stateDirs.push(parent);
-  if (user === 'nobody') chownSync(parent, NOBODY, NOBODY);
-  return join(parent, 'state');
-}
+/** 'none': `--state-dir none` (no keeper outlives its server); 'kept': a state dir of its own. */
+type Mode = 'none' | 'kept';
 
-async function serve(user: 'self' | 'nobody', args: string[] = []): Promise<{ server: ServerProcess; client: RawClient; sessionId: string }> {
-  const server = await startServerProcess({ user, args });
+async function serve(
+  user: 'self' | 'nobody',
+  mode: Mode,
+  args: string[] = [],
+): Promise<{ server: ServerProcess; client: RawClient; sessionId: string; stateDir: string }> {
+  const stateDir = mode === 'none' ? 'none' : makeStateDir(user);
+  if (mode === 'kept') stateDirs.push(stateDir);
+  const modeArgs = mode === 'none' ? [] : ['--adopt-within', `${ADOPT_WITHIN_MS}ms`];
+  const server = await startServerProcess({ user, stateDir, args: [...modeArgs, ...args] });
   servers.push(server);
   const client = await RawClient.connect(server.url);
   clients.push(client);
   const { sessionId } = await client.handshake();
-  return { server, client, sessionId };
+  return { server, client, sessionId, stateDir };
 }
 
 /** A sleep duration no other process on the machine has in its argv. */
@@ -82,75 +99,95 @@ async function survivorsAfterASecond(marks: string[]): Promise<string[]> {
   return left.map((m) => `${SCENARIOS[marks.indexOf(m)] ?? m}: pids ${processesWithMarker(m).join(' ')}`);
 }
 
+/**
+ * The kept run of a server's ending: every escapee alive once the server exited; all gone,
+ * with their keepers and sockets, within a second after `--adopt-within` — and not before it.
+ */
+async function expectKeptThenGone(stateDir: string, marks: string[], signalledAt: number, exitedAt: number): Promise<void> {
+  const missing = marks.filter((m) => processesWithMarker(m, 'sleep').length === 0);
+  expect(missing.map((m) => SCENARIOS[marks.indexOf(m)]), 'escapees alive right after the server exited').toEqual([]);
+  const keepers = keeperPids(stateDir);
+  expect(keepers.length, 'keepers listening in DIR/k').toBeGreaterThanOrEqual(marks.length);
+  const gone = () => marks.every((m) => processesWithMarker(m).length === 0) && keepers.every((pid) => !alive(pid));
+  const within = exitedAt + ADOPT_WITHIN_MS + 1_000 - Date.now();
+  await eventually(gone, within, 10);
+  const goneAt = Date.now();
+  const left = marks.filter((m) => processesWithMarker(m).length > 0);
+  expect(left.map((m) => `${SCENARIOS[marks.indexOf(m)]}: pids ${processesWithMarker(m).join(' ')}`)).toEqual([]);
+  expect(keepers.filter(alive), 'keepers alive').toEqual([]);
+  expect(keeperSocketFiles(stateDir), 'sockets left in DIR/k').toEqual([]);
+  // Not killed before the time was up (the countdown starts when the server is gone).
+  expect(goneAt - signalledAt).toBeGreaterThanOrEqual(ADOPT_WITHIN_MS);
+}
+
+function alive(pid: number): boolean {
+  try {
+    process.kill(pid, 0);
+    return true;
+  } catch (error) {
+    return (error as NodeJS.ErrnoException).code === 'EPERM';
+  }
+}
+
 describe.each(serverUsers())('no orphans (server runs as %s)', (user) => {
-  for (const signal of ['SIGKILL', 'SIGHUP', 'SIGTERM'] as const) {
-    it(`${signal} to the server kills every descendant of every session`, async () => {
-      const { server, client } = await serve(user);
-      const marks = markers(5);
-      await startEscapees(client, marks);
-      server.child.kill(signal);
-      await server.exited;
-      expect(await survivorsAfterASecond(marks)).toEqual([]);
-    });
-  }
-
-  // With a state dir (issue #27) the same endings keep every tree for --adopt-within (for a
-  // successor to adopt); with none coming, nothing is left a second after it.
-  for (const signal of ['SIGKILL', 'SIGHUP', 'SIGTERM'] as const) {
-    it(`with a state dir, ${signal} to the server: every descendant lives on until --adopt-within, then nothing is left`, async () => {
-      const stateDir = keptStateDir(user);
-      const { server, client } = await serve(user, ['--state-dir', stateDir, '--adopt-within', '1s']);
-      const marks = markers(5);
-      await startEscapees(client, marks);
-      server.child.kill(signal);
-      await server.exited;
-      expect(marks.filter((m) => processesWithMarker(m, 'sleep').length === 0), 'escapees killed with the server').toEqual([]);
-      const alive = () => marks.filter((m) => processesWithMarker(m).length > 0);
-      await eventually(() => alive().length === 0, 2_000);
-      expect(alive().map((m) => `${SCENARIOS[marks.indexOf(m)] ?? m}: pids ${processesWithMarker(m).join(' ')}`)).toEqual([]);
-      expect(readdirSync(join(stateDir, 'k')), 'keeper sockets left').toEqual([]);
-    });
-  }
-
-  // These endings are the server's own doing: the same with a state dir (issue #27).
-  for (const kept of [false, true]) {
-  const withDir = (args: string[]) => (kept ? [...args, '--state-dir', keptStateDir(user)] : args);
-  const named = (name: string) => (kept ? `${name} (with a state dir)` : name);
-
-  it(named('session expiry kills every descendant, also of a process already closed and forgotten'), async () => {
-    const { server, client, sessionId } = await serve(user, withDir(['--session-ttl', '300ms', '--closed-retention', '100ms']));
-    const marks = markers(5);
-    await startEscapees(client, marks);
-    // (e)'s shell has exited and its output is closed: once the server forgot the process,
-    // only its keeper still knows about the nohup'ed sleep.
-    await client.waitClosed('e');
-    let unknown = false;
-    for (let i = 0; i < 100 && !unknown; i++) {
-      const reply = await client.call('process/read', { processId: 'e' });
-      unknown = reply.error !== undefined;
-      if (!unknown) await new Promise((r) => setTimeout(r, 50));
+  describe.each(['none', 'kept'] as const)('state dir: %s', (mode) => {
+    for (const signal of ['SIGKILL', 'SIGHUP', 'SIGTERM'] as const) {
+      const title =
+        mode === 'none'
+          ? `${signal} to the server kills every descendant of every session`
+          : `${signal} to the server with no successor: everything lives until --adopt-within, then nothing is left`;
+      it(title, async () => {
+        const { server, client, stateDir } = await serve(user, mode);
+        const marks = markers(5);
+        await startEscapees(client, marks);
+        const signalledAt = Date.now();
+        server.child.kill(signal);
+        await server.exited;
+        const exitedAt = Date.now();
+        if (mode === 'none') expect(await survivorsAfterASecond(marks)).toEqual([]);
+        else await expectKeptThenGone(stateDir, marks, signalledAt, exitedAt);
+      }, 15_000);
     }
-    expect(unknown, 'the closed process was removed from the session').toBe(true);
-    await client.drop();
-    await server.waitForLog(new RegExp(`session ${sessionId.slice(0, 8)}\\S* expired`));
-    expect(await survivorsAfterASecond(marks)).toEqual([]);
-  });
 
-  it(named('process/terminate kills what a process left behind after it exited'), async () => {
-    const { client } = await serve(user, withDir([]));
-    const [mark] = markers(1) as [string];
-    await client.request('process/start', {
-      processId: 'parent',
-      argv: ['/bin/sh', '-c', `sleep ${mark} >/dev/null 2>&1 & setsid -f sleep ${mark} >/dev/null 2>&1; echo started`],
-      cwd: CWD,
-      env: ENV,
-      tty: false,
+    it('session expiry kills every descendant, also of a process already closed and forgotten', async () => {
+      const { server, client, sessionId, stateDir } = await serve(user, mode, ['--session-ttl', '300ms', '--closed-retention', '100ms']);
+      const marks = markers(5);
+      await startEscapees(client, marks);
+      // (e)'s shell has exited and its output is closed: once the server forgot the process,
+      // only its keeper still knows about the nohup'ed sleep.
+      await client.waitClosed('e');
+      let unknown = false;
+      for (let i = 0; i < 100 && !unknown; i++) {
+        const reply = await client.call('process/read', { processId: 'e' });
+        unknown = reply.error !== undefined;
+        if (!unknown) await new Promise((r) => setTimeout(r, 50));
+      }
+      expect(unknown, 'the closed process was removed from the session').toBe(true);
+      await client.drop();
+      await server.waitForLog(new RegExp(`session ${sessionId.slice(0, 8)}\\S* expired`));
+      expect(await survivorsAfterASecond(marks)).toEqual([]);
+      if (mode === 'kept') {
+        // The expired session's keepers were released: they exit and take their sockets along.
+        await eventually(() => keeperSocketFiles(stateDir).length === 0, 1_000);
+        expect(keeperSocketFiles(stateDir), 'sockets left in DIR/k').toEqual([]);
+      }
     });
-    await client.waitClosed('parent');
-    expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 2, 5_000)).toBe(true);
-    // Codex semantics kept: the process itself had exited, so running is false.
-    expect(await client.request('process/terminate', { processId: 'parent' })).toEqual({ running: false });
-    expect(await survivorsAfterASecond([mark])).toEqual([]);
+
+    it('process/terminate kills what a process left behind after it exited', async () => {
+      const { client } = await serve(user, mode);
+      const [mark] = markers(1) as [string];
+      await client.request('process/start', {
+        processId: 'parent',
+        argv: ['/bin/sh', '-c', `sleep ${mark} >/dev/null 2>&1 & setsid -f sleep ${mark} >/dev/null 2>&1; echo started`],
+        cwd: CWD,
+        env: ENV,
+        tty: false,
+      });
+      await client.waitClosed('parent');
+      expect(await eventually(() => processesWithMarker(mark, 'sleep').length === 2, 5_000)).toBe(true);
+      // Codex semantics kept: the process itself had exited, so running is false.
+      expect(await client.request('process/terminate', { processId: 'parent' })).toEqual({ running: false });
+      expect(await survivorsAfterASecond([mark])).toEqual([]);
+    });
   });
-  }
 });
