@@ -22,6 +22,7 @@ import { RawClient } from './helpers/raw-client.js';
 import {
   disposeStateDir,
   eventually,
+  isLive,
   keeperPids,
   keeperSocketFiles,
   makeStateDir,
@@ -108,26 +109,18 @@ async function expectKeptThenGone(stateDir: string, marks: string[], signalledAt
   expect(missing.map((m) => SCENARIOS[marks.indexOf(m)]), 'escapees alive right after the server exited').toEqual([]);
   const keepers = keeperPids(stateDir);
   expect(keepers.length, 'keepers listening in DIR/k').toBeGreaterThanOrEqual(marks.length);
-  const gone = () => marks.every((m) => processesWithMarker(m).length === 0) && keepers.every((pid) => !alive(pid));
+  const gone = () => marks.every((m) => processesWithMarker(m).length === 0) && keepers.every((pid) => !isLive(pid));
   const within = exitedAt + ADOPT_WITHIN_MS + 1_000 - Date.now();
   await eventually(gone, within, 10);
   const goneAt = Date.now();
   const left = marks.filter((m) => processesWithMarker(m).length > 0);
   expect(left.map((m) => `${SCENARIOS[marks.indexOf(m)]}: pids ${processesWithMarker(m).join(' ')}`)).toEqual([]);
-  expect(keepers.filter(alive), 'keepers alive').toEqual([]);
+  expect(keepers.filter(isLive), 'keepers alive').toEqual([]);
   expect(keeperSocketFiles(stateDir), 'sockets left in DIR/k').toEqual([]);
   // Not killed before the time was up (the countdown starts when the server is gone).
   expect(goneAt - signalledAt).toBeGreaterThanOrEqual(ADOPT_WITHIN_MS);
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (error) {
-    return (error as NodeJS.ErrnoException).code === 'EPERM';
-  }
-}
 
 describe.each(serverUsers())('no orphans (server runs as %s)', (user) => {
   describe.each(['none', 'kept'] as const)('state dir: %s', (mode) => {

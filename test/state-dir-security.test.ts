@@ -12,6 +12,7 @@ import { RawClient } from './helpers/raw-client.js';
 import {
   disposeStateDir,
   eventually,
+  isLive,
   freePort,
   keeperPids,
   keeperSocketFiles,
@@ -80,14 +81,6 @@ async function orphanedKeeperOfNobody(): Promise<{ stateDir: string; port: numbe
   return { stateDir, port, sessionId, marker, keepers };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
-}
 
 describe('state dir checks', () => {
   it(
@@ -113,7 +106,7 @@ describe.skipIf(!CROSS_USER)('state dirs and keepers of another user (root and n
       expect(message).toContain(orphan.stateDir);
       expect(message).toMatch(/owned by uid 65534/);
       // Nothing touched: the keeper and its command live, the socket is there…
-      expect(orphan.keepers.filter(alive)).toEqual(orphan.keepers);
+      expect(orphan.keepers.filter(isLive)).toEqual(orphan.keepers);
       expect(processesWithMarker(orphan.marker, 'sleep').length).toBe(1);
       expect(keeperSocketFiles(orphan.stateDir).length).toBe(1);
       // …and its rightful successor (nobody, same state dir) adopts it and resumes the session.
@@ -147,7 +140,7 @@ describe.skipIf(!CROSS_USER)('state dirs and keepers of another user (root and n
         });
       });
       expect(received, 'bytes (fds, dump) sent to a stranger').toBe(0);
-      expect(orphan.keepers.filter(alive)).toEqual(orphan.keepers);
+      expect(orphan.keepers.filter(isLive)).toEqual(orphan.keepers);
       expect(processesWithMarker(orphan.marker, 'sleep').length).toBe(1);
       // Still waiting for its own server: nobody's successor adopts it.
       const successor = await serve('nobody', orphan.stateDir, orphan.port);
@@ -173,7 +166,7 @@ describe.skipIf(!CROSS_USER)('state dirs and keepers of another user (root and n
       const root = await serve('self', ours);
       // Adoption is done once it listens, or once /readyz no longer says "adopting".
       expect(await readyStatus(root.url), '/readyz once adoption is done').toBe(200);
-      expect(orphan.keepers.filter(alive), "nobody's keeper").toEqual(orphan.keepers);
+      expect(orphan.keepers.filter(isLive), "nobody's keeper").toEqual(orphan.keepers);
       expect(processesWithMarker(orphan.marker, 'sleep').length, "nobody's command").toBe(1);
     },
     TEST_TIMEOUT_MS,

@@ -227,3 +227,20 @@ export async function disposeStateDir(stateDir: string): Promise<void> {
   await eventually(() => keeperPids(stateDir).length === 0, 5_000);
   rmSync(stateDir, { recursive: true, force: true });
 }
+
+/**
+ * Whether `pid` is a live process: not gone and not a zombie (a dead keeper reparented to a
+ * pid 1 that does not reap — as in some containers — stays a zombie, and kill(pid, 0) still
+ * succeeds on it).
+ */
+export function isLive(pid: number): boolean {
+  let stat: string;
+  try {
+    stat = readFileSync(`/proc/${pid}/stat`, 'latin1');
+  } catch {
+    return false;
+  }
+  // pid (comm) state …: comm may hold spaces and parentheses, the state follows the last ')'.
+  const state = stat.slice(stat.lastIndexOf(')') + 2, stat.lastIndexOf(')') + 3);
+  return state !== 'Z' && state !== 'X';
+}
