@@ -39,7 +39,7 @@ describe.each(serverUsers())('tether exec across a server restart (server runs a
         const stopped = await server.stop(ending);
         if (ending === 'SIGTERM') expect(stopped, server.current.stderr()).toMatchObject({ code: 0 });
         await server.successor();
-        const { code } = await out.closed;
+        const { code } = await out.closedWithin(20_000, () => `server: ${server.current.stderr().slice(-1500)}`);
         expect(code, out.stderr()).toBe(7);
         expect(out.stdout()).toBe(EXPECTED);
         if (ending === 'SIGTERM') expect(out.stderr()).toContain(`tether exec: ${restartingLine(ADOPT_WITHIN_MS)}\n`);

@@ -76,7 +76,7 @@ describe.each(serverUsers())('tether mcp across kill -9 of the tether server (se
       expect(all[2]!.result?.content[0]?.text).toBe(`slow calls 1 pid ${done![1]}`);
 
       bridge.stdin!.end();
-      const { code } = await out.closed;
+      const { code } = await out.closedWithin(20_000, () => `server: ${server.current.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(0);
       expect(replies(out.stdout()).map((r) => r.id)).toEqual([1, 2, 3]);
     },

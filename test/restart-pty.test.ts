@@ -45,7 +45,7 @@ describe.each(serverUsers())('a shell on a pty across kill -9 of its server (ser
       expect(history).toBe('echo "pid=$$ tag=$TAG"; x=41');
 
       cli.stdin!.write('exit 3\n');
-      const { code } = await out.closed;
+      const { code } = await out.closedWithin(20_000, () => `server: ${server.current.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(3);
       expect(out.stderr()).not.toMatch(/unknown session|session (is )?lost|server stopped/);
     },

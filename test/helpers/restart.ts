@@ -80,6 +80,8 @@ export function watchOutput(child: ChildProcess): {
   waitStdout(text: string | RegExp, timeoutMs?: number): Promise<void>;
   waitStderr(text: string | RegExp, timeoutMs?: number): Promise<void>;
   closed: Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
+  /** `closed`, or a rejection after `timeoutMs` saying what the child printed (and `context()`). */
+  closedWithin(timeoutMs: number, context?: () => string): Promise<{ code: number | null; signal: NodeJS.Signals | null }>;
 } {
   const text = { stdout: '', stderr: '' };
   const waiters = new Set<() => void>();
@@ -116,5 +118,16 @@ export function watchOutput(child: ChildProcess): {
       });
       check();
     });
-  return { stdout: () => text.stdout, stderr: () => text.stderr, waitStdout: wait('stdout'), waitStderr: wait('stderr'), closed };
+  const closedWithin = (timeoutMs: number, context: () => string = () => '') =>
+    new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve, reject) => {
+      const timer = setTimeout(
+        () => reject(new Error(`still running after ${timeoutMs} ms; stdout: ${text.stdout.slice(-500)}; stderr: ${text.stderr.slice(-1500)}; ${context()}`)),
+        timeoutMs,
+      );
+      void closed.then((result) => {
+        clearTimeout(timer);
+        resolve(result);
+      });
+    });
+  return { stdout: () => text.stdout, stderr: () => text.stderr, waitStdout: wait('stdout'), waitStderr: wait('stderr'), closed, closedWithin };
 }
