@@ -39,11 +39,11 @@ describe('a process whose keeper died while no server ran', () => {
       for (const pid of keepers) process.kill(pid, 'SIGKILL');
       expect(await eventually(() => keepers.every((pid) => !isLive(pid)), 5_000)).toBe(true);
       await server.successor();
-      // The dead keeper's socket (nobody listens: ECONNREFUSED) is not left behind.
-      expect(keeperSocketFiles(server.stateDir)).toEqual([]);
       const { code } = await out.closedWithin(10_000, () => `server: ${server.current.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(255);
       expect(out.stderr()).toMatch(/lost|killed|gone/i);
+      // The dead keeper's socket (nobody listens: ECONNREFUSED) is not left behind.
+      expect(keeperSocketFiles(server.stateDir)).toEqual([]);
     },
     TEST_TIMEOUT_MS,
   );
