@@ -52,45 +52,47 @@ class Reader {
   }
 }
 
-describe.each(serverUsers())('a Codex client (process/start, process/read) across kill -9 of the server (server runs as %s)', (user) => {
-  it(
-    'resumes its session on the successor and reads every line once, in order, and exit code 7',
-    async () => {
-      const server = await startRestartableServer(user);
-      restartables.push(server);
-      const first = await RawClient.connect(server.url);
-      clients.push(first);
-      const { sessionId } = await first.handshake('codex-environment');
-      const marker = `codex-producer-${randomUUID()}`;
-      const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
-      await first.request('process/start', { processId: 'p', argv: ['sh', '-c', producer, marker], cwd: 'file:///tmp', env: ENV, tty: false });
+describe.each(serverUsers())('a Codex client (process/start, process/read) across a restart of the server (server runs as %s)', (user) => {
+  for (const ending of ['SIGKILL', 'SIGTERM'] as const) {
+    it(
+      `${ending}: resumes its session on the successor and reads every line once, in order, and exit code 7`,
+      async () => {
+        const server = await startRestartableServer(user);
+        restartables.push(server);
+        const first = await RawClient.connect(server.url);
+        clients.push(first);
+        const { sessionId } = await first.handshake('codex-environment');
+        const marker = `codex-producer-${randomUUID()}`;
+        const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
+        await first.request('process/start', { processId: 'p', argv: ['sh', '-c', producer, marker], cwd: 'file:///tmp', env: ENV, tty: false });
 
-      const reader = new Reader();
-      const deadline = Date.now() + 15_000;
-      while (!reader.stdout.includes('line 10\n')) {
-        expect(Date.now() < deadline, `line 10 within 15 s; got ${reader.stdout}`).toBe(true);
-        await reader.read(first, 'p');
-      }
-      expect(reader.last!.exited).toBe(false); // mid-output: no read is in flight at the kill
+        const reader = new Reader();
+        const deadline = Date.now() + 15_000;
+        while (!reader.stdout.includes('line 10\n')) {
+          expect(Date.now() < deadline, `line 10 within 15 s; got ${reader.stdout}`).toBe(true);
+          await reader.read(first, 'p');
+        }
+        expect(reader.last!.exited).toBe(false); // mid-output: no read is in flight at the kill
 
-      await server.stop('SIGKILL');
-      await first.closed;
-      await server.successor();
+        await server.stop(ending);
+        await first.closed;
+        await server.successor();
 
-      const second = await RawClient.connect(server.url);
-      clients.push(second);
-      const resumed = await second.handshake('codex-environment', sessionId);
-      expect(resumed.sessionId).toBe(sessionId);
-      while (!reader.last!.closed) {
-        expect(Date.now() < deadline + 20_000, `closed within the test; got ${reader.stdout}`).toBe(true);
-        await reader.read(second, 'p');
-      }
-      expect(reader.stdout).toBe(EXPECTED);
-      expect(reader.last).toMatchObject({ exited: true, exitCode: 7, closed: true });
-      // One sequence: strictly increasing, and the close is the last seq.
-      expect([...reader.seqs].sort((a, b) => a - b)).toEqual(reader.seqs);
-      expect(reader.last!.nextSeq).toBeGreaterThan(reader.afterSeq);
-    },
-    TEST_TIMEOUT_MS,
-  );
+        const second = await RawClient.connect(server.url);
+        clients.push(second);
+        const resumed = await second.handshake('codex-environment', sessionId);
+        expect(resumed.sessionId).toBe(sessionId);
+        while (!reader.last!.closed) {
+          expect(Date.now() < deadline + 20_000, `closed within the test; got ${reader.stdout}`).toBe(true);
+          await reader.read(second, 'p');
+        }
+        expect(reader.stdout).toBe(EXPECTED);
+        expect(reader.last).toMatchObject({ exited: true, exitCode: 7, closed: true });
+        // One sequence: strictly increasing, and the close is the last seq.
+        expect([...reader.seqs].sort((a, b) => a - b)).toEqual(reader.seqs);
+        expect(reader.last!.nextSeq).toBeGreaterThan(reader.afterSeq);
+      },
+      TEST_TIMEOUT_MS,
+    );
+  }
 });
