@@ -1,7 +1,7 @@
 /**
- * The Codex dialect across a crash of the server (issue #27, "Must show"): a client without
+ * The Codex dialect across a crash or restart of the server (issue #27, "Must show"): a client without
  * tether extensions starts a paced producer with `process/start` and reads it only with
- * `process/read`; the server is killed -9 mid-output; a successor starts on the same port and
+ * `process/read`; the server is killed -9 (or gets SIGTERM) mid-output; a successor starts on the same port and
  * state dir; the client resumes its session (`resumeSessionId`) and reads on from the last seq
  * it had: every line once and in order, the seqs continuing those it saw, and exit code 7.
  */
