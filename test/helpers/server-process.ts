@@ -77,9 +77,17 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
   const exited = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) =>
     child.once('exit', (code, signal) => resolve({ code, signal })),
   );
+  let started = false;
   const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    void exited.then(({ code, signal }) => reject(new Error(`tether serve exited (${code ?? signal}) before printing its URL: ${stderr}`)));
+    createInterface({ input: child.stdout! }).once('line', (line) => {
+      started = true;
+      resolve(line);
+    });
+    void exited.then(({ code, signal }) => {
+      if (started) return;
+      rmSync(home, { recursive: true, force: true }); // nobody will dispose() a server that never started
+      reject(new Error(`tether serve exited (${code ?? signal}) before printing its URL: ${stderr}`));
+    });
   });
   const waitForLog = (pattern: RegExp, timeoutMs = 10_000) =>
     new Promise<string>((resolve, reject) => {
