@@ -71,7 +71,7 @@ async function orphanedKeeperOfNobody(): Promise<{ stateDir: string; port: numbe
   const { sessionId } = await client.handshake('security-test');
   const marker = `${4000 + Math.floor(Math.random() * 1000)}.${Date.now() % 1_000_000}`;
   await client.request('process/start', { processId: 'p', argv: ['sh', '-c', `echo ready; exec sleep ${marker}`], cwd: 'file:///tmp', env: ENV, tty: false });
-  await client.waitFor((f) => f.method === 'process/output' && f.params?.processId === 'p');
+  await client.waitFor((f) => f.method === 'process/output' && f.params?.processId === 'p', 10_000, true);
   expect(await eventually(() => processesWithMarker(marker, 'sleep').length === 1, 5_000)).toBe(true);
   server.child.kill('SIGKILL');
   await server.exited;
