@@ -1,14 +1,16 @@
 /**
- * A state dir or keeper socket of another user is never adopted, and a keeper never accepts
- * a stranger (issue #27, "Security"). The cross-user cases need root (to run a server as
- * nobody and as root on the same machine); the mode check runs as anyone.
+ * A state dir or keeper socket of another user is never adopted, a keeper never accepts a
+ * stranger, and a restored session belongs to the token that created it (issue #27,
+ * "Security"). The cross-user cases need root (to run a server as nobody and as root on the
+ * same machine); the mode check and the owner check run as anyone.
  */
-import { chmodSync, mkdtempSync, renameSync, rmSync } from 'node:fs';
+import { chmodSync, mkdtempSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { createConnection } from 'node:net';
 import { tmpdir } from 'node:os';
 import { basename, join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { RawClient } from './helpers/raw-client.js';
+import { startRestartableServer, type RestartableServer } from './helpers/restart.js';
 import {
   disposeStateDir,
   eventually,
@@ -32,7 +34,9 @@ let servers: ServerProcess[] = [];
 let clients: RawClient[] = [];
 let stateDirs: string[] = [];
 let dirs: string[] = [];
+let restartables: RestartableServer[] = [];
 afterEach(async () => {
+  for (const r of restartables.splice(0)) await r.dispose();
   for (const c of clients.splice(0)) await c.drop().catch(() => {});
   for (const s of servers.splice(0)) await s.dispose();
   for (const d of stateDirs.splice(0)) await disposeStateDir(d);
@@ -184,3 +188,40 @@ async function readyStatus(wsUrl: string): Promise<number> {
     await new Promise((r) => setTimeout(r, 50));
   }
 }
+
+describe.each(serverUsers())('owners across a restart (server runs as %s)', (user) => {
+  it(
+    "a restored session is resumed by its own token only, never by another token's client",
+    async () => {
+      const dir = mkdtempSync(join(tmpdir(), 'tether-tokens-'));
+      dirs.push(dir);
+      const tokenFile = join(dir, 'tokens');
+      writeFileSync(tokenFile, 'owner-token-a\nother-token-b\n', { mode: 0o644 });
+      chmodSync(dir, 0o755);
+      const server = await startRestartableServer(user, ['--token-file', tokenFile]);
+      restartables.push(server);
+      const owner = await RawClient.connect(server.url, { token: 'owner-token-a' });
+      clients.push(owner);
+      const { sessionId } = await owner.handshake('owner');
+      await owner.request('process/start', { processId: 'p', argv: ['sh', '-c', 'echo ready; read line; echo "got $line"'], cwd: 'file:///tmp', env: ENV, tty: false, pipeStdin: true });
+      await owner.waitFor((f) => f.method === 'process/output' && f.params?.processId === 'p', 10_000, true);
+      await server.stop('SIGKILL');
+      await server.successor();
+
+      const stranger = await RawClient.connect(server.url, { token: 'other-token-b' });
+      clients.push(stranger);
+      const refused = await stranger.call('initialize', { clientName: 'stranger', resumeSessionId: sessionId });
+      expect(refused.error, 'another token resumes the session').toBeDefined();
+
+      const back = await RawClient.connect(server.url, { token: 'owner-token-a' });
+      clients.push(back);
+      expect((await back.handshake('owner', sessionId)).sessionId).toBe(sessionId);
+      expect(await back.request('process/write', { processId: 'p', chunk: Buffer.from('x\n').toString('base64'), writeId: 'w1' })).toEqual({ status: 'accepted' });
+      await back.waitClosed('p');
+      const read = await back.request('process/read', { processId: 'p', afterSeq: 0 });
+      const text = read.chunks.map((c: { chunk: string }) => Buffer.from(c.chunk, 'base64').toString()).join('');
+      expect(text).toBe('ready\ngot x\n');
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
