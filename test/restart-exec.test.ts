@@ -48,4 +48,29 @@ describe.each(serverUsers())('tether exec across a server restart (server runs a
       TEST_TIMEOUT_MS,
     );
   }
+
+  it(
+    'two crashes in a row (kill -9 after line 10, the successor killed -9 after line 30): a third server adopts, exec exits 7 with every line once',
+    async () => {
+      const server = await startRestartableServer(user);
+      restartables.push(server);
+      const marker = `producer-${randomUUID()}`;
+      const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
+      const cli = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      const out = watchOutput(cli);
+      await out.waitStdout('line 10\n');
+      await server.stop('SIGKILL');
+      await server.successor();
+      await out.waitStdout('line 30\n');
+      await server.stop('SIGKILL');
+      await server.successor();
+      const { code } = await out.closedWithin(20_000, () => `server: ${server.current.stderr().slice(-1500)}`);
+      expect(code, out.stderr()).toBe(7);
+      expect(out.stdout()).toBe(EXPECTED);
+      expect(server.servers.length).toBe(3);
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
