@@ -29,6 +29,7 @@ export const unitTests = [
   'receive-guard',
   'relay-handles',
   'relay-output-batch',
+  'relay-remote-output',
   'server-auth',
   'server-capacity',
   'server-connection-parts',

@@ -40,17 +40,33 @@ describe('OutputBatch', () => {
     ]);
   });
 
-  it('passes a large message on at once, after what was held, and flushes a batch that reached the limit', () => {
+  it('passes a large message on at once, after what was held, and never joins past the limit', () => {
     const { b, got } = batch();
     const big = Buffer.alloc(BATCH_BYTES, 'x');
     b.add('stdout', Buffer.from('s'));
     b.add('stdout', big);
-    expect(got.map(([s, d]) => [s, d.length])).toEqual([['stdout', BATCH_BYTES + 1]]);
-    b.add('stdout', big);
     expect(got.map(([s, d]) => [s, d.length])).toEqual([
-      ['stdout', BATCH_BYTES + 1],
+      ['stdout', 1],
       ['stdout', BATCH_BYTES],
     ]);
+    const half = Buffer.alloc(BATCH_BYTES / 2 + 1, 'y');
+    b.add('stdout', half);
+    b.add('stdout', half); // would not fit: the first half goes on alone
+    expect(got.map(([s, d]) => [s, d.length])).toEqual([
+      ['stdout', 1],
+      ['stdout', BATCH_BYTES],
+      ['stdout', BATCH_BYTES / 2 + 1],
+    ]);
+  });
+
+  it('keeps no reference to what it was given: the caller may reuse its memory at once', async () => {
+    const { b, got } = batch();
+    const reused = Buffer.from('abc');
+    b.add('stdout', reused);
+    reused.fill('z');
+    b.add('stdout', reused);
+    await tick();
+    expect(got).toEqual([['stdout', 'abczzz']]);
   });
 
   it('flush passes on what is held at once (the relay calls it before an end, an exit or a close), and the tick then has nothing left', async () => {

@@ -18,6 +18,14 @@ import { outputEvent, type ProcessEvent, type SequencedEvent, type Sequencer } f
  */
 export const OUTPUT_HIGH_WATER_MARK = 256 * 1024;
 
+/**
+ * Set to true on a sink (`stdout`/`stderr` of spawn) that is done with a chunk once its write
+ * completed, as a socket or a file stream is: its output may then be copied into reused
+ * memory (`memoryFor`). The relay's sinks (relay/remote-output.ts) copy every chunk into their
+ * own log before completing its write.
+ */
+export const doneWhenWritten = Symbol('tether.doneWhenWritten');
+
 type OutputEvent = Extract<SequencedEvent, { type: 'output' }>;
 type IteratorSink = { push(event: ProcessEvent): void; end(error?: Error): void };
 
@@ -88,7 +96,8 @@ export class ProcessOutput {
    */
   memoryFor(stream: OutputStream): ByteArena | null {
     const sink = stream === 'stderr' ? this.stderrSink : this.stdoutSink;
-    if (!sink || this.iterators.size > 0 || !(sink instanceof Socket || sink instanceof WriteStream)) return null;
+    if (!sink || this.iterators.size > 0) return null;
+    if (!(sink instanceof Socket || sink instanceof WriteStream || (sink as { [doneWhenWritten]?: boolean })[doneWhenWritten] === true)) return null;
     return (this.arena ??= new ByteArena());
   }
 

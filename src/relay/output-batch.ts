@@ -6,37 +6,48 @@
  * messages is one chunk of up to `BATCH_BYTES` (a Codex client's chunk limit, server/
  * output-chunks.ts), and tether's large binary messages still go through as they come.
  *
+ * No allocation per message: the small ones are copied into a staging buffer taken from a
+ * small shared pool and given back at each flush, and what `deliver` gets is a view that is
+ * valid only during the call (the relay's log copies it, as it copies a local child's read).
+ * So `add` keeps no reference to `data` once it returns: its memory may be reused at once.
+ *
  * Order is kept: a batch holds one stream's bytes and is passed on before anything of the
- * other stream, once it is large enough, at the latest on the next `process.nextTick` turn,
- * and at once by `flush` (its owner calls it before passing on an end, an exit or a close).
- * No timer: a batch never waits for more output, only for the end of the synchronous run
- * that delivered it.
+ * other stream, once the next message would not fit, at the latest on the next
+ * `process.nextTick` turn, and at once by `flush` (its owner calls it before passing on an
+ * end, an exit or a close). No timer: a batch never waits for more output, only for the end
+ * of the synchronous run that delivered it.
  */
 import type { OutputStream } from '../protocol/index.js';
 
-/** A batch is passed on once it holds this much (a Codex client's largest chunk). */
+/** A joined chunk holds at most this much (a Codex client's largest chunk); a message this large goes as it is. */
 export const BATCH_BYTES = 64 * 1024;
+
+/** Staging buffers kept for reuse (each is in use only from a first small message to the next flush). */
+const SPARE_STAGING = 4;
+const spare: Buffer[] = [];
 
 export class OutputBatch {
   private stream: OutputStream = 'stdout';
-  private parts: Buffer[] = [];
+  private staging: Buffer | null = null;
   private bytes = 0;
   private scheduled = false;
 
+  /** `deliver`'s `data` is valid only during the call. */
   constructor(private readonly deliver: (stream: OutputStream, data: Buffer) => void) {}
 
-  /** Output of `stream`, in order (the batch keeps a reference: `data` must not be reused). */
+  /** Output of `stream`, in order (copied or passed on before this returns: `data` may be reused after). */
   add(stream: OutputStream, data: Buffer): void {
-    if (this.parts.length > 0 && stream !== this.stream) this.flush();
-    if (this.parts.length === 0 && data.length >= BATCH_BYTES) {
+    if (this.bytes > 0 && (stream !== this.stream || this.bytes + data.length > BATCH_BYTES)) this.flush();
+    if (data.length >= BATCH_BYTES) {
       this.deliver(stream, data);
       return;
     }
+    if (data.length === 0) return;
     this.stream = stream;
-    this.parts.push(data);
+    this.staging ??= spare.pop() ?? Buffer.allocUnsafe(BATCH_BYTES);
+    data.copy(this.staging, this.bytes);
     this.bytes += data.length;
-    if (this.bytes >= BATCH_BYTES) this.flush();
-    else if (!this.scheduled) {
+    if (!this.scheduled) {
       this.scheduled = true;
       process.nextTick(() => {
         this.scheduled = false;
@@ -47,10 +58,15 @@ export class OutputBatch {
 
   /** Passes on what is held now. */
   flush(): void {
-    if (this.parts.length === 0) return;
-    const data = this.parts.length === 1 ? this.parts[0]! : Buffer.concat(this.parts, this.bytes);
-    this.parts = [];
+    if (this.bytes === 0) return;
+    const staging = this.staging!;
+    const bytes = this.bytes;
+    this.staging = null;
     this.bytes = 0;
-    this.deliver(this.stream, data);
+    try {
+      this.deliver(this.stream, staging.subarray(0, bytes));
+    } finally {
+      if (spare.length < SPARE_STAGING) spare.push(staging);
+    }
   }
 }

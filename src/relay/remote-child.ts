@@ -4,8 +4,8 @@
  * acknowledged output) stands where a local keeper stands.
  *
  * Flow: the server's `ManagedProcess` stops reading a child when its output log's window is
- * full; here that pauses the upstream process's streams, so tether's client stops
- * acknowledging (or, against Codex, stops reading its socket) past its high-water mark.
+ * full; here that holds the upstream process's output writes (remote-output.ts), so tether's
+ * client stops acknowledging (or, against Codex, stops reading its socket) past its high-water mark.
  * Nothing queues without bound while the downstream client or the upstream link is slow.
  */
 import { Writable } from 'node:stream';
@@ -14,10 +14,13 @@ import type { OutputStream } from '../protocol/index.js';
 import { internalError, RpcError } from '../protocol/index.js';
 import { protocolSignal } from '../protocol/signals.js';
 import type { ChildEvents, ChildSpec, SpawnedChild } from '../server/backend.js';
-import { OutputBatch } from './output-batch.js';
+import { RemoteOutput } from './remote-output.js';
 
 /** Starts `spec` upstream; resolves once the upstream server has it, rejects with its error. */
 export async function spawnRemote(client: ExecClient, spec: ChildSpec, events: ChildEvents): Promise<SpawnedChild> {
+  // Followed from before the start: after a cut, tether's client may settle the start by
+  // reading the process back, and its output, exit and close can come with the confirmation.
+  const output = new RemoteOutput(events);
   const proc = client.spawn(spec.argv, {
     processId: spec.processId,
     cwd: spec.cwdUri ?? spec.cwd,
@@ -27,17 +30,14 @@ export async function spawnRemote(client: ExecClient, spec: ChildSpec, events: C
     pipeStdin: spec.pipeStdin,
     ...(spec.arg0 !== undefined && spec.arg0 !== null ? { arg0: spec.arg0 } : {}),
     ...(spec.tty && spec.terminalSize ? { terminalSize: spec.terminalSize } : {}),
+    stdout: output.sink(spec.tty ? 'pty' : 'stdout'),
+    stderr: output.sink('stderr'),
   });
-  // Paused until the server says to read (ManagedProcess.updateFlow), like a local child.
-  proc.stdout.pause();
-  proc.stderr.pause();
-  // Followed from now: after a cut, tether's client may settle the start by reading the
-  // process back, and its output, exit and close can come with the confirmation.
-  const child = follow(proc, spec.tty, events);
+  const child = follow(proc, spec.tty, output);
   await new Promise<void>((resolve, reject) => {
     const onError = (err: Error) => {
       proc.off('spawn', onSpawn);
-      child.begin(false);
+      output.begin(false);
       // The upstream server's refusal is the answer (its code, its text); anything else is -32603.
       reject(err instanceof RpcError ? err : internalError(err.message));
     };
@@ -48,37 +48,15 @@ export async function spawnRemote(client: ExecClient, spec: ChildSpec, events: C
     proc.once('spawn', onSpawn);
     proc.once('error', onError);
   });
-  child.begin(true);
-  return child.spawned;
+  output.begin(true);
+  return child;
 }
 
-/**
- * Follows `proc` from before its start is confirmed: its events are held until `begin(true)`,
- * then delivered after the microtasks that follow the resolution (as spawn.ts does), or
- * dropped with `begin(false)` (it never started).
- */
-function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned: SpawnedChild; begin(started: boolean): void } {
+/** `proc` as the server's `SpawnedChild`: its end, exit and close reach `output` in order. */
+function follow(proc: ExecProcess, tty: boolean, output: RemoteOutput): SpawnedChild {
   let closed = false;
-  let begun = false;
-  let dropped = false;
-  const held: Array<() => void> = [];
-  const whenBegun = (event: () => void) => {
-    if (dropped) return;
-    if (begun) event();
-    else held.push(event);
-  };
-  const begin = (started: boolean) => {
-    if (!started) {
-      dropped = true;
-      held.length = 0;
-      return;
-    }
-    setImmediate(() => {
-      begun = true;
-      for (const event of held.splice(0)) event();
-    });
-  };
-  const streams: Array<[NodeJS.ReadableStream & { pause(): unknown; resume(): unknown }, OutputStream]> = [
+  // In sink mode the streams stay empty and end at the upstream close (or failure).
+  const streams: Array<[NodeJS.ReadableStream, OutputStream]> = [
     [proc.stdout, tty ? 'pty' : 'stdout'],
     [proc.stderr, 'stderr'],
   ];
@@ -87,28 +65,20 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned
   const maybeClose = () => {
     if (open === 0 && upstreamClosed && !closed) {
       closed = true;
-      whenBegun(() => events.close());
+      output.event(() => output.events.close());
     }
   };
-  const batch = new OutputBatch((name, data) => whenBegun(() => events.output(name, data)));
   for (const [stream, name] of streams) {
-    stream.on('data', (data: Buffer) => batch.add(name, data));
     stream.once('end', () => {
-      batch.flush();
       open--;
       maybeClose();
     });
-    stream.once('error', (err: Error) => {
-      batch.flush();
-      whenBegun(() => events.streamError(name, err));
-    });
+    stream.once('error', (err: Error) => output.event(() => output.events.streamError(name, err)));
   }
   // Promises, not events: whatever happened before this line is not missed.
   proc.exited.then(
-    (code) => {
-      batch.flush(); // output delivered before the exit goes first (as a local child's would)
-      whenBegun(() => events.exit(code));
-    },
+    // output delivered before the exit goes first (as a local child's would)
+    (code) => output.event(() => output.events.exit(code)),
     () => {},
   );
   const gone = proc.closed.then(
@@ -119,15 +89,10 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned
     () => {},
   );
   proc.on('error', () => {}); // reported through the streams and the session's lost hook
-  const spawned: SpawnedChild = {
+  return {
     pid: 0,
     stdin: proc.stdin ? handOver(proc.stdin) : null,
-    setReading(reading) {
-      for (const [stream] of streams) {
-        if (reading) stream.resume();
-        else stream.pause();
-      }
-    },
+    setReading: (reading) => output.setReading(reading),
     signal(signal) {
       const name = protocolSignal(signal);
       if (name) void proc.signal(name).catch(() => {});
@@ -140,7 +105,6 @@ function follow(proc: ExecProcess, tty: boolean, events: ChildEvents): { spawned
     },
     whenGone: gone,
   };
-  return { spawned, begin };
 }
 
 /**
