@@ -34,7 +34,9 @@ export function decodeFrame(data: string | Buffer | ArrayBuffer | Buffer[]): Dec
       ? data
       : Array.isArray(data)
         ? Buffer.concat(data).toString('utf8')
-        : Buffer.from(data as ArrayBuffer).toString('utf8');
+        : Buffer.isBuffer(data)
+          ? data.toString('utf8') // not Buffer.from(data): that would copy every frame first
+          : Buffer.from(data).toString('utf8');
   let value: unknown;
   try {
     value = JSON.parse(text);
