@@ -110,9 +110,14 @@ export class ProcessTable {
     }
     switch (method) {
       case Method.processOutput:
+      {
         if (typeof p.chunk !== 'string') return;
-        proc.accept({ type: 'output', seq: p.seq, stream: (p.stream as OutputStream) ?? 'stdout', data: Buffer.from(p.chunk, 'base64') });
+        const stream = (p.stream as OutputStream) ?? 'stdout';
+        // Into reused memory when its sink is done with it once written, as for binary output.
+        const memory = outputMemoryOf(proc, stream);
+        proc.accept({ type: 'output', seq: p.seq, stream, data: memory ? decodeBase64Into(memory, p.chunk) : Buffer.from(p.chunk, 'base64') }, memory);
         return;
+      }
       case Method.processExited:
         proc.accept({ type: 'exit', seq: p.seq, exitCode: typeof p.exitCode === 'number' ? p.exitCode : -1 });
         return;
@@ -148,4 +153,20 @@ export class ProcessTable {
     }
     proc.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]), memory);
   }
+}
+
+/** Decoded base64 up to this size goes through one reused buffer into the arena (larger: its own Buffer). */
+const SCRATCH_BYTES = 256 * 1024;
+let scratch: Buffer | undefined;
+
+/**
+ * `chunk` decoded into `memory` (a view, one reference): through a reused scratch buffer, so
+ * a stream of JSON output allocates nothing per message (a Buffer per message was external
+ * memory for V8 to collect).
+ */
+function decodeBase64Into(memory: ByteArena, chunk: string): Buffer {
+  if ((chunk.length >>> 2) * 3 + 3 > SCRATCH_BYTES) return Buffer.from(chunk, 'base64');
+  scratch ??= Buffer.allocUnsafeSlow(SCRATCH_BYTES);
+  const n = scratch.write(chunk, 'base64');
+  return memory.copy(scratch.subarray(0, n));
 }
