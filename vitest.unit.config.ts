@@ -30,6 +30,7 @@ export const unitTests = [
   'relay-handles',
   'relay-output-batch',
   'relay-remote-output',
+  'client-output-notification',
   'server-auth',
   'server-capacity',
   'server-connection-parts',

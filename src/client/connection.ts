@@ -7,6 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/dialect.js';
+import { peekOutputNotification } from './output-notification.js';
 import { RpcError } from '../protocol/errors.js';
 import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
 import { AuthRefusedError, ConnectionLostError, PeerClosedError } from './errors.js';
@@ -313,6 +314,13 @@ export class Connection {
         return;
       }
       data = binaryPayload(data);
+    }
+    if (!isBinary && Buffer.isBuffer(data)) {
+      const output = peekOutputNotification(data); // most of a Codex server's traffic, parsed cheaply
+      if (output) {
+        this.options.onNotification(output.method, output.params, this);
+        return;
+      }
     }
     const decoded = decodeFrame(data as Buffer | ArrayBuffer | Buffer[]);
     if (!decoded.ok) return; // garbage from the server: nothing sensible to do but ignore it
