@@ -14,8 +14,12 @@ import { connect, type NetConnectOpts, type Socket } from 'node:net';
 import { FrameDemux, type DemuxTarget } from './frame-demux.js';
 import { netConnectOptions, passToWs, type WsConnectOptions } from '../util/ws-internals.js';
 
-/** One read buffer for every client socket: each read is consumed (copied) before the next. */
-const READ_BUFFER = Buffer.allocUnsafeSlow(64 * 1024);
+/**
+ * One read buffer for every client socket: each read is consumed (copied) before the next.
+ * 256 KiB: a read then holds several of a Codex server's 8-16 KiB output messages, which the
+ * relay joins into one chunk (relay/output-batch.ts), and a stream takes fewer reads.
+ */
+const READ_BUFFER = Buffer.allocUnsafeSlow(256 * 1024);
 const END_OF_HEADERS = Buffer.from('\r\n\r\n');
 
 export type OutputReceiver = Omit<DemuxTarget, 'passOn'>;
