@@ -121,16 +121,20 @@ describe('flag parsing', () => {
 });
 
 describe('tether serve --state-dir and --adopt-within', () => {
-  it('defaults to the per-user state dir, takes a path (made absolute) or none, and passes --adopt-within', () => {
-    expect(parseServeArgs([], { XDG_STATE_HOME: '/xdg' }).options.stateDir).toBe('/xdg/tether');
-    expect(parseServeArgs([], { HOME: '/nonexistent', XDG_RUNTIME_DIR: '/run/user/7' }).options.stateDir).toBe('/run/user/7/tether');
-    expect(parseServeArgs([], { HOME: '/nonexistent' }).options.stateDir).toBe(`/tmp/tether-${process.geteuid!()}`);
+  it('defaults to the per-user state dir of its port (none on port 0), takes a path (made absolute) or none, and passes --adopt-within', () => {
+    expect(parseServeArgs([], { XDG_STATE_HOME: '/xdg' }).options.stateDir).toBe('/xdg/tether/port-8765');
+    expect(parseServeArgs(['--port', '9000'], { XDG_STATE_HOME: '/xdg' }).options.stateDir).toBe('/xdg/tether/port-9000');
+    expect(parseServeArgs(['--listen', 'ws://127.0.0.1:9001'], { XDG_STATE_HOME: '/xdg' }).options.stateDir).toBe('/xdg/tether/port-9001');
+    expect(parseServeArgs(['--port', '0'], { XDG_STATE_HOME: '/xdg' }).options.stateDir).toBeNull();
+    expect(parseServeArgs(['--port', '0', '--state-dir', '/s'], {}).options.stateDir).toBe('/s');
+    expect(parseServeArgs([], { HOME: '/nonexistent', XDG_RUNTIME_DIR: '/run/user/7' }).options.stateDir).toBe('/run/user/7/tether/port-8765');
+    expect(parseServeArgs([], { HOME: '/nonexistent' }).options.stateDir).toBe(`/tmp/tether-${process.geteuid!()}/port-8765`);
     expect(parseServeArgs(['--state-dir', 'none'], {}).options.stateDir).toBeNull();
     expect(parseServeArgs(['--state-dir', 'rel/dir'], {}).options.stateDir).toBe(join(process.cwd(), 'rel/dir'));
     const opts = parseServeArgs(['--state-dir', '/s', '--adopt-within', '2m'], {}).options;
     expect([opts.stateDir, opts.adoptWithinMs]).toEqual(['/s', 120_000]);
     expect(parseServeArgs([], { XDG_STATE_HOME: '/xdg' }).options.adoptWithinMs).toBeUndefined();
-    expect(() => parseServeArgs(['--state-dir', 'none', '--adopt-within', '5s'], {})).toThrow('--adopt-within needs a state dir (not --state-dir none)');
+    expect(() => parseServeArgs(['--state-dir', 'none', '--adopt-within', '5s'], {})).toThrow('--adopt-within needs a state dir (not --state-dir none');
     expect(() => parseServeArgs(['--adopt-within', 'soon'], {})).toThrow(/--adopt-within: /);
     expect(() => parseServeArgs(['--state-dir', ''], {})).toThrow('--state-dir: expected a directory or none');
     // One connection on stdio keeps nothing: no state dir, and the flags are refused.

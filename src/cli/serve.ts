@@ -4,7 +4,7 @@
  */
 import { readFileSync } from 'node:fs';
 import { constants as osConstants, userInfo } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
 import { adminSocketPath, HandoverError, offerHandover, takeOver, type HandoverOffer } from '../server/handover.js';
@@ -30,8 +30,9 @@ options:
                              sessions (keeper sockets, session records): a server that stops
                              or dies leaves its processes running, and a new tether serve on
                              the same DIR adopts them. Must be ours, mode 0700, not a symlink.
-                             Default: $XDG_STATE_HOME/tether, else ~/.local/state/tether,
-                             else $XDG_RUNTIME_DIR/tether, else /tmp/tether-UID.
+                             Default, per port: $XDG_STATE_HOME/tether/port-PORT, else
+                             ~/.local/state/tether/port-PORT, else $XDG_RUNTIME_DIR/tether/
+                             port-PORT, else /tmp/tether-UID/port-PORT; with port 0: none.
                              none: processes die with the server
   --adopt-within DURATION    with a state dir: how long processes outlive a server that
                              stopped or died, waiting for a successor to adopt them, before
@@ -139,11 +140,17 @@ function readPem(flag: string, file: string, what: string): string {
   return text;
 }
 
-/** `--state-dir`: an absolute path, null for `none`, or the per-user default. */
-function parseStateDir(text: string | undefined, env: NodeJS.ProcessEnv): string | null {
+/**
+ * `--state-dir`: an absolute path, null for `none`, or the per-user default for this port
+ * (`<base>/port-<PORT>`: two servers of one user on two ports never share one, and a successor
+ * on the same port finds it without a flag). Port 0 (a random port, which no successor can
+ * take over) defaults to none.
+ */
+function parseStateDir(text: string | undefined, env: NodeJS.ProcessEnv, port: number): string | null {
   if (text === 'none') return null;
   if (text === '') throw new UsageError('--state-dir: expected a directory or none');
   if (text !== undefined) return resolve(text);
+  if (port === 0) return null;
   let home = env.HOME;
   if (home === undefined) {
     try {
@@ -152,7 +159,7 @@ function parseStateDir(text: string | undefined, env: NodeJS.ProcessEnv): string
       // no passwd entry: no home
     }
   }
-  return defaultStateDir(env, process.geteuid?.() ?? 0, home);
+  return join(defaultStateDir(env, process.geteuid?.() ?? 0, home), `port-${port}`);
 }
 
 export interface ServeConfig {
@@ -219,9 +226,9 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   } else if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
   if (v.port !== undefined) Object.assign(options, { host: Defaults.host, port: parsePort('--port', v.port) });
   if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
-  if (!stdio) options.stateDir = parseStateDir(v['state-dir'], env);
+  if (!stdio) options.stateDir = parseStateDir(v['state-dir'], env, options.port ?? Defaults.port);
   if (v['adopt-within'] !== undefined) {
-    if (options.stateDir === null) throw new UsageError('--adopt-within needs a state dir (not --state-dir none)');
+    if (options.stateDir === null) throw new UsageError('--adopt-within needs a state dir (not --state-dir none; on port 0 give --state-dir DIR)');
     options.adoptWithinMs = parseDuration('--adopt-within', v['adopt-within']);
   }
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
