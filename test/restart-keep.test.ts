@@ -18,7 +18,7 @@ import { ExecClient, ServerStoppedError } from '../src/client/index.js';
 import { startServer } from '../src/server/index.js';
 import { spawnTether, tetherArgs } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
-import { NOBODY, serverUsers, type ServerUser } from './helpers/server-process.js';
+import { NOBODY, type ServerUser } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 40_000;
 const LINES = 80;
@@ -106,30 +106,7 @@ async function until(condition: () => boolean, limitMs: number, what: string): P
 }
 
 describe('tether serve with a state dir: a successor adopts the running processes', () => {
-  it.each(
-    serverUsers().flatMap((user) => [
-      ['SIGKILL', user, false],
-      ['SIGTERM', user, true],
-    ] as const),
-  )(
-    'server %s mid-stream (server runs as %s), successor on the same port and state dir: tether exec exits 7 with every line once, in order',
-    async (signal, user, toldRestarting) => {
-      const dir = stateDir(user);
-      const first = await serve(dir, 0, '10s', [], user);
-      const exec = execProducer(first.url, 10);
-      await exec.ready;
-      first.child.kill(signal);
-      await first.exited;
-      const second = await serve(dir, first.port, '10s', [], user);
-      const code = await exec.exited;
-      expect({ code, stdout: exec.stdout() }).toEqual({ code: 7, stdout: EXPECTED });
-      if (toldRestarting) expect(exec.stderr()).toMatch(/server restarting; session kept for 10 s/);
-      expect(second.stderr()).toMatch(/restored from the state dir with 1 process/);
-      second.child.kill('SIGKILL');
-    },
-    TEST_TIMEOUT_MS,
-  );
-
+  // tether exec across kill -9 and SIGTERM, as root and as nobody: test/restart-exec.test.ts.
   it(
     'the command ends while no server runs: the successor learns its output and exit status from the keeper',
     async () => {
