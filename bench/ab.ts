@@ -6,6 +6,7 @@
  *
  *   node --import tsx bench/ab.ts DIR_A DIR_B            # AB_BLOCKS=10 AB_PER=5 AB_ROWS=…
  *   AB_ENV_B=TETHER_KEEPER_LAUNCH=spawn node --import tsx bench/ab.ts . .
+ *   AB_SERVE_B='--state-dir /tmp/ab-kept' node --import tsx bench/ab.ts OLD .   # B's extra serve flags
  *
  * Rows (AB_ROWS=start,spawn,stream,binary picks some):
  *   start   `tether exec --url U -- true`, spawn to exit: start-up, connect, one process;
@@ -46,10 +47,13 @@ interface Side {
   stop(): void;
 }
 
-async function serve(dir: string, extraEnv: Record<string, string>): Promise<Side> {
+/** Extra `tether serve` flags of one side (AB_SERVE_A / AB_SERVE_B, split on spaces). */
+const serveArgs = (name: 'AB_SERVE_A' | 'AB_SERVE_B'): string[] => (process.env[name] ?? '').split(' ').filter(Boolean);
+
+async function serve(dir: string, extraEnv: Record<string, string>, extraArgs: string[]): Promise<Side> {
   // Each side its own default state dir (issue #27: a server locks it; an older checkout ignores it).
   const env = { ...baseEnv, XDG_STATE_HOME: mkdtempSync(join(tmpdir(), 'tether-ab-state-')), ...extraEnv };
-  const child = spawn(process.execPath, ['bin/tether.js', 'serve', '--listen', 'ws://127.0.0.1:0'], { cwd: dir, stdio: ['ignore', 'pipe', 'ignore'], env });
+  const child = spawn(process.execPath, ['bin/tether.js', 'serve', '--listen', 'ws://127.0.0.1:0', ...extraArgs], { cwd: dir, stdio: ['ignore', 'pipe', 'ignore'], env });
   const url = await new Promise<string>((resolve) => createInterface({ input: child.stdout! }).once('line', resolve));
   return { dir, url, env, rpc: await WsRpc.session(url), stop: () => child.kill() };
 }
@@ -85,8 +89,8 @@ const rows: Record<string, (side: Side) => Promise<number>> = {
 };
 for (const name of ROWS) if (!rows[name]) throw new Error(`unknown row ${name}; rows: ${Object.keys(rows).join(', ')}`);
 
-const a = await serve(dirA, {});
-const b = await serve(dirB, envB);
+const a = await serve(dirA, {}, serveArgs('AB_SERVE_A'));
+const b = await serve(dirB, envB, serveArgs('AB_SERVE_B'));
 try {
   const samples = Object.fromEntries(ROWS.map((name) => [name, { A: [] as number[], B: [] as number[] }]));
   for (const name of ROWS) {
@@ -101,7 +105,7 @@ try {
       }
     }
   }
-  process.stdout.write(`A = ${dirA}\nB = ${dirB}${process.env.AB_ENV_B ? ` (${process.env.AB_ENV_B})` : ''}\n`);
+  process.stdout.write(`A = ${dirA}\nB = ${dirB}${process.env.AB_ENV_B ? ` (${process.env.AB_ENV_B})` : ''}${process.env.AB_SERVE_B ? ` (serve ${process.env.AB_SERVE_B})` : ''}\n`);
   process.stdout.write(`${BLOCKS} alternating blocks of ${PER_BLOCK} per row and side, ${process.version}\n`);
   process.stdout.write(
     table([
