@@ -24,6 +24,7 @@ import { chmod, mkdir, rename, unlink } from 'node:fs/promises';
 import net from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../util/logger.js';
+import { socketFd } from '../util/node-internals.js';
 import { nativeAddon } from './native.js';
 
 /** The admin socket's name in the state dir. */
@@ -87,9 +88,9 @@ export async function offerHandover(socketPath: string, source: HandoverSource):
       conn.destroy();
       return;
     }
-    const connFd = (conn as unknown as { _handle?: { fd?: number } })._handle?.fd;
+    const connFd = socketFd(conn);
     const listenFd = source.listeningFd();
-    if (typeof connFd !== 'number' || connFd < 0 || listenFd === null) {
+    if (connFd === null || listenFd === null) {
       source.log('warn', 'handover asked, but there is no listening socket to hand over');
       conn.destroy();
       return;
