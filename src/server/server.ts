@@ -2,13 +2,12 @@
  * The tether exec-server: HTTP (`/readyz`, `/metrics`) and WebSocket on one port,
  * Codex-compatible JSON-RPC, sessions that outlive their socket. See docs/protocol.md.
  * The options are in options.ts, the HTTP side before an upgrade (cap, Host/Origin/token,
- * routes) in http-gate.ts.
+ * routes) in http-gate.ts; how it starts (the unsafe configurations refused, the bind, the
+ * state dir opened) in server-start.ts.
  */
 import { EventEmitter } from 'node:events';
-import { createServer, type IncomingMessage, type Server as HttpServer } from 'node:http';
-import { createServer as createHttpsServer } from 'node:https';
-import { lookup as dnsLookup } from 'node:dns/promises';
-import { isIP, type AddressInfo, type Socket } from 'node:net';
+import type { IncomingMessage, Server as HttpServer } from 'node:http';
+import type { Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
 import type { Duplex } from 'node:stream';
 import { WebSocketServer, type WebSocket } from 'ws';
@@ -29,10 +28,9 @@ import { createMetricsRegistry } from './metrics.js';
 import { ServerMonitor } from './monitor.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
 import type { Session } from './session.js';
-import { KeptServer } from './kept-server.js';
-import { stderrLogger } from '../util/logger.js';
-import { invalidDuration } from '../util/timeouts.js';
+import type { KeptServer } from './kept-server.js';
 import { giveCloseReason } from '../util/ws-internals.js';
+import { listeningFd } from '../util/node-internals.js';
 import { stopClose } from '../protocol/close-reasons.js';
 
 /** How long a stopping server waits for a client to answer its close frame before cutting the socket. */
@@ -284,9 +282,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
 
   /** The listening socket's descriptor (what `tether serve --replace` hands to a successor), or null once closed. */
   get listeningFd(): number | null {
-    // Node exposes no public way to the descriptor of a listening server: its handle's `fd`.
-    const fd = (this.http as unknown as { _handle?: { fd?: unknown } | null })._handle?.fd;
-    return typeof fd === 'number' && fd >= 0 ? fd : null;
+    return listeningFd(this.http);
   }
 
   /** Open TCP sockets (WebSocket and HTTP), as the connection cap counts them. */
@@ -370,69 +366,3 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   }
 }
 
-/** `startServer` refused an unsafe configuration (before listening). */
-export class InsecureConfigError extends Error {
-  override readonly name = 'InsecureConfigError';
-}
-
-/** RangeError for a `…Ms` option that is no duration (startServer, startStdioServer). @internal */
-export function checkDurations(opts: TetherServerOptions, caller: string): void {
-  for (const [key, value] of Object.entries(opts)) {
-    const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
-    if (invalid) throw new RangeError(`${caller}: ${key} ${invalid} (got ${String(value)})`);
-  }
-}
-
-export function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
-  return startServerWith(opts, localBackend);
-}
-
-/** `startServer` with another back-end (backend.ts; the relay's remote one). Not public: src/relay uses it. */
-export async function startServerWith(opts: TetherServerOptions, backend: ServerBackend): Promise<TetherServer> {
-  // Before anything of a session exists (local: the server made non-dumpable, keepers checked).
-  backend.prepare();
-  checkDurations(opts, 'startServer');
-  const host = opts.host ?? Defaults.host;
-  const guarded = opts.token !== undefined || opts.insecureNoToken === true;
-  const refuse = (where: string) =>
-    new InsecureConfigError(
-      `refusing to listen on ${where} without a token: anyone who reaches this port could run commands as this user ` +
-        `(give a token with --token-file or TETHER_TOKEN, or accept the risk with --insecure-no-token)`,
-    );
-  if (!guarded && !isLoopbackName(host)) throw refuse(host);
-  // A loopback *name* is only a claim (a resolver, /etc/hosts, can point it anywhere): decide
-  // on the address it resolves to, and bind that very address, before anything listens.
-  let bindAddress = host;
-  if (!guarded && isIP(host.replace(/^\[(.*)\]$/, '$1')) === 0) {
-    const resolved = await (opts.lookup ?? dnsLookup)(host);
-    if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
-    bindAddress = resolved.address;
-  }
-  // A state dir (issue #27): opened and locked (a refusal stops the start), and what a
-  // predecessor left adopted, before anything listens.
-  const kept = opts.stateDir ? await KeptServer.open({ stateDir: opts.stateDir, adoptWithinMs: opts.adoptWithinMs ?? Defaults.adoptWithinMs, log: opts.logger ?? stderrLogger('warn') }) : null;
-  const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
-  const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
-  const http: HttpServer = opts.tls
-    ? // A TLS handshake that never finishes is an idle socket too.
-      createHttpsServer({ ...opts.tls, handshakeTimeout: initializeTimeoutMs, connectionsCheckingInterval: checkEvery })
-    : createServer({ connectionsCheckingInterval: checkEvery });
-  await new Promise<void>((resolve, reject) => {
-    http.once('error', reject);
-    const listening = () => {
-      http.off('error', reject);
-      resolve();
-    };
-    if (opts.listenFd !== undefined) http.listen({ fd: opts.listenFd }, listening);
-    else http.listen(opts.port ?? Defaults.port, bindAddress, listening);
-  });
-  // And once more on what was actually bound.
-  const bound = (http.address() as AddressInfo | null)?.address ?? '';
-  if (!guarded && !isLoopbackName(bound)) {
-    await new Promise<void>((resolve) => http.close(() => resolve()));
-    throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
-  }
-  const server = new TetherServer(http, opts, host, backend);
-  if (kept) server.useStateDir(kept);
-  return server;
-}

@@ -18,7 +18,8 @@ import { formatExactBytes } from '../util/format.js';
 import type { ServerBackend } from './backend.js';
 import { localBackend } from './local-backend.js';
 import type { TetherServerOptions } from './options.js';
-import { checkDurations, TetherServer } from './server.js';
+import { TetherServer } from './server.js';
+import { checkDurations } from './server-start.js';
 import type { Session } from './session.js';
 import { StdioSocket } from './stdio-socket.js';
 

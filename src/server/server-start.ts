@@ -1,0 +1,85 @@
+/**
+ * How `tether serve` starts (server.ts is the running server): the options checked, an
+ * unsafe configuration refused before anything listens (no token off loopback, decided on
+ * the address a name resolves to and on the address bound), the state dir opened (issue
+ * #27), the HTTP(S) server bound (or given a descriptor, `--replace`), then the TetherServer.
+ */
+import { createServer, type Server as HttpServer } from 'node:http';
+import { createServer as createHttpsServer } from 'node:https';
+import { lookup as dnsLookup } from 'node:dns/promises';
+import { isIP, type AddressInfo } from 'node:net';
+import { isLoopbackName } from '../util/loopback.js';
+import { stderrLogger } from '../util/logger.js';
+import { invalidDuration } from '../util/timeouts.js';
+import type { ServerBackend } from './backend.js';
+import { KeptServer } from './kept-server.js';
+import { localBackend } from './local-backend.js';
+import { Defaults, type TetherServerOptions } from './options.js';
+import { TetherServer } from './server.js';
+
+/** `startServer` refused an unsafe configuration (before listening). */
+export class InsecureConfigError extends Error {
+  override readonly name = 'InsecureConfigError';
+}
+
+/** RangeError for a `…Ms` option that is no duration (startServer, startStdioServer). @internal */
+export function checkDurations(opts: TetherServerOptions, caller: string): void {
+  for (const [key, value] of Object.entries(opts)) {
+    const invalid = key.endsWith('Ms') && value !== undefined ? invalidDuration(value) : null;
+    if (invalid) throw new RangeError(`${caller}: ${key} ${invalid} (got ${String(value)})`);
+  }
+}
+
+export function startServer(opts: TetherServerOptions = {}): Promise<TetherServer> {
+  return startServerWith(opts, localBackend);
+}
+
+/** `startServer` with another back-end (backend.ts; the relay's remote one). Not public: src/relay uses it. */
+export async function startServerWith(opts: TetherServerOptions, backend: ServerBackend): Promise<TetherServer> {
+  // Before anything of a session exists (local: the server made non-dumpable, keepers checked).
+  backend.prepare();
+  checkDurations(opts, 'startServer');
+  const host = opts.host ?? Defaults.host;
+  const guarded = opts.token !== undefined || opts.insecureNoToken === true;
+  const refuse = (where: string) =>
+    new InsecureConfigError(
+      `refusing to listen on ${where} without a token: anyone who reaches this port could run commands as this user ` +
+        `(give a token with --token-file or TETHER_TOKEN, or accept the risk with --insecure-no-token)`,
+    );
+  if (!guarded && !isLoopbackName(host)) throw refuse(host);
+  // A loopback *name* is only a claim (a resolver, /etc/hosts, can point it anywhere): decide
+  // on the address it resolves to, and bind that very address, before anything listens.
+  let bindAddress = host;
+  if (!guarded && isIP(host.replace(/^\[(.*)\]$/, '$1')) === 0) {
+    const resolved = await (opts.lookup ?? dnsLookup)(host);
+    if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
+    bindAddress = resolved.address;
+  }
+  // A state dir (issue #27): opened and locked (a refusal stops the start), and what a
+  // predecessor left adopted, before anything listens.
+  const kept = opts.stateDir ? await KeptServer.open({ stateDir: opts.stateDir, adoptWithinMs: opts.adoptWithinMs ?? Defaults.adoptWithinMs, log: opts.logger ?? stderrLogger('warn') }) : null;
+  const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
+  const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
+  const http: HttpServer = opts.tls
+    ? // A TLS handshake that never finishes is an idle socket too.
+      createHttpsServer({ ...opts.tls, handshakeTimeout: initializeTimeoutMs, connectionsCheckingInterval: checkEvery })
+    : createServer({ connectionsCheckingInterval: checkEvery });
+  await new Promise<void>((resolve, reject) => {
+    http.once('error', reject);
+    const listening = () => {
+      http.off('error', reject);
+      resolve();
+    };
+    if (opts.listenFd !== undefined) http.listen({ fd: opts.listenFd }, listening);
+    else http.listen(opts.port ?? Defaults.port, bindAddress, listening);
+  });
+  // And once more on what was actually bound.
+  const bound = (http.address() as AddressInfo | null)?.address ?? '';
+  if (!guarded && !isLoopbackName(bound)) {
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
+  }
+  const server = new TetherServer(http, opts, host, backend);
+  if (kept) server.useStateDir(kept);
+  return server;
+}
