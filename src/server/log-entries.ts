@@ -3,9 +3,32 @@
  * close — and what becomes of an output chunk's bytes: read in pieces, joined into one
  * Buffer once (`sealOutput`), let go of once (`dropOutput`), each piece given back to the
  * memory it lives in; and searching the entries kept (from `head` on), whose seqs ascend.
- * Pure.
+ * And the log's options. Pure.
  */
 import type { OutputStream } from '../protocol/index.js';
+import type { OutputLogObserver } from './log-restore.js';
+
+export interface OutputLogOptions {
+  /** Unacknowledged output at which the child stops being read. */
+  windowBytes: number;
+  /** Acknowledged output kept for `process/read`. */
+  retentionBytes: number;
+  /** Largest chunk built by appending (a larger piece is kept whole: the process splits its reads to this size). */
+  maxChunkBytes: number;
+  /**
+   * Acknowledgement comes from the client (`acks`), or — in the Codex dialect — from the
+   * kernel taking a frame (`written`) and from `process/read` answers.
+   */
+  clientAcks: boolean;
+  /**
+   * Where appended Buffers live (output-arena.ts): told when the log lets go of one (evicted,
+   * discarded, or joined into a copy), and asked to merge a chunk with the next read when
+   * both are adjacent in memory. Without it the log only drops its references.
+   */
+  memory?: OutputMemory;
+  /** Told when each entry is first exposed to a client, and when entries are let go of (log-restore.ts). */
+  observer?: OutputLogObserver;
+}
 
 export interface OutputEntry {
   readonly kind: 'output';

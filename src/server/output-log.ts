@@ -4,7 +4,9 @@
  * for `process/read`, knows what to send next on the current connection, and decides
  * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
  * is tested on its own (test/server-output-log.test.ts), like the client's sequencer. Its
- * entries and their bytes are log-entries.ts; whether to read the child, read-decision.ts.
+ * entries, their bytes and its options are log-entries.ts; what a `process/read` takes,
+ * log-read.ts; what a client could have seen, told to a kept keeper, log-exposure.ts (and a
+ * log rebuilt from that keeper, log-restore.ts); whether to read the child, read-decision.ts.
  *
  * Three cursors over the sequence, always ackedSeq <= sentSeq < next:
  *
@@ -24,48 +26,15 @@
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
  */
 import type { OutputStream } from '../protocol/index.js';
-import { dropOutput, hasOutputAfter, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputMemory } from './log-entries.js';
-import { restorePlan, StreamOffsets, type OutputLogObserver, type RestoreState } from './log-restore.js';
+import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputLogOptions } from './log-entries.js';
+import { LogExposure } from './log-exposure.js';
+import { readChunks, type ReadAnswer } from './log-read.js';
+import { restorePlan, type RestoreState } from './log-restore.js';
 
-export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputMemory } from './log-entries.js';
+export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputLogOptions, type OutputMemory } from './log-entries.js';
 export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
 export type { ExposedEntry, OutputLogObserver, RestoreMark, RestoreState } from './log-restore.js';
-
-export interface OutputLogOptions {
-  /** Unacknowledged output at which the child stops being read. */
-  windowBytes: number;
-  /** Acknowledged output kept for `process/read`. */
-  retentionBytes: number;
-  /** Largest chunk built by appending (a larger piece is kept whole: the process splits its reads to this size). */
-  maxChunkBytes: number;
-  /**
-   * Acknowledgement comes from the client (`acks`), or — in the Codex dialect — from the
-   * kernel taking a frame (`written`) and from `process/read` answers.
-   */
-  clientAcks: boolean;
-  /**
-   * Where appended Buffers live (output-arena.ts): told when the log lets go of one (evicted,
-   * discarded, or joined into a copy), and asked to merge a chunk with the next read when
-   * both are adjacent in memory. Without it the log only drops its references.
-   */
-  memory?: OutputMemory;
-  /** Told when each entry is first exposed to a client, and when entries are let go of (log-restore.ts). */
-  observer?: OutputLogObserver;
-}
-
-/** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
-export interface ReadChunk {
-  readonly seq: number;
-  readonly stream: OutputStream;
-  readonly bytes: number;
-  readonly data: Buffer;
-}
-
-export interface ReadAnswer {
-  chunks: ReadChunk[];
-  /** As `process/read` reports it (docs/protocol.md, `process/read`). */
-  nextSeq: number;
-}
+export type { ReadAnswer, ReadChunk } from './log-read.js';
 
 export class OutputLog {
   private nextSeq = 1;
@@ -74,8 +43,8 @@ export class OutputLog {
   private head = 0;
   private _ackedSeq = 0;
   private _sentSeq = 0;
-  /** Highest seq a client could have seen (sent, or returned by a read): sealed against appends. */
-  private exposedSeq = 0;
+  /** What a client could have seen (sealed against appends), told to the observer (log-exposure.ts). */
+  private exposure: LogExposure;
   private _historyBytes = 0;
   private _unackedBytes = 0;
   private _unsentBytes = 0;
@@ -91,13 +60,10 @@ export class OutputLog {
   private retentionLimit: number;
   /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
   private squeezed = false;
-  /** Per keeper stream: bytes recorded and bytes exposed (the observer's END offsets). */
-  private offsets = new StreamOffsets();
-  /** The highest seq the observer was told is dropped. */
-  private droppedSeq = 0;
 
   constructor(readonly options: OutputLogOptions) {
     this.retentionLimit = options.retentionBytes;
+    this.exposure = new LogExposure(options.observer);
   }
 
   // ---- recording ---------------------------------------------------------------------------
@@ -112,11 +78,10 @@ export class OutputLog {
     const log = new OutputLog(options);
     log.entries = plan.entries;
     log.nextSeq = plan.exposedSeq + 1;
-    log._ackedSeq = log._sentSeq = log.droppedSeq = plan.ackedSeq;
-    log.exposedSeq = plan.exposedSeq;
+    log._ackedSeq = log._sentSeq = plan.ackedSeq;
+    log.exposure = LogExposure.restored(options.observer, plan.offsets, plan.exposedSeq, plan.ackedSeq);
     log._exitSeq = plan.exitSeq;
     log._closeSeq = plan.closeSeq;
-    log.offsets = plan.offsets;
     log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(plan.entries, 0, 0, Infinity);
     const chunk = options.maxChunkBytes;
     for (const { stream, data } of plan.leftovers) {
@@ -128,14 +93,14 @@ export class OutputLog {
   /** Records output read from the child (the log now holds `data`'s reference, see `memory`). */
   append(stream: OutputStream, data: Buffer): void {
     if (data.length === 0) return;
-    this.offsets.appended(stream, data.length);
+    this.exposure.appended(stream, data.length);
     this._totalBytes += data.length;
     this._unackedBytes += data.length;
     this._unsentBytes += data.length;
     const last = this.entries.length > this.head ? this.entries[this.entries.length - 1]! : undefined;
     if (
       last?.kind === 'output' &&
-      last.seq > this.exposedSeq &&
+      last.seq > this.exposure.seq &&
       last.stream === stream &&
       last.bytes + data.length <= this.options.maxChunkBytes
     ) {
@@ -269,9 +234,8 @@ export class OutputLog {
     this._unackedBytes = 0;
     this._unsentBytes = 0;
     this._holding = false;
-    this._ackedSeq = this._sentSeq = this.exposedSeq = this.nextSeq - 1;
-    this.offsets.passAll();
-    this.tellDropped(this.nextSeq - 1);
+    this._ackedSeq = this._sentSeq = this.nextSeq - 1;
+    this.exposure.discarded(this.nextSeq - 1);
   }
 
   // ---- the Codex-dialect resume hold ---------------------------------------------------------
@@ -300,25 +264,7 @@ export class OutputLog {
    * what it covers; once a held backlog is read to its end, the process is sent live again.
    */
   read(afterSeq: number, maxBytes: number | null, capBytes: number): ReadAnswer {
-    const limitBytes = Math.min(maxBytes ?? Infinity, capBytes);
-    const out: ReadChunk[] = [];
-    let bytes = 0;
-    let truncated = false;
-    for (let i = this.indexAfter(afterSeq); i < this.entries.length; i++) {
-      const e = this.entries[i]!;
-      if (e.kind !== 'output') continue;
-      if (out.length > 0 && bytes + e.bytes > limitBytes) {
-        truncated = true;
-        break;
-      }
-      this.seal(e);
-      out.push({ seq: e.seq, stream: e.stream, bytes: e.bytes, data: e.data });
-      bytes += e.bytes;
-      if (bytes >= limitBytes) {
-        truncated = this.hasOutputAfter(e.seq);
-        break;
-      }
-    }
+    const { chunks: out, truncated } = readChunks(this.entries, this.head, afterSeq, Math.min(maxBytes ?? Infinity, capBytes), (e) => this.seal(e));
     const lastReturned = out.length > 0 ? out[out.length - 1]!.seq : 0;
     this.expose(lastReturned);
     const nextSeq = out.length > 0 && (truncated || maxBytes !== null) ? lastReturned + 1 : this.nextSeq;
@@ -408,10 +354,6 @@ export class OutputLog {
     return outputBytesBetween(this.entries, this.head, from, to);
   }
 
-  private hasOutputAfter(seq: number): boolean {
-    return hasOutputAfter(this.entries, this.head, seq);
-  }
-
   /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
   private evict(): void {
     const entries = this.entries;
@@ -428,29 +370,16 @@ export class OutputLog {
       }
       this.head++;
     }
-    if (this.head > 0) this.tellDropped(entries[this.head - 1]!.seq);
+    if (this.head > 0) this.exposure.dropped(entries[this.head - 1]!.seq);
     if (this.head > 1024 && this.head * 2 > entries.length) {
       this.entries = entries.slice(this.head);
       this.head = 0;
     }
   }
 
-  /** Moves exposedSeq to `seq`, telling the observer of each entry it passes, in order. */
+  /** Moves the exposed point to `seq`, telling the observer of each entry it passes, in order. */
   private expose(seq: number): void {
-    if (seq <= this.exposedSeq) return;
-    const observer = this.options.observer;
-    for (let i = observer ? this.indexAfter(this.exposedSeq) : this.entries.length; i < this.entries.length; i++) {
-      const e = this.entries[i]!;
-      if (e.seq > seq) break;
-      observer!.exposed(e.kind === 'output' ? { kind: 'output', seq: e.seq, stream: e.stream, end: this.offsets.expose(e.stream, e.bytes) } : { kind: e.kind, seq: e.seq });
-    }
-    this.exposedSeq = seq;
-  }
-
-  private tellDropped(seq: number): void {
-    if (seq <= this.droppedSeq) return;
-    this.droppedSeq = seq;
-    this.options.observer?.dropped(seq);
+    this.exposure.expose(this.entries, this.head, seq);
   }
 
   private drop(entry: OutputEntry): void {
