@@ -1,9 +1,9 @@
 /**
  * What one `process/read` answer takes from an output log's entries (output-log.ts `read`):
- * kept output after a seq, in order, never split, up to a byte limit but at least one chunk.
- * Pure.
+ * kept output after a seq, in order, never split, up to a byte limit but at least one chunk;
+ * and the answer as the protocol gives it (process.ts `read`). Pure.
  */
-import type { OutputStream } from '../protocol/index.js';
+import type { OutputStream, ProcessReadResult } from '../protocol/index.js';
 import { hasOutputAfter, indexAfter, type LogEntry, type OutputEntry } from './log-entries.js';
 
 /** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
@@ -44,4 +44,21 @@ export function readChunks(
     if (bytes >= limitBytes) return { chunks, truncated: hasOutputAfter(entries, head, e.seq) };
   }
   return { chunks, truncated: false };
+}
+
+/** A `process/read` answer as the protocol gives it: the chunks in base64, and the process's state. */
+export function processReadResult(
+  { chunks, nextSeq }: ReadAnswer,
+  exited: boolean,
+  state: { readonly exitCode: number | null; readonly closed: boolean; readonly failure: string | null },
+): ProcessReadResult {
+  return {
+    chunks: chunks.map((c) => ({ seq: c.seq, stream: c.stream, chunk: c.data.toString('base64') })),
+    nextSeq,
+    exited,
+    exitCode: state.exitCode,
+    closed: state.closed,
+    failure: state.failure,
+    sandboxDenied: false,
+  };
 }

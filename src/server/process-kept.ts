@@ -2,10 +2,13 @@
  * What a ManagedProcess does in kept mode (issue #27), apart from its usual work: it tells
  * its keeper which output entries a client could have seen (`mark`, before the entry goes
  * out) and which the log let go of (`drop`), and, adopted by a successor, it rebuilds its log
- * from the keeper's dump so that the seqs its clients saw stay the same.
+ * from the keeper's dump so that the seqs its clients saw stay the same (`openLog`).
  */
 import type { KeeperDump } from './keeper.js';
 import { keeperStream, type OutputLogObserver, type RestoreState } from './log-restore.js';
+import { OutputLog, type OutputMemory } from './output-log.js';
+import { chunkLimit } from './output-chunks.js';
+import type { SpawnSpec } from './process-host.js';
 import type { ChildEvents, KeptChild, SpawnedChild } from './spawn.js';
 import { constants as osConstants } from 'node:os';
 
@@ -47,4 +50,22 @@ export function restoreState(dump: KeeperDump, tty: boolean): RestoreState {
     exitCode: dump.exited ? rawExitCode(dump.exited.code, dump.exited.signal) : null,
     droppedSeq: dump.droppedSeq,
   };
+}
+
+/**
+ * A process's output log (output-log.ts), its bytes in `memory`: new, or rebuilt from the dump
+ * of the keeper it was `adopted` from (issue #27). In kept mode (`spec.keep`, or adopted) its
+ * observer tells the keeper what clients could see, and what the log let go of.
+ */
+export function openLog(spec: SpawnSpec, memory: OutputMemory, kept: () => KeptChild | undefined, adopted?: KeeperDump): OutputLog {
+  const options = {
+    memory,
+    windowBytes: spec.limits.windowBytes,
+    retentionBytes: spec.limits.retentionBytes,
+    // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
+    maxChunkBytes: chunkLimit(spec.limits.maxChunkBytes, spec.clientAcks),
+    clientAcks: spec.clientAcks,
+    observer: spec.keep || adopted ? keeperObserver(kept) : undefined,
+  };
+  return adopted ? OutputLog.restore(options, restoreState(adopted, spec.tty)) : new OutputLog(options);
 }

@@ -7,25 +7,25 @@
  * How the child is run (pipes, a pty) is `spawn.ts`'s business.
  *
  * It coordinates; each job has its module: what it is given (process-host.ts), reads cut
- * into chunks (output-chunks.ts), what its output holds under the memory budget
- * (held-output.ts), how long it was not read (pause-clock.ts), the long polls of
- * process/read (news-waiters.ts), stdin and its writeIds (child-stdin.ts, write-ids.ts),
- * when its exit is reported (exit-grace.ts), signal names (protocol/signals.ts).
+ * into chunks (output-chunks.ts), whether the child is read, how long it was not and what its
+ * output holds under the memory budget (output-flow.ts), the long polls of process/read
+ * (news-waiters.ts) and its answer (log-read.ts), stdin and its writeIds (child-stdin.ts,
+ * write-ids.ts), when its exit is reported (exit-grace.ts), signal names (protocol/signals.ts),
+ * and in kept mode its log's observer and the log rebuilt on adoption (process-kept.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../protocol/index.js';
-import { OutputLog, type LogEntry, type OutputEntry } from './output-log.js';
-import { shouldReadChild } from './read-decision.js';
+import type { OutputLog, LogEntry, OutputEntry } from './output-log.js';
 import type { ChildEvents, SpawnedChild } from './spawn.js';
-import { keeperObserver, rawExitCode, restoreState, type AdoptedChild } from './process-kept.js';
-import type { RestoreState } from './output-log.js';
+import { openLog, rawExitCode, type AdoptedChild } from './process-kept.js';
+import type { KeeperDump } from './keeper.js';
+import { processReadResult } from './log-read.js';
 import type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
 import type { SessionBackend } from './backend.js';
 import { settleWithin } from '../util/timeouts.js';
 import { ByteArena } from '../util/byte-arena.js';
-import { HeldOutput } from './held-output.js';
+import { OutputFlow } from './output-flow.js';
 import { NewsWaiters } from './news-waiters.js';
-import { appendRead, chunkLimit } from './output-chunks.js';
-import { PauseClock } from './pause-clock.js';
+import { appendRead } from './output-chunks.js';
 import { osSignal } from '../protocol/signals.js';
 import { ChildStdin } from './child-stdin.js';
 import { ExitGrace } from './exit-grace.js';
@@ -45,8 +45,8 @@ export class ManagedProcess {
   /** Where its output bytes live until the log lets go of them (reused blocks: no allocation per read). */
   private readonly arena: ByteArena;
   private readonly limits: OutputLimits;
-  /** What its output holds under the memory budget, reported to the session. */
-  private readonly held: HeldOutput;
+  /** Whether its child is read, and what its output holds under the memory budget (output-flow.ts). */
+  private readonly flow: OutputFlow;
   /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
   private announced = false;
 
@@ -57,8 +57,6 @@ export class ManagedProcess {
   private readonly exit = new ExitGrace();
   closed = false;
 
-  /** Whether its output is read (its streams start paused; `updateFlow` decides from the start), and how long not. */
-  private readonly flow = new PauseClock();
   private released = false;
   private resolveClosed!: () => void;
   /** Resolves once the process has exited and its output reached end of file. */
@@ -69,7 +67,7 @@ export class ManagedProcess {
     spec: SpawnSpec,
     private readonly host: ProcessHost,
     /** Adopted (issue #27): the log is rebuilt from the keeper's dump. */
-    restore?: RestoreState,
+    adopted?: KeeperDump,
   ) {
     this.id = spec.processId;
     this.tty = spec.tty;
@@ -78,22 +76,8 @@ export class ManagedProcess {
     this.limits = spec.limits;
     // Spare blocks given back after a quiet while: the budget learns of it.
     this.arena = new ByteArena({ onTrim: () => this.updateFlow() });
-    const logOptions = {
-      memory: this.arena,
-      windowBytes: spec.limits.windowBytes,
-      retentionBytes: spec.limits.retentionBytes,
-      // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
-      maxChunkBytes: chunkLimit(spec.limits.maxChunkBytes, spec.clientAcks),
-      clientAcks: spec.clientAcks,
-      // Kept mode: the keeper learns what clients could see, and what the log let go of.
-      observer: spec.keep || restore ? keeperObserver(() => this.child?.kept) : undefined,
-    };
-    this.log = restore ? OutputLog.restore(logOptions, restore) : new OutputLog(logOptions);
-    this.held = new HeldOutput(spec.memory, (delta) => this.host.outputHeldChanged?.(delta));
-    if (this.held.pressured) {
-      this.log.squeezeHistory(true);
-      this.arena.squeeze(true);
-    }
+    this.log = openLog(spec, this.arena, () => this.child?.kept, adopted);
+    this.flow = new OutputFlow(this.log, this.arena, spec.limits, spec.memory, (delta) => this.host.outputHeldChanged?.(delta));
   }
 
   /**
@@ -102,24 +86,42 @@ export class ManagedProcess {
    */
   static async start(spec: SpawnSpec, host: ProcessHost, backend: Pick<SessionBackend, 'spawn'>): Promise<ManagedProcess> {
     const proc = new ManagedProcess(spec, host);
-    const child = await backend.spawn(spec, proc.childEvents(spec.tty));
-    proc.child = child;
-    proc.pid = child.pid;
-    proc.stdin.attach(child.stdin, child.kept?.stdin ?? null);
+    proc.attach(await backend.spawn(spec, proc.childEvents(spec.tty)));
     proc.updateFlow();
     return proc;
   }
 
-  /** The events of its child, as `start` and `adopt` wire them. */
+  /** Its child runs (spawned, or adopted with the writeIds its keeper took and whether stdin is over). */
+  private attach(child: SpawnedChild, adopted?: KeeperDump): void {
+    this.child = child;
+    this.pid = child.pid;
+    if (adopted) this.stdin.seed(adopted.ids);
+    this.stdin.attach(child.stdin, child.kept?.stdin ?? null);
+    if (adopted?.exited) this.stdin.close();
+  }
+
+  /**
+   * The events of its child, as `start` and `adopt` wire them. With pipes the exit is reported
+   * once they are drained (close), so output usually precedes it, but not held back forever
+   * when a grandchild keeps them open; a pty's exit and close coincide. If its output can no
+   * longer be read (the descriptor failed) the process cannot be followed faithfully any more:
+   * it fails alone — killed (its whole tree), with the reason in `process/read`'s `failure`.
+   */
   private childEvents(tty: boolean): ChildEvents {
     return {
       output: (stream, data) => this.onOutput(stream, data),
-      exit: (rawExitCode) => this.onExit(rawExitCode, tty),
+      exit: (rawExitCode) => {
+        this.exit.exited(rawExitCode, tty ? undefined : () => this.recordExit());
+        if (tty) this.stdin.close();
+      },
       close: () => {
         this.recordExit();
         this.recordClosed();
       },
-      streamError: (stream, error) => this.onStreamError(stream, error),
+      streamError: (stream, error) => {
+        this.failure ??= `${stream}: ${error.message}`;
+        this.killTree();
+      },
     };
   }
 
@@ -131,20 +133,14 @@ export class ManagedProcess {
    */
   static adopt(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild): ManagedProcess {
     const { child, dump } = adopted;
-    const proc = new ManagedProcess(spec, host, restoreState(dump, spec.tty));
+    const proc = new ManagedProcess(spec, host, dump);
     adopted.bind(proc.childEvents(spec.tty));
-    if (proc.log.exitSeq !== null && dump.exited) {
-      proc.exitCode = rawExitCode(dump.exited.code, dump.exited.signal);
-    }
+    if (proc.log.exitSeq !== null && dump.exited) proc.exitCode = rawExitCode(dump.exited.code, dump.exited.signal);
     if (proc.log.closeSeq !== null) {
       proc.closed = true;
       proc.resolveClosed();
     }
-    proc.child = child;
-    proc.pid = child.pid;
-    proc.stdin.seed(dump.ids);
-    proc.stdin.attach(child.stdin, child.kept?.stdin ?? null);
-    if (dump.exited) proc.stdin.close();
+    proc.attach(child, dump);
     proc.announced = true;
     adopted.begin();
     proc.updateFlow();
@@ -159,27 +155,6 @@ export class ManagedProcess {
   /** Kept mode: the server stops and hands the keeper over (nothing is killed). @internal */
   handOver(): void {
     this.child?.kept?.handOver();
-  }
-
-  private onExit(rawExitCode: number, tty: boolean): void {
-    if (tty) {
-      this.exit.exited(rawExitCode);
-      this.stdin.close();
-      return; // a pty's exit and close coincide
-    }
-    // Report the exit once the pipes are drained (close), so output usually precedes it;
-    // do not hold it back forever when a grandchild keeps the pipes open.
-    this.exit.exited(rawExitCode, () => this.recordExit());
-  }
-
-  /**
-   * Its output can no longer be read (the descriptor failed): the process cannot be followed
-   * faithfully any more, so it fails alone — killed (its whole tree), with the reason in
-   * `process/read`'s `failure` — and the server and every other process carry on.
-   */
-  private onStreamError(stream: OutputStream, error: Error): void {
-    this.failure ??= `${stream}: ${error.message}`;
-    this.killTree();
   }
 
   /** `data` is only valid during the call (a read buffer shared by every child): it is copied. */
@@ -306,41 +281,23 @@ export class ManagedProcess {
   /** The server's memory budget crossed its pause mark (either way): squeeze or keep history, pause or read. */
   memoryPressureChanged(): void {
     if (this.released) return;
-    const pressured = this.held.pressured;
-    this.log.squeezeHistory(pressured);
-    this.arena.squeeze(pressured);
+    this.flow.squeeze();
     this.updateFlow();
   }
 
-  /** Applies the output log's decision to the child: read it, or let it block on write. */
+  /** Applies the output log's decision to the child (output-flow.ts): read it, or let it block on write. */
   updateFlow(): void {
-    if (!this.released) {
-      // Every change of the log passes here: the budget always knows what this process keeps.
-      this.held.update({ historyBytes: this.log.historyBytes, unackedBytes: this.log.unackedBytes, arenaHeldBytes: this.arena.heldBytes });
-    }
-    const read = shouldReadChild({
-      finished: this.closed || this.released,
-      attached: this.host.attached,
-      unackedBytes: this.log.unackedBytes,
-      unsentBytes: this.log.unsentBytes,
-      windowBytes: this.limits.windowBytes,
-      readAheadBytes: this.limits.readAheadBytes,
-      // Under pressure, only sessions over their fair share (or past it with the budget full) pause.
-      memoryPressured: this.held.budgeted ? (this.host.outputHeldBack ?? this.held.pressured) : false,
-    });
-    if (this.flow.set(read)) this.child?.setReading(read);
+    const finished = this.closed || this.released;
+    const read = this.flow.decide({ released: this.released, finished, attached: this.host.attached, heldBack: this.host.outputHeldBack });
+    if (read !== null) this.child?.setReading(read);
   }
 
   // ---- process/read --------------------------------------------------------------------------
 
-  private hasNewsAfter(afterSeq: number): boolean {
-    const exitSeq = this.log.exitSeq;
-    return this.log.lastOutputSeq > afterSeq || this.closed || this.released || (exitSeq !== null && exitSeq > afterSeq);
-  }
-
   /** Resolves once there is something new after `afterSeq`, after `waitMs`, or when `signal` aborts (the asking connection closed). */
   async waitForNews(afterSeq: number, waitMs: number, signal?: AbortSignal): Promise<void> {
-    await this.waiters.wait(() => this.hasNewsAfter(afterSeq), waitMs, signal);
+    const news = () => this.log.lastOutputSeq > afterSeq || this.closed || this.released || (this.log.exitSeq ?? afterSeq) > afterSeq;
+    await this.waiters.wait(news, waitMs, signal);
   }
 
   /**
@@ -354,7 +311,7 @@ export class ManagedProcess {
     // session's set of processes whose descendants still run).
     this.log.discard();
     this.arena.dispose();
-    this.held.close();
+    this.flow.close();
     this.waiters.wake();
     this.updateFlow();
     // Kept mode: the keeper is done waiting for a successor; it ends once its tree is gone.
@@ -363,19 +320,11 @@ export class ManagedProcess {
 
   read(afterSeq: number, maxBytes: number | null): ProcessReadResult {
     const wasHolding = this.log.holding;
-    const { chunks, nextSeq } = this.log.read(afterSeq, maxBytes, this.limits.readCapBytes);
+    const answer = this.log.read(afterSeq, maxBytes, this.limits.readCapBytes);
     // In the Codex dialect the reader now holds what it read: evictable, and the child may run.
     if (wasHolding && !this.log.holding) this.changed();
     else this.updateFlow();
-    return {
-      chunks: chunks.map((c) => ({ seq: c.seq, stream: c.stream, chunk: c.data.toString('base64') })),
-      nextSeq,
-      exited: this.log.exitSeq !== null,
-      exitCode: this.exitCode,
-      closed: this.closed,
-      failure: this.failure,
-      sandboxDenied: false,
-    };
+    return processReadResult(answer, this.log.exitSeq !== null, this);
   }
 
   /**
