@@ -150,6 +150,15 @@ export function startError(stage: string, errno: number, file: string): KeeperSp
   return err;
 }
 
+/** The error for a start `who` (a zygote, or a keeper) did not pick up within `timeoutMs`. */
+export function startTimeoutError(who: string, timeoutMs: number, file: string): KeeperSpawnError {
+  return Object.assign(
+    new Error(`${who} did not answer within ${timeoutMs} ms (stopped or overloaded); it was replaced: the start of ${file} failed, try again`),
+    // Not `spawn <file>`: the program was never tried (a process/start says stage 'setup').
+    { code: 'ETIMEDOUT', errno: -(osConstants.errno.ETIMEDOUT ?? 110), syscall: 'keeper' },
+  );
+}
+
 /* ---- kept mode (issue #27): the keeper outlives its server and is adopted by the next ---- */
 
 /** What a kept keeper needs before its spec: where to listen, how long to wait, what to retain. */

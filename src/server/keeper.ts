@@ -22,7 +22,6 @@
 import type { ChildProcess } from 'node:child_process';
 import { EventEmitter } from 'node:events';
 import type { Socket } from 'node:net';
-import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
 import { launchKeeper, retireZygote, type KeeperChannels, type OutputListener } from './keeper-launch.js';
 import { connectAdoption, FramedStdin, KeptControl } from './keeper-kept.js';
@@ -38,6 +37,7 @@ import {
   signalMessage,
   signalNumber,
   startError,
+  startTimeoutError,
   type KeeperSpawnError,
   type KeeperSpec,
 } from './keeper-wire.js';
@@ -326,12 +326,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     if (!this.starting) return;
     const zygote = this.channels.zygote;
     const who = zygote ? `the keeper zygote (pid ${zygote.child.pid ?? '?'})` : `tether-keeper (pid ${this.spawnedKeeper?.pid ?? '?'})`;
-    const failure = (file: string): KeeperSpawnError =>
-      Object.assign(
-        new Error(`${who} did not answer within ${timeoutMs} ms (stopped or overloaded); it was replaced: the start of ${file} failed, try again`),
-        // Not `spawn <file>`: the program was never tried (a process/start says stage 'setup').
-        { code: 'ETIMEDOUT', errno: -(osConstants.errno.ETIMEDOUT ?? 110), syscall: 'keeper' },
-      );
+    const failure = (file: string) => startTimeoutError(who, timeoutMs, file);
     if (zygote) {
       const waiting = [...zygote.pending];
       retireZygote(zygote);
