@@ -38,7 +38,9 @@
 #include <sys/prctl.h>
 #endif
 
-#define MAX_FDS 8
+#include "scm-rights.h"
+
+#define MAX_FDS SCM_FDS_MAX
 
 static const char *errno_code(int err) {
   switch (err) {
@@ -168,27 +170,12 @@ static napi_value send_fds(napi_env env, napi_callback_info info) {
     if (napi_get_element(env, argv[1], i, &v) != napi_ok || napi_get_value_int32(env, v, &fds[i]) != napi_ok)
       return type_error(env, "sendFds(fd: number, fds: number[] (1-8))");
   }
-  char byte = 'k';
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  union {
-    char buf[CMSG_SPACE(MAX_FDS * sizeof(int))];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof control);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = CMSG_SPACE(count * sizeof(int))};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(count * sizeof(int));
-  memcpy(CMSG_DATA(c), fds, count * sizeof(int));
 #ifdef MSG_NOSIGNAL
   int flags = MSG_NOSIGNAL;
 #else
   int flags = 0;
 #endif
-  ssize_t n;
-  do n = sendmsg(fd, &msg, flags);
-  while (n < 0 && errno == EINTR);
+  ssize_t n = send_fds_byte(fd, 'k', fds, (int)count, flags);
   if (n < 0) return throw_errno(env, "sendmsg", errno);
   return NULL;
 }

@@ -125,6 +125,8 @@
 #include <sys/prctl.h>
 #endif
 
+#include "scm-rights.h"
+
 #ifndef MSG_CMSG_CLOEXEC
 #define MSG_CMSG_CLOEXEC 0
 #endif
@@ -203,16 +205,21 @@ static void catch_signal(int sig) {
   sigaction(sig, &sa, NULL);
 }
 
-static void write_all(int fd, const char *buf, size_t len) {
+/*
+ * write(2) of everything, or -1: EPIPE, the server is gone (the control socket's EOF handles
+ * that), or a successor gone or too slow for a kept keeper's dump (SO_SNDTIMEO, kept.c).
+ */
+static int write_all(int fd, const char *buf, size_t len) {
   while (len > 0) {
     ssize_t n = write(fd, buf, len);
     if (n < 0) {
       if (errno == EINTR) continue;
-      return; /* EPIPE: the server is gone; the control socket's EOF handles that */
+      return -1;
     }
     buf += n;
     len -= (size_t)n;
   }
+  return 0;
 }
 
 static void send_ctl(const char *fmt, ...) __attribute__((format(printf, 1, 2)));

@@ -472,37 +472,7 @@ static int peer_is_us(int fd) {
 }
 
 static int send_fds(int fd, const int *fds, int count) {
-  char byte = 1;
-  struct iovec iov = {.iov_base = &byte, .iov_len = 1};
-  union {
-    char buf[CMSG_SPACE(3 * sizeof(int))];
-    struct cmsghdr align;
-  } control;
-  memset(&control, 0, sizeof control);
-  struct msghdr msg = {.msg_iov = &iov, .msg_iovlen = 1, .msg_control = control.buf, .msg_controllen = CMSG_SPACE(count * sizeof(int))};
-  struct cmsghdr *c = CMSG_FIRSTHDR(&msg);
-  c->cmsg_level = SOL_SOCKET;
-  c->cmsg_type = SCM_RIGHTS;
-  c->cmsg_len = CMSG_LEN(count * sizeof(int));
-  memcpy(CMSG_DATA(c), fds, count * sizeof(int));
-  ssize_t n;
-  do n = sendmsg(fd, &msg, 0);
-  while (n < 0 && errno == EINTR);
-  return n == 1 ? 0 : -1;
-}
-
-/* write(2) of everything, or -1 (the successor is gone or too slow: SO_SNDTIMEO). */
-static int write_fully(int fd, const char *buf, size_t len) {
-  while (len > 0) {
-    ssize_t n = write(fd, buf, len);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      return -1;
-    }
-    buf += n;
-    len -= (size_t)n;
-  }
-  return 0;
+  return send_fds_byte(fd, 1, fds, count, 0) == 1 ? 0 : -1;
 }
 
 static int dump_line(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
@@ -512,17 +482,17 @@ static int dump_line(const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(line, sizeof line, fmt, ap);
   va_end(ap);
-  return n > 0 && (size_t)n < sizeof line ? write_fully(CTL_FD, line, (size_t)n) : -1;
+  return n > 0 && (size_t)n < sizeof line ? write_all(CTL_FD, line, (size_t)n) : -1;
 }
 
 /* The dump (see keeper.c's header), on the new control socket; -1 if it could not be sent. */
 static int write_dump(void) {
   reap();
   if (dump_line("adopted 1\npid %d %d\nmeta %zu\n", (int)command_pid, (int)getpid(), meta_len) < 0 ||
-      write_fully(CTL_FD, meta, meta_len) < 0)
+      write_all(CTL_FD, meta, meta_len) < 0)
     return -1;
   for (int s = 1; s <= 2; s++) {
-    if (dump_line("stream %d %llu %zu\n", s, kst[s].base, kst[s].len) < 0 || write_fully(CTL_FD, kst[s].buf + kst[s].head, kst[s].len) < 0)
+    if (dump_line("stream %d %llu %zu\n", s, kst[s].base, kst[s].len) < 0 || write_all(CTL_FD, kst[s].buf + kst[s].head, kst[s].len) < 0)
       return -1;
   }
   for (size_t i = 0; i < mark_count; i++) {
@@ -538,7 +508,7 @@ static int write_dump(void) {
   if (dump_line("dropped %llu\ngone %d\nstdin %llu %d\n", dropped_seq, have_children ? 0 : 1, taken, eof_taken) < 0) return -1;
   for (size_t i = 0; i < id_count; i++) {
     size_t slot = (id_first + i) % ID_RING;
-    if (dump_line("id %zu\n", id_lens[slot]) < 0 || write_fully(CTL_FD, ids[slot], id_lens[slot]) < 0) return -1;
+    if (dump_line("id %zu\n", id_lens[slot]) < 0 || write_all(CTL_FD, ids[slot], id_lens[slot]) < 0) return -1;
   }
   return dump_line("end\n");
 }
