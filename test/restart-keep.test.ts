@@ -9,16 +9,16 @@
  * condition; nothing is measured by the clock.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { chownSync, existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
-import { ExecClient, ServerStoppedError } from '../src/client/index.js';
+import { ExecClient, ServerStoppedError, type ExecProcess } from '../src/client/index.js';
 import { startServer } from '../src/server/index.js';
 import { spawnTether, tetherArgs } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
-import { NOBODY, type ServerUser } from './helpers/server-process.js';
+import { isLive as alive, makeStateDir, NOBODY, type ServerUser } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 40_000;
 const LINES = 80;
@@ -42,11 +42,10 @@ afterEach(() => {
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-/** A fresh state dir (mkdtemp makes it 0700), owned by the server's user. */
+/** A fresh state dir (0700), owned by the server's user, removed after the test. */
 function stateDir(user: ServerUser = 'self'): string {
-  const dir = mkdtempSync(join(tmpdir(), 'tether-keep-'));
+  const dir = makeStateDir(user);
   dirs.push(dir);
-  if (user === 'nobody') chownSync(dir, NOBODY, NOBODY);
   return dir;
 }
 
@@ -88,13 +87,16 @@ function execProducer(url: string, after: number) {
   return { ready, exited, stdout: () => stdout, stderr: () => stderr };
 }
 
-function alive(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch {
-    return false;
-  }
+/**
+ * Spawns a command that says its pid and its parent's (its keeper's), then loops; resolves
+ * with both once said. `prepare` runs on the process before anything is awaited.
+ */
+async function spawnSayingPids(client: ExecClient, prepare?: (proc: ExecProcess) => void) {
+  const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
+  prepare?.(proc);
+  const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
+  const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+  return { proc, pid, keeperPid };
 }
 
 /** Polls `condition` every 50 ms until it holds, failing after `limitMs` (a wait for a condition, not a sleep). */
@@ -157,9 +159,7 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const client = await ExecClient.connect(server.url, { clientName: 'restart-keep-test', recoveryDeadlineMs: 60_000 });
       try {
         // The command says its pid and its parent's, the keeper's.
-        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
-        const first = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
-        const [pid, keeperPid] = first.trim().split(' ').map(Number) as [number, number];
+        const { pid, keeperPid } = await spawnSayingPids(client);
         expect(readdirSync(join(dir, 'k'))).toHaveLength(1);
         server.child.kill('SIGKILL');
         await server.exited;
@@ -181,10 +181,7 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const first = await serve(dir, 0, '60s');
       const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-orphan', recoveryDeadlineMs: 1_000 });
       try {
-        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
-        proc.on('error', () => {});
-        const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
-        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        const { pid, keeperPid } = await spawnSayingPids(client, (proc) => proc.on('error', () => {}));
         first.child.kill('SIGKILL');
         await first.exited;
         for (const name of readdirSync(join(dir, 'sessions'))) rmSync(join(dir, 'sessions', name));
@@ -207,10 +204,7 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const first = await serve(dir, 0, '60s');
       const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-stale', recoveryDeadlineMs: 1_000 });
       try {
-        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
-        proc.on('error', () => {});
-        const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
-        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        const { pid, keeperPid } = await spawnSayingPids(client, (proc) => proc.on('error', () => {}));
         first.child.kill('SIGKILL');
         await first.exited;
         process.kill(keeperPid, 'SIGKILL');
@@ -371,10 +365,8 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const server = await startServer({ port: 0, stateDir: dir, adoptWithinMs: 60_000 });
       const client = await ExecClient.connect(server.url, { clientName: 'restart-keep-stop', recoveryDeadlineMs: 60_000 });
       try {
-        const proc = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
-        const failed = new Promise<Error>((resolve) => proc.once('error', resolve));
-        const line = await new Promise<string>((resolve) => proc.stdout.once('data', (d: Buffer) => resolve(d.toString())));
-        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        let failed!: Promise<Error>;
+        const { pid, keeperPid } = await spawnSayingPids(client, (proc) => (failed = new Promise<Error>((resolve) => proc.once('error', resolve))));
         await server.close({ keep: false });
         expect(await failed).toBeInstanceOf(ServerStoppedError);
         await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
@@ -395,10 +387,9 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-bad-dump', recoveryDeadlineMs: 60_000 });
       try {
         const good = client.spawn(['sh', '-c', 'echo good; while :; do sleep 0.05; done']);
-        const bad = client.spawn(['sh', '-c', 'echo "$$ $PPID"; while :; do sleep 0.05; done']);
-        await new Promise((resolve) => good.stdout.once('data', resolve));
-        const line = await new Promise<string>((resolve) => bad.stdout.once('data', (d: Buffer) => resolve(d.toString())));
-        const [pid, keeperPid] = line.trim().split(' ').map(Number) as [number, number];
+        const goodSaid = new Promise((resolve) => good.stdout.once('data', resolve));
+        const { proc: bad, pid, keeperPid } = await spawnSayingPids(client);
+        await goodSaid;
         // A mark past what the keeper retains: its dump cannot rebuild the log (tests only reach in like this).
         const session = [...first.sessions.values()][0]!;
         const proc = session.processes.get(bad.id)! as unknown as { child: { kept: { mark(seq: number, stream: 1 | 2, end: number): void } } };
