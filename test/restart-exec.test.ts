@@ -17,6 +17,13 @@ const TEST_TIMEOUT_MS = 45_000;
 const LINES = 60;
 const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
 
+/** `tether exec` of a paced producer (lines 1..LINES, then exit 7) against `server`, its output watched. */
+function execProducer(server: RestartableServer): ReturnType<typeof watchOutput> {
+  const marker = `producer-${randomUUID()}`;
+  const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
+  return watchOutput(spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], { stdio: ['ignore', 'pipe', 'pipe'] }));
+}
+
 let restartables: RestartableServer[] = [];
 afterEach(async () => {
   for (const r of restartables.splice(0)) await r.dispose();
@@ -29,12 +36,7 @@ describe.each(serverUsers())('tether exec across a server restart (server runs a
       async () => {
         const server = await startRestartableServer(user);
         restartables.push(server);
-        const marker = `producer-${randomUUID()}`;
-        const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
-        const cli = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], {
-          stdio: ['ignore', 'pipe', 'pipe'],
-        });
-        const out = watchOutput(cli);
+        const out = execProducer(server);
         await out.waitStdout('line 10\n');
         const stopped = await server.stop(ending);
         if (ending === 'SIGTERM') expect(stopped, server.current.stderr()).toMatchObject({ code: 0 });
@@ -54,12 +56,7 @@ describe.each(serverUsers())('tether exec across a server restart (server runs a
     async () => {
       const server = await startRestartableServer(user);
       restartables.push(server);
-      const marker = `producer-${randomUUID()}`;
-      const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
-      const cli = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      const out = watchOutput(cli);
+      const out = execProducer(server);
       await out.waitStdout('line 10\n');
       await server.stop('SIGKILL');
       await server.successor();
