@@ -316,16 +316,12 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     for (const s of this.state.sessions.values()) s.killAllSync(evenKept);
   }
 
-  /**
-   * What a stop keeps of the sessions: null today (they end with the server, and clients are
-   * told "stopped"). The hook for issue #27's state dir: once a successor can adopt them,
-   * return `{ keptMs }` here and clients are told "restarting" and reconnect at once.
-   */
   /** How long a kept stop keeps the processes for a successor (0 without a state dir). */
   get keptForMs(): number {
     return this.kept?.adoptWithinMs ?? 0;
   }
 
+  /** What a stop keeps of the sessions: `{ keptMs }` when kept for a successor (clients told "restarting"), else null ("stopped"). */
   private keptOnStop(keep: boolean): { keptMs: number } | null {
     return keep && this.kept ? { keptMs: this.kept.adoptWithinMs } : null;
   }
