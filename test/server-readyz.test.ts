@@ -1,6 +1,8 @@
 /**
- * `/readyz` while a server adopts its predecessor's sessions (issue #27): 503 with a JSON
- * reason until told ready, 200 after. The gate alone (http-gate.ts) on a plain HTTP server.
+ * `/readyz` of a server told it is not ready (TetherServer.setReady, issue #27): 503 with a
+ * JSON reason until told ready, 200 after. The gate alone (http-gate.ts) on a plain HTTP
+ * server. (A server on a state dir listens only once adoption is done: serve-replace checks
+ * its /readyz.)
  */
 import { createServer, type Server } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -22,7 +24,7 @@ async function gate(): Promise<{ gate: HttpGate; url: string }> {
   return { gate: g, url: `http://127.0.0.1:${(http.address() as AddressInfo).port}` };
 }
 
-describe('/readyz and adoption', () => {
+describe('/readyz told not ready', () => {
   it('is 200 by default, 503 {"ready":false,"reason":"adopting"} while adopting, 200 again once done', async () => {
     const { gate: g, url } = await gate();
     expect((await fetch(`${url}/readyz`)).status).toBe(200);

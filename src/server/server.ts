@@ -272,11 +272,12 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   }
 
   /**
-   * Whether `/readyz` says ready (200) or 503 `{"ready":false,"reason":"adopting"}` (issue
-   * #27: a successor adopting its predecessor's keepers calls setReady(false) first, then
-   * setReady(true) once every keeper and session is adopted). Ready unless told otherwise.
+   * Whether `/readyz` says ready (200) or 503 `{"ready":false,"reason":REASON}`: for an
+   * application embedding the server (say, one that loads its own state first). Ready unless
+   * told otherwise. A server on a state dir needs no call: it listens only once it has adopted
+   * its predecessor's sessions, so its first 200 already means adoption is done.
    */
-  setReady(ready: boolean, reason = 'adopting'): void {
+  setReady(ready: boolean, reason = 'not ready'): void {
     this.gate.setNotReady(ready ? null : reason);
   }
 
