@@ -204,6 +204,7 @@ export class SessionLink {
       const init = await candidate.request<InitializeResult>(Method.initialize, this.initializeParams(this.sessionId));
       if (!init || init.sessionId !== this.sessionId) throw new WrongSessionError(init?.sessionId);
       candidate.notify(Method.initialized, {});
+      this.failLost(init);
       // With acks the server sends every process's events after what we delivered, in order;
       // without, read back what each process produced meanwhile.
       if (!this.acks) await this.catchUp(candidate);
@@ -214,6 +215,20 @@ export class SessionLink {
       throw err;
     } finally {
       signal.removeEventListener('abort', onAbort);
+    }
+  }
+
+  /**
+   * `acks`: processes the server says a restart could not keep (`tether.lost`): their
+   * remaining events will never come, so each fails now with the server's reason.
+   */
+  private failLost(init: InitializeResult): void {
+    const lost = init.tether?.lost;
+    if (!lost || typeof lost !== 'object') return;
+    for (const proc of this.host.processes()) {
+      const reason = Object.hasOwn(lost, proc.id) ? lost[proc.id] : undefined;
+      if (typeof reason !== 'string' || !isLive(proc)) continue;
+      failProcess(proc, new OutputLostError(proc.id, sequencerOf(proc).lastDelivered + 1, Infinity, `could not be delivered: ${reason}`));
     }
   }
 

@@ -95,6 +95,12 @@ export interface TetherInitializeResult {
   extensions: ExtensionName[];
   /** With `acks`: unacknowledged output per process (bytes) at which the server stops reading it. */
   outputWindow?: number;
+  /**
+   * With `acks`, on a resume: processes named in `delivered` that the session no longer has
+   * because a server restart could not keep them (issue #27): id → why. Their remaining
+   * events will never come.
+   */
+  lost?: Record<string, string>;
 }
 
 /** `data` of a `process/start` error under extension `startErrorDetail`. */

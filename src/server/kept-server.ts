@@ -17,6 +17,7 @@ import { randomBytes } from 'node:crypto';
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { KeyJournal } from './key-journal.js';
+import { KEEPER_GONE, LostProcesses } from './lost-processes.js';
 import type { ExtensionName } from '../protocol/index.js';
 import type { Logger } from '../util/logger.js';
 import type { KeepOptions } from './keeper.js';
@@ -75,6 +76,9 @@ export interface KeptServerOptions {
 }
 
 export class KeptServer {
+  /** Recorded processes the restore could not adopt, per session: a resuming client is told (lost-processes.ts). */
+  readonly lost = new LostProcesses();
+
   private constructor(
     readonly dir: StateDir,
     private readonly store: SessionStore,
@@ -169,6 +173,7 @@ export class KeptServer {
       limits: session.limits,
       nextHandle: session.handleCursor,
       processes,
+      lost: this.lost.of(session.id),
       createdAt: Date.now(),
     };
   }
@@ -235,6 +240,7 @@ export class KeptServer {
       } catch (err) {
         // Its dump does not fit together (OutputLog.restore): that process is lost, the rest is not.
         this.dismiss(a, `could not be rebuilt (${(err as Error).message})`);
+        this.lost.add(session.id, a.meta.process, `the process was lost in the server restart (its output could not be rebuilt: ${(err as Error).message})`);
         continue;
       }
       session.adoptProcess(proc);
@@ -243,9 +249,20 @@ export class KeptServer {
       const admitted = state.capacity?.admit(a.meta.tty, true);
       if (admitted && 'ticket' in admitted) void proc.whenGone.then(admitted.ticket);
     }
-    for (const session of sessions.values()) {
+    for (const record of this.records) {
+      const session = sessions.get(record.id)!;
+      // Lost at an earlier restart, or recorded but not adopted now (its keeper died while no
+      // server ran): a resuming client is told.
+      for (const [id, reason] of Object.entries(record.lost ?? {})) this.lost.add(session.id, id, reason);
+      for (const p of record.processes) if (!session.processes.has(p.processId)) this.lost.add(session.id, p.processId, KEEPER_GONE);
+      session.onExpired(() => this.lost.forget(session.id));
       this.save(session); // its process list as adopted (keepers that died are gone from it)
-      state.log('info', `session ${session.shortId} restored from the state dir with ${session.processes.size} process(es); expires in ${session.limits.ttlMs} ms unless resumed`);
+      const lost = this.lost.count(session.id);
+      state.log(
+        'info',
+        `session ${session.shortId} restored from the state dir with ${session.processes.size} process(es)` +
+          `${lost > 0 ? ` (${lost} lost in the restart)` : ''}; expires in ${session.limits.ttlMs} ms unless resumed`,
+      );
     }
     this.adopted = [];
     this.records = [];

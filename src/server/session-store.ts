@@ -43,6 +43,8 @@ export interface SessionRecord {
   /** The next `binaryOutput` handle the session would give. */
   nextHandle: number;
   processes: SessionProcessRecord[];
+  /** Processes a restart could not keep (lost-processes.ts): id → why. Absent when none. */
+  lost?: Record<string, string>;
   /** Date.now() at its creation. */
   createdAt: number;
 }
@@ -216,5 +218,6 @@ export function parseRecord(value: unknown): SessionRecord {
       typeof p.startedAt === 'number';
     if (!ok) fail(`process ${JSON.stringify((p as { processId?: unknown } | null)?.processId)}`);
   }
+  if (r.lost !== undefined && (typeof r.lost !== 'object' || r.lost === null || !Object.values(r.lost).every((v) => typeof v === 'string'))) fail('lost');
   return r as unknown as SessionRecord;
 }
