@@ -38,6 +38,7 @@ export const unitTests = [
   'server-env',
   'server-log-entries',
   'server-log-restore',
+  'server-lost-processes',
   'server-memory-budget',
   'server-output-log',
   'server-process-parts',

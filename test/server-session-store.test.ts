@@ -119,6 +119,15 @@ describe('SessionStore', () => {
     expect(readdirSync(dir)).not.toContain('x.json.tmp-1-aa');
   });
 
+  it('keeps the processes a restart lost (id → reason), and skips a record whose lost list is malformed', async () => {
+    const { lines, logger } = quiet();
+    const store = new SessionStore(dir, logger);
+    await store.save(record('s1', { lost: { p0: 'the process was lost in the server restart (its keeper was gone)' } }));
+    writeFileSync(join(dir, 'badlost.json'), JSON.stringify(record('badlost', { lost: { p0: 5 } as never })));
+    expect(await store.loadAll()).toEqual([record('s1', { lost: { p0: 'the process was lost in the server restart (its keeper was gone)' } })]);
+    expect(lines.join('\n')).toContain('(lost)');
+  });
+
   it('refuses an id that is not a safe file name', async () => {
     const store = new SessionStore(dir, quiet().logger);
     await expect(store.save(record('../evil'))).rejects.toThrow('cannot be stored');
