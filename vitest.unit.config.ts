@@ -33,6 +33,7 @@ export const unitTests = [
   'client-output-notification',
   'server-auth',
   'server-capacity',
+  'server-closed-retention',
   'server-connection-parts',
   'server-descriptors',
   'server-env',

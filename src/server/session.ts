@@ -16,6 +16,7 @@ import type { LogEntry } from './output-log.js';
 import type { ManagedProcess, OutputLimits, ProcessHost } from './process.js';
 import { settleWithin } from '../util/timeouts.js';
 import { HandleTable } from './session-handles.js';
+import { ClosedRetention } from './closed-retention.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {
@@ -59,7 +60,8 @@ export class Session implements ProcessHost {
   private pumping = false;
   private ttlTimer: NodeJS.Timeout | null = null;
   private graceTimer: NodeJS.Timeout | null = null;
-  private removalTimers = new Map<ManagedProcess, NodeJS.Timeout>();
+  /** Closed processes stay readable for closedRetentionMs, then go (closed-retention.ts). */
+  private readonly retention: ClosedRetention<ManagedProcess>;
   /**
    * Processes whose keeper still runs — the command, or something it started that outlived
    * it (a daemon, a background job) — whether or not they are still listed in `processes`:
@@ -87,7 +89,9 @@ export class Session implements ProcessHost {
     },
     /** The extensions negotiated at creation (protocol/extensions.ts); fixed for the session's life. */
     readonly extensions: ReadonlySet<ExtensionName> = new Set(),
-  ) {}
+  ) {
+    this.retention = new ClosedRetention(limits.closedRetentionMs, this);
+  }
 
   /** Takes its place in the budget's fair shares (as its owner's session): its children pause when it is over its share. */
   joinShares(shares: OutputShares): void {
@@ -142,7 +146,7 @@ export class Session implements ProcessHost {
     this.processes.set(proc.id, proc);
     if (proc.handle !== 0) this.handles.bind(proc.handle, proc);
     this.track(proc);
-    if (proc.closed) this.scheduleRemoval(proc);
+    if (proc.closed) this.retention.schedule(proc);
   }
 
   /**
@@ -155,8 +159,7 @@ export class Session implements ProcessHost {
     this.expired = true;
     if (this.ttlTimer) clearTimeout(this.ttlTimer);
     if (this.graceTimer) clearTimeout(this.graceTimer);
-    for (const timer of this.removalTimers.values()) clearTimeout(timer);
-    this.removalTimers.clear();
+    this.retention.clear();
     this.sendQueue.clear();
     for (const proc of this.everyProcess) proc.handOver();
     this.share?.close();
@@ -222,7 +225,7 @@ export class Session implements ProcessHost {
       this.ttlTimer = null;
     }
     // Closed processes kept while detached get their full readable window again.
-    for (const proc of this.processes.values()) if (proc.closed) this.scheduleRemoval(proc);
+    for (const proc of this.processes.values()) if (proc.closed) this.retention.schedule(proc);
     if (!resumed) return;
     for (const proc of this.processes.values()) proc.resumed(delivered && Object.hasOwn(delivered, proc.id) ? delivered[proc.id] : undefined);
     if (!this.clientAcks) {
@@ -336,8 +339,7 @@ export class Session implements ProcessHost {
     this.expired = true;
     if (this.ttlTimer) clearTimeout(this.ttlTimer);
     if (this.graceTimer) clearTimeout(this.graceTimer);
-    for (const timer of this.removalTimers.values()) clearTimeout(timer);
-    this.removalTimers.clear();
+    this.retention.clear();
     this.sendQueue.clear();
     for (const proc of this.everyProcess) {
       proc.killTree();
@@ -421,7 +423,7 @@ export class Session implements ProcessHost {
 
   processClosed(proc: ManagedProcess): void {
     if (this.expired) return;
-    this.scheduleRemoval(proc);
+    this.retention.schedule(proc);
   }
 
   processDone(proc: ManagedProcess): void {
@@ -429,32 +431,13 @@ export class Session implements ProcessHost {
     this.sendQueue.delete(proc);
   }
 
-  private remove(proc: ManagedProcess): void {
-    const timer = this.removalTimers.get(proc);
-    if (timer) clearTimeout(timer);
-    this.removalTimers.delete(proc);
+  /** Its closed retention ran out (closed-retention.ts): the process is forgotten. @internal */
+  remove(proc: ManagedProcess): void {
+    this.retention.cancel(proc);
     this.sendQueue.delete(proc);
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
     this.handles.release(proc.handle, proc);
     proc.release();
     this.hooks.processesChanged?.(this);
-  }
-
-  /**
-   * A closed process stays readable for closedRetentionMs — counted only while a client is
-   * attached, and (with acks) only once nothing of it is unacknowledged: the client may still
-   * be consuming it, and an acknowledged close removes it at once anyway.
-   */
-  private scheduleRemoval(proc: ManagedProcess): void {
-    const previous = this.removalTimers.get(proc);
-    if (previous) clearTimeout(previous);
-    const timer = setTimeout(() => {
-      this.removalTimers.delete(proc);
-      if (!this.link) return; // detached: keep it for the returning client; re-armed on attach
-      if (this.clientAcks && proc.unacknowledged > 0) return this.scheduleRemoval(proc);
-      this.remove(proc);
-    }, this.limits.closedRetentionMs);
-    timer.unref?.();
-    this.removalTimers.set(proc, timer);
   }
 }
