@@ -32,6 +32,13 @@ describe('LostProcesses', () => {
     expect(lost.count('s1')).toBe(0);
   });
 
+  it('an id the session has again (started anew since) is not lost', () => {
+    const lost = new LostProcesses();
+    lost.add('s1', 'p1', KEEPER_GONE);
+    lost.add('s1', 'p2', KEEPER_GONE);
+    expect(lost.named('s1', { p1: 3, p2: 1 }, (id) => id === 'p1')).toEqual({ p2: KEEPER_GONE });
+  });
+
   it('does not take an inherited name for a named process', () => {
     const lost = new LostProcesses();
     lost.add('s1', 'toString', KEEPER_GONE);

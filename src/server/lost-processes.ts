@@ -29,12 +29,15 @@ export class LostProcesses {
     return this.bySession.get(sessionId)?.size ?? 0;
   }
 
-  /** The lost processes among those a resuming client names (`delivered`): id → reason; undefined when none. */
-  named(sessionId: string, delivered: Readonly<Record<string, number>> | null | undefined): Record<string, string> | undefined {
+  /**
+   * The lost processes among those a resuming client names (`delivered`): id → reason;
+   * undefined when none. An id the session `has` again (started anew since) is not lost.
+   */
+  named(sessionId: string, delivered: Readonly<Record<string, number>> | null | undefined, has: (processId: string) => boolean = () => false): Record<string, string> | undefined {
     const lost = this.bySession.get(sessionId);
     if (!lost || !delivered) return undefined;
     let answer: Record<string, string> | undefined;
-    for (const [processId, reason] of lost) if (Object.hasOwn(delivered, processId)) (answer ??= {})[processId] = reason;
+    for (const [processId, reason] of lost) if (Object.hasOwn(delivered, processId) && !has(processId)) (answer ??= {})[processId] = reason;
     return answer;
   }
 
