@@ -155,17 +155,8 @@ export class Session implements ProcessHost {
    * @internal
    */
   handOver(): void {
-    if (this.expired) return;
-    this.expired = true;
-    if (this.ttlTimer) clearTimeout(this.ttlTimer);
-    if (this.graceTimer) clearTimeout(this.graceTimer);
-    this.retention.clear();
-    this.sendQueue.clear();
-    for (const proc of this.everyProcess) proc.handOver();
-    this.share?.close();
-    this.backend?.close();
     // What other modules keep for it (open files) goes; its record and journal stay on disk.
-    for (const listener of this.expiryListeners.splice(0)) listener();
+    this.end((proc) => proc.handOver());
   }
 
   /** Short form for logs: the id is the resume credential. */
@@ -335,20 +326,26 @@ export class Session implements ProcessHost {
 
   /** Kills every process of the session, and everything they started, and forgets it. */
   expire(): void {
-    if (this.expired) return;
+    const ended = this.end((proc) => {
+      proc.killTree();
+      proc.release();
+    });
+    if (ended) this.hooks.expired(this);
+  }
+
+  /** Ends it once (false if it had ended): timers stopped, `each` process let go of, its shares and back-end closed, listeners told. */
+  private end(each: (proc: ManagedProcess) => void): boolean {
+    if (this.expired) return false;
     this.expired = true;
     if (this.ttlTimer) clearTimeout(this.ttlTimer);
     if (this.graceTimer) clearTimeout(this.graceTimer);
     this.retention.clear();
     this.sendQueue.clear();
-    for (const proc of this.everyProcess) {
-      proc.killTree();
-      proc.release();
-    }
+    for (const proc of this.everyProcess) each(proc);
     this.share?.close();
     this.backend?.close();
     for (const listener of this.expiryListeners.splice(0)) listener();
-    this.hooks.expired(this);
+    return true;
   }
 
   /** Synchronous last resort (the server process is exiting): every process tree is told to die (kept ones only with `evenKept`). */
