@@ -72,6 +72,17 @@ describe('openStateDir', () => {
     await expect(openStateDir(dir)).rejects.toThrow(`state dir ${dir} has mode 755, readable or writable by others: run chmod 700 ${dir}`);
   });
 
+  it('refuses a shared dir like /tmp (sticky, writable by all) without telling anyone to chmod it', async () => {
+    const dir = join(fresh(), 'shared');
+    mkdirSync(dir);
+    chmodSync(dir, 0o1777);
+    await expect(openStateDir(dir)).rejects.toThrow(
+      `state dir ${dir} has mode 1777, shared with other users: give tether a directory of its own, e.g. --state-dir ${join(dir, 'tether-state')} (created mode 0700)`,
+    );
+    const own = await openStateDir(join(dir, 'tether-state'));
+    await own.release();
+  });
+
   it('refuses a subdir with loose modes too', async () => {
     const dir = join(fresh(), 'state');
     mkdirSync(join(dir, 'sessions'), { recursive: true, mode: 0o700 });

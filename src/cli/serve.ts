@@ -326,6 +326,10 @@ export async function run(argv: string[]): Promise<void> {
     logger('warn', `listening on ${config.options.host} WITHOUT a token (--insecure-no-token): anyone who can reach this port can run commands`);
   }
   logger('info', `tether serve listening on ${server.url}${config.options.token ? ' (bearer token required)' : ''}`);
+  if (config.stateDir !== null) {
+    const keptS = Math.round((config.options.adoptWithinMs ?? Defaults.adoptWithinMs) / 1000);
+    logger('info', `state dir ${config.stateDir}: if this server is stopped (SIGTERM, SIGHUP, --replace) or dies, its processes run on for ${keptS} s for the next tether serve on it to adopt (--state-dir none: they die with it)`);
+  }
 
   // Closing the terminal that runs us (SIGHUP) also takes our stderr away: a failed log
   // write must not turn a clean shutdown into a crash.

@@ -149,7 +149,11 @@ async function checkOwnDir(path: string, euid: number): Promise<void> {
     throw new StateDirError(`state dir ${path} is owned by uid ${st.uid}, not by us (uid ${euid}): use --state-dir with a directory of our own`);
   }
   if ((st.mode & 0o077) !== 0) {
-    const mode = (st.mode & 0o777).toString(8).padStart(3, '0');
+    const mode = (st.mode & 0o7777).toString(8).padStart(3, '0');
+    // A shared directory (/tmp: sticky or writable by all) is not to be chmod'ed: a subdirectory is the fix.
+    if ((st.mode & 0o1002) !== 0) {
+      throw new StateDirError(`state dir ${path} has mode ${mode}, shared with other users: give tether a directory of its own, e.g. --state-dir ${join(path, 'tether-state')} (created mode 0700)`);
+    }
     throw new StateDirError(`state dir ${path} has mode ${mode}, readable or writable by others: run chmod 700 ${path}`);
   }
 }
