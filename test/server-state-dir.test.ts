@@ -3,9 +3,11 @@
  * refuse a dir another user could reach (mode, symlink, owner), the socket path length, and
  * the lock that keeps two live servers apart.
  */
+import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { defaultStateDir, MAX_SOCKET_PATH_BYTES, openStateDir, StateDirError, type StateDir } from '../src/server/state-dir.js';
 
@@ -144,5 +146,23 @@ describe('openStateDir', () => {
     // Unreadable junk is stale too.
     writeFileSync(join(dir, 'server.lock'), 'garbage');
     await open(dir);
+  });
+
+  it('takes over the lock of a zombie (a server killed -9 that nobody reaped: a container whose pid 1 does not reap)', async () => {
+    const dir = join(fresh(), 'state');
+    mkdirSync(dir, { mode: 0o700 });
+    // `true` exits at once; its parent becomes `sleep`, which never reaps it: a zombie.
+    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    try {
+      const pid = Number(await new Promise<string>((resolve) => createInterface({ input: parent.stdout! }).once('line', resolve)));
+      const stat = () => readFileSync(`/proc/${pid}/stat`, 'utf8').slice(readFileSync(`/proc/${pid}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ');
+      while (stat()[0] !== 'Z') await new Promise((resolve) => setImmediate(resolve));
+      writeFileSync(join(dir, 'server.lock'), `${pid} ${stat()[19]}\n`);
+      await open(dir);
+      expect(readFileSync(join(dir, 'server.lock'), 'utf8')).toMatch(new RegExp(`^${process.pid} `));
+      await opened.pop()!.release();
+    } finally {
+      parent.kill('SIGKILL');
+    }
   });
 });

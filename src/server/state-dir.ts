@@ -203,7 +203,7 @@ function createLock(lockPath: string): boolean {
     throw err;
   }
   try {
-    writeSync(fd, `${process.pid} ${processStart(process.pid) ?? '-'}\n`);
+    writeSync(fd, `${process.pid} ${processStat(process.pid)?.start ?? '-'}\n`);
   } finally {
     closeSync(fd);
   }
@@ -233,16 +233,19 @@ function holderAlive(holder: LockHolder): boolean {
   } catch (err) {
     if ((err as NodeJS.ErrnoException).code !== 'EPERM') return false;
   }
-  const start = processStart(holder.pid);
+  const stat = processStat(holder.pid);
+  // A zombie is dead: killed, not yet reaped (a container whose pid 1 does not reap keeps it so).
+  if (stat?.state === 'Z') return false;
+  const start = stat?.start ?? null;
   return holder.start === null || start === null || start === holder.start;
 }
 
-/** Linux: a process's start time in clock ticks since boot (pid reuse changes it); null elsewhere. */
-function processStart(pid: number): string | null {
+/** Linux: a process's state (R, S, Z…) and start time in clock ticks since boot (pid reuse changes it); null elsewhere. */
+function processStat(pid: number): { state: string; start: string | null } | null {
   try {
     const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
     const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19] ?? null; // field 22 overall; fields here start at field 3
+    return { state: fields[0] ?? '', start: fields[19] ?? null }; // state is field 3 overall, the start time field 22
   } catch {
     return null;
   }
