@@ -174,6 +174,7 @@ export class KeptServer {
       nextHandle: session.handleCursor,
       processes,
       lost: this.lost.of(session.id),
+      ...(session.keptFs?.watch || session.keptFs?.handles ? { fs: session.keptFs } : {}),
       createdAt: Date.now(),
     };
   }
@@ -211,6 +212,7 @@ export class KeptServer {
       state.monitor.sessionDetached(session);
       session.restoreDetached(record.nextHandle);
       session.markAdopted();
+      if (record.fs) state.fsRegistration?.restore(session, record.fs);
       sessions.set(record.id, session);
     }
     for (const a of this.adopted) {

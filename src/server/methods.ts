@@ -12,7 +12,7 @@ import type { ProcessCapacity } from './capacity.js';
 import type { DescriptorBudget } from './descriptors.js';
 import type { MemoryBudget } from './memory-budget.js';
 import { ByteBudget } from './fs/budget.js';
-import { registerFsMethods, sessionShare, type FsServerLimits } from './fs/methods.js';
+import { registerFsMethods, sessionShare, type FsRegistration, type FsServerLimits } from './fs/methods.js';
 import { defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from './descriptors.js';
 import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
@@ -55,6 +55,8 @@ export interface ServerState {
   backend: ServerBackend;
   /** A state dir (issue #27): processes are kept, sessions recorded (kept-server.ts). */
   kept?: KeptServer;
+  /** Set by createRpcServer: the fs methods' per-session state, which a restore rebuilds. */
+  fsRegistration?: FsRegistration;
 }
 
 // Like Codex, every handler validates its params first and checks the handshake state second.
@@ -87,7 +89,15 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   // in the memory budget as it is handed out, a share at most per session.
   const dataBytes = Math.max(1, Math.min(state.fs.memoryBytes, state.memory ? Math.floor(state.memory.limit / 4) : Number.POSITIVE_INFINITY));
   const dataBudget = new ByteBudget(dataBytes, state.memory?.account('files'), sessionShare(dataBytes, state.fs.maxReadFileBytes));
-  const fs = registerFsMethods(rpc, state.fs, requireReady, dataBudget, (session) => state.kept?.journalOf(session, state.fs.rememberedResults) ?? null);
+  const fs = registerFsMethods(
+    rpc,
+    state.fs,
+    requireReady,
+    dataBudget,
+    (session) => state.kept?.journalOf(session, state.fs.rememberedResults) ?? null,
+    (session) => state.kept?.save(session),
+  );
+  state.fsRegistration = fs;
   // Producers pause at the budget's pause mark and are read again below its resume mark: a
   // rare event (the budget must swing by a tenth), so every process is told.
   state.memory?.onPressureChange(() => {

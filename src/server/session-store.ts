@@ -16,6 +16,7 @@
 import { randomBytes } from 'node:crypto';
 import { lstat, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
+import { checkKeptFs, type KeptFsRecord } from './fs/kept-fs.js';
 import type { SessionLimits } from './session.js';
 import { stderrLogger, type Logger } from '../util/logger.js';
 
@@ -45,6 +46,8 @@ export interface SessionRecord {
   processes: SessionProcessRecord[];
   /** Processes a restart could not keep (lost-processes.ts): id → why. Absent when none. */
   lost?: Record<string, string>;
+  /** An `fsResume` session's live missing-watch and open file handles (fs/kept-fs.ts). Absent when none. */
+  fs?: KeptFsRecord;
   /** Date.now() at its creation. */
   createdAt: number;
 }
@@ -219,5 +222,6 @@ export function parseRecord(value: unknown): SessionRecord {
     if (!ok) fail(`process ${JSON.stringify((p as { processId?: unknown } | null)?.processId)}`);
   }
   if (r.lost !== undefined && (typeof r.lost !== 'object' || r.lost === null || !Object.values(r.lost).every((v) => typeof v === 'string'))) fail('lost');
+  if (r.fs !== undefined) checkKeptFs(r.fs);
   return r as unknown as SessionRecord;
 }

@@ -17,6 +17,7 @@ import type { ManagedProcess, OutputLimits, ProcessHost } from './process.js';
 import { settleWithin } from '../util/timeouts.js';
 import { HandleTable } from './session-handles.js';
 import { ClosedRetention } from './closed-retention.js';
+import type { KeptFsRecord } from './fs/kept-fs.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {
@@ -49,6 +50,8 @@ export class Session implements ProcessHost {
   readonly processes = new Map<string, ManagedProcess>();
   /** Process ids whose start is in flight (reserved so a duplicate is refused at once). */
   readonly starting = new Set<string>();
+  /** With `fsResume`: its live missing-watch and open file handles, as its session record keeps them (fs/kept-fs.ts). */
+  keptFs: KeptFsRecord | undefined;
   /** Extension `binaryOutput`: process by handle (null while its start is in flight). */
   private readonly handles = new HandleTable<ManagedProcess>();
   private _adopted = false;

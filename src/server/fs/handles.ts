@@ -32,18 +32,35 @@ export function checkBlockLength(len: number, what: 'read' | 'write'): void {
 }
 
 const unknownHandle = (handleId: string) => notFound(`unknown file handle \`${handleId}\``);
+/** Still "unknown file handle" (clients map it to EBADF), saying why. */
+const lostHandle = (handleId: string) =>
+  notFound(`unknown file handle \`${handleId}\`: it was open when the server restarted, and file handles do not survive a server restart (open the file again)`);
 
 export class HandleTable {
   private readonly open = new Map<string, OpenFile>();
   /** Ids whose open is in flight (reserved so a duplicate or the cap is refused at once). */
   private readonly opening = new Set<string>();
   private closed = false;
+  /** Ids open when a predecessor server stopped (issue #27): their use is answered with `lostHandle`, until closed or opened anew. */
+  private readonly lost = new Set<string>();
 
   constructor(
     private readonly capacity: number,
     /** Handles open across the whole server. */
     private readonly serverWide: OpenFileCount,
+    /** The set of ids (`ids()`) changed: a handle opened or closed. */
+    private readonly onChange: () => void = () => {},
   ) {}
+
+  /** The ids open, and those lost in a restart not yet closed (what a session record keeps). */
+  ids(): string[] {
+    return [...this.open.keys(), ...this.lost];
+  }
+
+  /** A successor server: `ids` were open on its predecessor (bounded by the predecessor's cap). */
+  markLost(ids: string[]): void {
+    for (const id of ids.slice(0, this.capacity)) this.lost.add(id);
+  }
 
   get size(): number {
     return this.open.size + this.opening.size;
@@ -69,7 +86,9 @@ export class HandleTable {
         throw unknownHandle(handleId);
       }
       this.open.set(handleId, { file, mode });
+      this.lost.delete(handleId);
       opened = true;
+      this.onChange();
     } finally {
       this.opening.delete(handleId);
       if (!opened) this.serverWide.give();
@@ -120,9 +139,13 @@ export class HandleTable {
   async close(handleId: string): Promise<void> {
     checkHandleId(handleId);
     const entry = this.open.get(handleId);
-    if (!entry) return;
+    if (!entry) {
+      if (this.lost.delete(handleId)) this.onChange();
+      return;
+    }
     this.open.delete(handleId);
     this.serverWide.give();
+    this.onChange();
     await entry.file.close();
   }
 
@@ -137,7 +160,7 @@ export class HandleTable {
 
   private get(handleId: string): OpenFile {
     const entry = this.open.get(handleId);
-    if (!entry) throw unknownHandle(handleId);
+    if (!entry) throw this.lost.has(handleId) ? lostHandle(handleId) : unknownHandle(handleId);
     return entry;
   }
 }

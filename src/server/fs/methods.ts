@@ -48,6 +48,7 @@ import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES } from './environment-co
 import { fsError, mapFsErrors } from './errors.js';
 import { checkBlockLength, checkHandleId } from './handles.js';
 import { FsConnectionState, FsSessionState } from './scope.js';
+import type { KeptFsRecord } from './kept-fs.js';
 import { parsePathUri } from './uri.js';
 import { checkWalkLimits } from './walk.js';
 import type { FsTarget } from '../backend.js';
@@ -92,6 +93,8 @@ export type FsFamily = 'filesystem' | 'environment config';
 export interface FsRegistration {
   /** `initialized` arrived on `conn` (a watch change seen while detached is told now). */
   connectionReady(conn: Connection): void;
+  /** A successor server rebuilt `session`: its fs state as the predecessor recorded it (issue #27). */
+  restore(session: Session, record: KeptFsRecord): void;
 }
 
 /** Requests waiting for budget or a drained send buffer, per connection; above this the socket stops being read. */
@@ -105,6 +108,8 @@ export function registerFsMethods(
   budget: ByteBudget = new ByteBudget(limits.memoryBytes, undefined, sessionShare(limits.memoryBytes, limits.maxReadFileBytes)),
   /** A state dir (issue #27): the session's idempotency-key journal, so keys outlive the server. */
   journalOf: (session: Session) => KeyJournal | null = () => null,
+  /** A state dir: `session.keptFs` changed, its record is to be written. */
+  recordChanged: (session: Session) => void = () => {},
 ): FsRegistration {
   const openFiles = new OpenFileCount(limits.maxOpenFiles);
   const operations = new Limiter(limits.maxOperations);
@@ -116,7 +121,7 @@ export function registerFsMethods(
   function sessionState(session: Session): FsSessionState {
     let state = sessions.get(session);
     if (!state) {
-      const created = new FsSessionState(session, { ...scopeLimits, rememberedResults: limits.rememberedResults }, session.extensions.has('fsResume') ? journalOf(session) : null);
+      const created = new FsSessionState(session, { ...scopeLimits, rememberedResults: limits.rememberedResults }, session.extensions.has('fsResume') ? journalOf(session) : null, recordChanged);
       state = created;
       sessions.set(session, created);
       session.onExpired(() => void created.close());
@@ -386,6 +391,9 @@ export function registerFsMethods(
   return {
     connectionReady(conn) {
       if (conn.session) sessionState(conn.session).connectionReady(conn);
+    },
+    restore(session, record) {
+      sessionState(session).restore(record);
     },
   };
 }

@@ -12,6 +12,7 @@ import { HandleTable } from './handles.js';
 import type { OpenFileCount } from './limiter.js';
 import { ResultMemory } from './results.js';
 import type { KeyJournal } from '../key-journal.js';
+import { decodeWatch, encodeWatch, type KeptFsRecord, type WatchSpec } from './kept-fs.js';
 import type { NativePath } from './uri.js';
 import { MissingWatch } from './watch.js';
 
@@ -27,6 +28,8 @@ export class FsScope {
   private watch: MissingWatch | null = null;
   /** Bumped by every watchMissing: a slower earlier call never replaces a newer watch. */
   private watchGeneration = 0;
+  /** The watch armed and not yet told to the client (a session record keeps it: issue #27). */
+  private spec: WatchSpec | null = null;
   private closed = false;
   private readonly closers: Array<() => void> = [];
 
@@ -34,8 +37,46 @@ export class FsScope {
     readonly limits: FsScopeLimits,
     /** Delivers `fs/missingChanged` (or keeps it until someone can be told). */
     private readonly notify: (watchId: number) => void,
+    /** What `kept()` returns changed (a watch armed, told or replaced; a handle opened or closed). */
+    private readonly changed: () => void = () => {},
   ) {
-    this.handles = new HandleTable(limits.maxHandles, limits.openFiles);
+    this.handles = new HandleTable(limits.maxHandles, limits.openFiles, changed);
+  }
+
+  /** What a successor server needs of this scope (fs/kept-fs.ts). */
+  kept(): KeptFsRecord {
+    const handles = this.handles.ids();
+    return { ...(this.spec ? { watch: encodeWatch(this.spec) } : {}), ...(handles.length > 0 ? { handles } : {}) };
+  }
+
+  /** Watch `watchId`'s change reached the client: a successor need not tell it again. */
+  told(watchId: number): void {
+    if (this.spec?.watchId !== watchId) return;
+    this.spec = null;
+    this.changed();
+  }
+
+  /**
+   * A successor server (issue #27): what the predecessor's scope kept. Its handles are gone
+   * (their use says so); its watch is armed again, and fires at once if the state changed
+   * while no server ran (or if it cannot be armed: a change told in vain beats one lost).
+   */
+  restore(record: KeptFsRecord): void {
+    this.handles.markLost(record.handles ?? []);
+    if (!record.watch) return;
+    const spec = decodeWatch(record.watch);
+    const generation = ++this.watchGeneration;
+    this.spec = spec;
+    MissingWatch.start(spec.watchId, spec.missing, spec.present, (id) => this.notify(id)).then(
+      (started) => {
+        if (this.closed || generation !== this.watchGeneration) return void started?.stop();
+        this.watch = started;
+        if (!started) this.notify(spec.watchId);
+      },
+      () => {
+        if (!this.closed && generation === this.watchGeneration) this.notify(spec.watchId);
+      },
+    );
   }
 
   /** Tells the client that watch `watchId` saw a change (`fs/missingChanged`). */
@@ -48,12 +89,20 @@ export class FsScope {
     const generation = ++this.watchGeneration;
     this.watch?.stop();
     this.watch = null;
+    if (this.spec) {
+      this.spec = null;
+      this.changed();
+    }
     const started = await MissingWatch.start(watchId, missing, present, (id) => this.notify(id));
     if (this.closed || generation !== this.watchGeneration) {
       started?.stop();
       return started !== null;
     }
     this.watch = started;
+    if (started && !started.fired) {
+      this.spec = { watchId, missing, present };
+      this.changed();
+    }
     return started !== null;
   }
 
@@ -84,10 +133,28 @@ export class FsSessionState {
   /** A watch that fired while no connection was ready: told on the next `initialized`. */
   private pendingWatchId: number | null = null;
 
-  constructor(session: Session, limits: FsScopeLimits & { rememberedResults: number }, journal: KeyJournal | null = null) {
+  constructor(
+    private readonly session: Session,
+    limits: FsScopeLimits & { rememberedResults: number },
+    journal: KeyJournal | null = null,
+    /** A state dir (issue #27): `session.keptFs` changed, its record is to be written. */
+    private readonly recordChanged: (session: Session) => void = () => {},
+  ) {
     this.results = new ResultMemory(limits.rememberedResults, journal);
     this.journal = journal;
-    this.scope = session.extensions.has('fsResume') ? new FsScope(limits, (id) => this.tell(id)) : null;
+    this.scope = session.extensions.has('fsResume') ? new FsScope(limits, (id) => this.tell(id), () => this.keep()) : null;
+  }
+
+  /** A successor server: the scope as its predecessor recorded it (FsScope.restore). */
+  restore(record: KeptFsRecord): void {
+    if (!this.scope) return;
+    this.scope.restore(record);
+    this.session.keptFs = this.scope.kept();
+  }
+
+  private keep(): void {
+    this.session.keptFs = this.scope!.kept();
+    this.recordChanged(this.session);
   }
 
   /** `initialized` arrived on `conn`: notifications may flow again; a change seen meanwhile is told now. */
@@ -105,8 +172,10 @@ export class FsSessionState {
 
   private tell(watchId: number): void {
     const conn = this.ready;
-    if (conn && !conn.closed) conn.sendNotification(FsMethod.missingChanged, { watchId });
-    else this.pendingWatchId = watchId; // nothing is sent while detached
+    if (conn && !conn.closed) {
+      conn.sendNotification(FsMethod.missingChanged, { watchId });
+      this.scope?.told(watchId);
+    } else this.pendingWatchId = watchId; // nothing is sent while detached (and the record keeps the watch till then)
   }
 
   async close(): Promise<void> {
