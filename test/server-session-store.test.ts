@@ -9,6 +9,8 @@ import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSyn
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
+import { decodeWatch, encodeWatch } from '../src/server/fs/kept-fs.js';
+import { nativePath } from '../src/server/fs/uri.js';
 import { KeyJournal } from '../src/server/key-journal.js';
 import { SessionStore, type SessionRecord } from '../src/server/session-store.js';
 import type { LogLevel } from '../src/util/logger.js';
@@ -126,6 +128,19 @@ describe('SessionStore', () => {
     writeFileSync(join(dir, 'badlost.json'), JSON.stringify(record('badlost', { lost: { p0: 5 } as never })));
     expect(await store.loadAll()).toEqual([record('s1', { lost: { p0: 'the process was lost in the server restart (its keeper was gone)' } })]);
     expect(lines.join('\n')).toContain('(lost)');
+  });
+
+  it("keeps an fsResume session's watch (paths as base64 bytes) and handle ids, and skips a record whose fs part is malformed", async () => {
+    const { lines, logger } = quiet();
+    const store = new SessionStore(dir, logger);
+    const path = nativePath(Buffer.from([0x2f, 0x74, 0xff, 0x0a])); // "/t", a byte that is not UTF-8, a newline
+    const fs = { watch: encodeWatch({ watchId: 7, missing: [path], present: null }), handles: ['h1'] };
+    await store.save(record('s1', { fs }));
+    writeFileSync(join(dir, 'badfs.json'), JSON.stringify(record('badfs', { fs: { watch: { watchId: 1, missing: ['not base64!'], present: null } } })));
+    const [loaded] = await store.loadAll();
+    expect(loaded).toEqual(record('s1', { fs }));
+    expect(decodeWatch(loaded!.fs!.watch!).missing[0]!.bytes).toEqual(path.bytes);
+    expect(lines.join('\n')).toContain('(fs.watch)');
   });
 
   it('refuses an id that is not a safe file name', async () => {
