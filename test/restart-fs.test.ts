@@ -13,6 +13,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
+import { ExecClient } from '../src/client/index.js';
 import { tetherArgs } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
 import { eventually, makeStateDir } from './helpers/server-process.js';
@@ -156,4 +157,33 @@ describe('restart: an fsResume session keeps its missing-watch, and says its fil
       TEST_TIMEOUT_MS,
     );
   }
+
+  it(
+    "the tether client: a handle's read after a kill -9 and restart fails at once as EBADF, saying the restart lost it",
+    async () => {
+      const dir = makeStateDir('self');
+      const work = mkdtempSync(join(tmpdir(), 'tether-restart-fs-'));
+      dirs.push(dir, work);
+      writeFileSync(join(work, 'data'), 'hello');
+      const first = await serve(dir, 0);
+      const client = await ExecClient.connect(first.url, { clientName: 'restart-fs-client', recoveryDeadlineMs: 30_000 });
+      try {
+        const handle = await client.fs.open(join(work, 'data'));
+        expect((await handle.readBlock(0, 5)).data.toString()).toBe('hello');
+        await until(() => record(dir, client.sessionId)?.fs?.handles?.length === 1, 'the handle in the record');
+        first.child.kill('SIGKILL');
+        await first.exited;
+        await serve(dir, first.port);
+        const failed = await handle.readBlock(0, 5).then(
+          () => null,
+          (err: NodeJS.ErrnoException) => err,
+        );
+        expect(failed).toMatchObject({ code: 'EBADF' });
+        expect(failed!.message).toMatch(/file handles do not survive a server restart/);
+      } finally {
+        await client.close().catch(() => {});
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
 });
