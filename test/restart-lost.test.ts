@@ -9,10 +9,11 @@
  * names it in the resume's `initialize` answer (`tether.lost`); the client fails it at once.
  */
 import { randomUUID } from 'node:crypto';
-import { existsSync, readFileSync } from 'node:fs';
+import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient, OutputLostError } from '../src/client/index.js';
+import { NOT_RECORDED } from '../src/server/lost-processes.js';
 import { spawnTether } from './helpers/cli.js';
 import { RawClient, RpcReplyError } from './helpers/raw-client.js';
 import { startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
@@ -127,14 +128,38 @@ describe('a process whose keeper died while no server ran', () => {
     const listed = () => existsSync(recordPath) && (JSON.parse(readFileSync(recordPath, 'utf8')) as { processes: Array<{ processId: string }> }).processes.some((p) => p.processId === 'p1');
     expect(await eventually(listed, 5_000)).toBe(true);
     await loseKeeperAcrossRestart(server);
-    // Not named (the client forgot it): nothing is said. Named: it is lost, an unknown id is not.
+    // Not named (the client forgot it): nothing is said. Named: it is lost; an id the restored
+    // session never heard of is lost too (its start was not recorded), for the client to judge.
     expect((await resumeRaw(server.url, sessionId, {})).tether?.lost).toBeUndefined();
-    expect((await resumeRaw(server.url, sessionId, { p1: 2, other: 0 })).tether?.lost).toEqual({ p1: expect.stringMatching(KEEPER_GONE) });
+    expect((await resumeRaw(server.url, sessionId, { p1: 2, other: 0 })).tether?.lost).toEqual({ p1: expect.stringMatching(KEEPER_GONE), other: NOT_RECORDED });
     // The successor's record keeps it: a server after it tells the client too.
     const recorded = () => (JSON.parse(readFileSync(recordPath, 'utf8')) as { lost?: Record<string, string> }).lost?.p1 !== undefined;
     expect(await eventually(recorded, 5_000)).toBe(true);
     await server.stop('SIGKILL');
     await server.successor();
     expect((await resumeRaw(server.url, sessionId, { p1: 2 })).tether?.lost).toEqual({ p1: expect.stringMatching(KEEPER_GONE) });
+  }, TEST_TIMEOUT_MS);
+
+  it('a process started just before a crash, whose record write had not landed and whose keeper died too, is named lost as well (not waited for)', async () => {
+    const server = await startRestartableServer('self');
+    restartables.push(server);
+    const raw = await RawClient.connect(server.url);
+    raws.push(raw);
+    const init = await raw.request('initialize', { clientName: 'lost-test', tether: { version: 1, extensions: ['acks'] } });
+    raw.notify('initialized', {});
+    const sessionId = init.sessionId as string;
+    await raw.request('process/start', { processId: 'p1', argv: PRODUCER, cwd: 'file:///tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false });
+    const recordPath = join(server.stateDir, 'sessions', `${sessionId}.json`);
+    type Rec = { processes: Array<{ processId: string }> };
+    expect(await eventually(() => existsSync(recordPath) && (JSON.parse(readFileSync(recordPath, 'utf8')) as Rec).processes.length === 1, 5_000)).toBe(true);
+    await server.stop('SIGKILL');
+    // As if the crash came before the record write: the record does not list it.
+    const record = JSON.parse(readFileSync(recordPath, 'utf8')) as Rec;
+    writeFileSync(recordPath, JSON.stringify({ ...record, processes: [] }), { mode: 0o600 });
+    const keepers = keeperPids(server.stateDir);
+    for (const pid of keepers) process.kill(pid, 'SIGKILL');
+    expect(await eventually(() => keepers.every((pid) => !isLive(pid)), 5_000)).toBe(true);
+    await server.successor();
+    expect((await resumeRaw(server.url, sessionId, { p1: 4 })).tether?.lost).toEqual({ p1: NOT_RECORDED });
   }, TEST_TIMEOUT_MS);
 });

@@ -1,6 +1,6 @@
 /** LostProcesses (issue #27): which recorded processes a restart could not keep, told to a resuming client that names them. */
 import { describe, expect, it } from 'vitest';
-import { KEEPER_GONE, LostProcesses } from '../src/server/lost-processes.js';
+import { KEEPER_GONE, LostProcesses, NOT_RECORDED } from '../src/server/lost-processes.js';
 
 describe('LostProcesses', () => {
   it('answers only the lost ids a client names, per session', () => {
@@ -37,6 +37,16 @@ describe('LostProcesses', () => {
     lost.add('s1', 'p1', KEEPER_GONE);
     lost.add('s1', 'p2', KEEPER_GONE);
     expect(lost.named('s1', { p1: 3, p2: 1 }, (id) => id === 'p1')).toEqual({ p2: KEEPER_GONE });
+  });
+
+  it('in a session restored from a record, every other id a client names and the session lacks is lost too (its start was never recorded)', () => {
+    const lost = new LostProcesses();
+    lost.add('s1', 'p1', KEEPER_GONE);
+    expect(lost.named('s1', { p1: 3, live: 1, fresh: 0 }, (id) => id === 'live', true)).toEqual({ p1: KEEPER_GONE, fresh: NOT_RECORDED });
+    expect(lost.named('s2', { q: 2 }, () => false, true)).toEqual({ q: NOT_RECORDED });
+    // Not restored: an unknown id is not this module's to judge.
+    expect(lost.named('s2', { q: 2 })).toBeUndefined();
+    expect(Object.keys(lost.named('s2', JSON.parse('{"__proto__": 1}'), () => false, true)!)).toEqual(['__proto__']);
   });
 
   it('does not take an inherited name for a named process', () => {

@@ -14,6 +14,14 @@
 /** Why a recorded process whose keeper was not found is gone. */
 export const KEEPER_GONE = 'the process was lost in the server restart (its keeper was gone)';
 
+/**
+ * Why a process a client names is unknown to a restored session: no record and no keeper
+ * had it (its start came in the instant before a crash, its record write had not landed, and
+ * its keeper is gone too — or the start never reached the server). Never started again: a
+ * start is applied at most once.
+ */
+export const NOT_RECORDED = 'the server restarted and does not know this process: its start was not recorded before the crash (it may never have run, or its keeper was gone)';
+
 export class LostProcesses {
   private readonly bySession = new Map<string, Map<string, string>>();
 
@@ -32,13 +40,26 @@ export class LostProcesses {
   /**
    * The lost processes among those a resuming client names (`delivered`): id → reason;
    * undefined when none. An id the session `has` again (started anew since) is not lost.
+   * With `restored` (the session was rebuilt by this server from a predecessor's record),
+   * every other id it names and does not have is lost too (NOT_RECORDED): a client only
+   * acts on it for a process it still waits on (the others it forgot itself).
    */
-  named(sessionId: string, delivered: Readonly<Record<string, number>> | null | undefined, has: (processId: string) => boolean = () => false): Record<string, string> | undefined {
+  named(
+    sessionId: string,
+    delivered: Readonly<Record<string, number>> | null | undefined,
+    has: (processId: string) => boolean = () => false,
+    restored = false,
+  ): Record<string, string> | undefined {
+    if (!delivered) return undefined;
     const lost = this.bySession.get(sessionId);
-    if (!lost || !delivered) return undefined;
-    let answer: Record<string, string> | undefined;
-    for (const [processId, reason] of lost) if (Object.hasOwn(delivered, processId) && !has(processId)) (answer ??= {})[processId] = reason;
-    return answer;
+    const answer: Array<[string, string]> = [];
+    for (const processId of Object.keys(delivered)) {
+      if (has(processId)) continue;
+      const reason = lost?.get(processId) ?? (restored ? NOT_RECORDED : undefined);
+      if (reason !== undefined) answer.push([processId, reason]);
+    }
+    // fromEntries defines each as its own property (an id like "__proto__" included).
+    return answer.length > 0 ? Object.fromEntries(answer) : undefined;
   }
 
   /** Every lost process of the session (for its record: a second restart still knows them); undefined when none. */

@@ -112,7 +112,7 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
       result.tether = { version: EXTENSIONS_VERSION, extensions };
       if (session.clientAcks) result.tether.outputWindow = session.limits.output.windowBytes;
       // Processes it names that a restart could not keep: it is told now, not left waiting (issue #27).
-      const lost = session.clientAcks ? state.kept?.lost.named(session.id, p.tether.delivered, (id) => session.processes.has(id)) : undefined;
+      const lost = session.clientAcks ? state.kept?.lost.named(session.id, p.tether.delivered, (id) => session.processes.has(id), session.adopted) : undefined;
       if (lost) result.tether.lost = lost;
     }
     return result;
