@@ -163,7 +163,9 @@ export class SessionLink {
       // Where each process stands: the server sends its events from the next one on.
       // Forgotten ones too: their final ack may have been lost, and all their output would come again.
       const delivered: Record<string, number> = Object.fromEntries(this.host.forgotten());
-      for (const proc of this.host.processes()) if (isLive(proc)) delivered[proc.id] = sequencerOf(proc).lastDelivered;
+      // Started ones only: one whose start answer is still awaited is settled by that start's
+      // retry (read back, else started), never reported lost for a start that may not have run.
+      for (const proc of this.host.processes()) if (isLive(proc) && isStarted(proc)) delivered[proc.id] = sequencerOf(proc).lastDelivered;
       params.tether = { ...this.extensionRequest!, delivered };
     }
     return params;
@@ -227,7 +229,7 @@ export class SessionLink {
     if (!lost || typeof lost !== 'object') return;
     for (const proc of this.host.processes()) {
       const reason = Object.hasOwn(lost, proc.id) ? lost[proc.id] : undefined;
-      if (typeof reason !== 'string' || !isLive(proc)) continue;
+      if (typeof reason !== 'string' || !isLive(proc) || !isStarted(proc)) continue;
       failProcess(proc, new OutputLostError(proc.id, sequencerOf(proc).lastDelivered + 1, Infinity, `could not be delivered: ${reason}`));
     }
   }

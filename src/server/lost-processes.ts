@@ -17,8 +17,8 @@ export const KEEPER_GONE = 'the process was lost in the server restart (its keep
 /**
  * Why a process a client names is unknown to a restored session: no record and no keeper
  * had it (its start came in the instant before a crash, its record write had not landed, and
- * its keeper is gone too — or the start never reached the server). Never started again: a
- * start is applied at most once.
+ * its keeper is gone too). The tether client names only processes whose start it saw
+ * answered, so for those the start did happen.
  */
 export const NOT_RECORDED = 'the server restarted and does not know this process: its start was not recorded before the crash (it may never have run, or its keeper was gone)';
 
