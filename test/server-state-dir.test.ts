@@ -151,12 +151,16 @@ describe('openStateDir', () => {
   it('takes over the lock of a zombie (a server killed -9 that nobody reaped: a container whose pid 1 does not reap)', async () => {
     const dir = join(fresh(), 'state');
     mkdirSync(dir, { mode: 0o700 });
-    // `true` exits at once; its parent becomes `sleep`, which never reaps it: a zombie.
-    const parent = spawn('sh', ['-c', 'true & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
+    // The subshell outlives the shell's exec into `sleep`, which never reaps it: once it ends,
+    // a zombie. (A child that ends at once may be reaped by the shell before its exec.)
+    const parent = spawn('sh', ['-c', '(sleep 0.2; exit 0) & echo $!; exec sleep 30'], { stdio: ['ignore', 'pipe', 'ignore'] });
     try {
       const pid = Number(await new Promise<string>((resolve) => createInterface({ input: parent.stdout! }).once('line', resolve)));
       const stat = () => readFileSync(`/proc/${pid}/stat`, 'utf8').slice(readFileSync(`/proc/${pid}/stat`, 'utf8').lastIndexOf(')') + 2).split(' ');
-      while (stat()[0] !== 'Z') await new Promise((resolve) => setImmediate(resolve));
+      for (let waited = 0; stat()[0] !== 'Z'; waited += 10) {
+        if (waited > 10_000) throw new Error(`pid ${pid} never became a zombie (state ${stat()[0]})`);
+        await new Promise((resolve) => setTimeout(resolve, 10));
+      }
       writeFileSync(join(dir, 'server.lock'), `${pid} ${stat()[19]}\n`);
       await open(dir);
       expect(readFileSync(join(dir, 'server.lock'), 'utf8')).toMatch(new RegExp(`^${process.pid} `));
