@@ -123,11 +123,13 @@ seen.received = got.toString('latin1', 0, fs.readSync(b, got));
 for (const fd of [a, b, c, d]) addon.closeFd(fd);
 try { addon.closeFd(a); seen.closedTwice = 'no error'; } catch (e) { seen.closedTwice = e.message; }
 try { addon.sendFds(a, []); } catch (e) { seen.badArgs = e.constructor.name; }
+// The successor's side of a keeper's hand-over (issue #27): a socket nobody listens on is ENOENT.
+try { addon.connectReceiveFds('/nonexistent/tether-keeper.sock', 100); seen.connectMissing = 'no error'; } catch (e) { seen.connectMissing = e.code; }
 process.stdout.write(JSON.stringify(seen));
 `;
     const { stdout } = await arm64(['-e', script]);
     expect(JSON.parse(stdout)).toEqual({
-      functions: ['closeFd', 'isDumpable', 'sendFds', 'setDumpable', 'socketPair'],
+      functions: ['closeFd', 'connectReceiveFds', 'isDumpable', 'sendFds', 'setDumpable', 'socketPair'],
       dumpableAtStart: true,
       afterClear: false,
       afterSet: true,
@@ -135,6 +137,7 @@ process.stdout.write(JSON.stringify(seen));
       received: 'k',
       closedTwice: expect.stringMatching(/^close: Bad file descriptor/),
       badArgs: 'TypeError',
+      connectMissing: 'ENOENT',
     });
   });
 });
