@@ -5,11 +5,16 @@
  * Codex exec-server (BENCH_ONLY=tether|codex for one). Rows: the echo round trip (a line
  * written to `cat` → its output) and 64 MiB of `head -c` output, start → closed.
  * Targets: the relay's echo p50 at most 1.5x direct; its throughput at least 80 % of direct.
+ *
+ * The floor, in the same run: a bare proxy process (lib/proxy-floor.ts) that passes every
+ * message across as it is. Nothing in it survives a cut, so no relay can cost less; the
+ * `floor / direct` row is what one more process and two more socket hops cost on this machine,
+ * and `relay / floor` is what the relay's guarantees cost on top of that.
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { echoRoundTrip, throughputRun } from './lib/measure.js';
-import { startCodexProcess, startRelayProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+import { startCodexProcess, startProxyFloorProcess, startRelayProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 import { ms, summarize, table, verdict } from './lib/stats.js';
 import { WsRpc } from './lib/ws-rpc.js';
 
@@ -26,26 +31,37 @@ interface Path {
 
 async function compare(upstream: BenchServer): Promise<string[][]> {
   const relay = await startRelayProcess(upstream.url);
+  const floor = await startProxyFloorProcess(upstream.url);
   try {
     const paths: Path[] = [
       { name: `${upstream.name} direct`, rpc: await WsRpc.session(upstream.url), echo: [], rates: [] },
       { name: `${upstream.name} via relay`, rpc: await WsRpc.session(relay.url), echo: [], rates: [] },
+      { name: `${upstream.name} via floor`, rpc: await WsRpc.session(floor.url), echo: [], rates: [] },
     ];
     for (let block = 0; block < BLOCKS; block++) {
-      const order = block % 2 === 0 ? paths : [...paths].reverse();
+      // Each path first, middle and last in turn, so that other load hits them alike.
+      const order = paths.map((_, i) => paths[(i + block) % paths.length]!);
       for (const p of order) p.echo.push(...(await echoRoundTrip(p.rpc, ECHO_PER_BLOCK, block === 0 ? 10 : 2)));
       for (const p of order) for (let i = 0; i < THROUGHPUT_PER_BLOCK; i++) p.rates.push(await throughputRun(p.rpc));
     }
     for (const p of paths) await p.rpc.close();
-    const [direct, relayed] = paths as [Path, Path];
-    const echoRatio = summarize(relayed.echo).p50 / summarize(direct.echo).p50;
-    const rateRatio = summarize(relayed.rates).p50 / summarize(direct.rates).p50;
+    const [direct, relayed, floored] = paths as [Path, Path, Path];
+    const echo = (p: Path) => summarize(p.echo).p50;
+    const rate = (p: Path) => summarize(p.rates).p50;
+    const ratioRow = (name: string, a: Path, b: Path, verdicts: boolean): string[] => {
+      const echoRatio = echo(a) / echo(b);
+      const rateRatio = rate(a) / rate(b);
+      return [name, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, verdicts ? verdict(echoRatio <= 1.5) : '', verdicts ? verdict(rateRatio >= 0.8) : ''];
+    };
     return [
-      ...paths.map((p) => [p.name, ms(summarize(p.echo).p50), ms(summarize(p.echo).p99), `${summarize(p.rates).p50.toFixed(0)} MiB/s`, '', '']),
-      [`relay / direct (${upstream.name})`, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, verdict(echoRatio <= 1.5), verdict(rateRatio >= 0.8)],
+      ...paths.map((p) => [p.name, ms(summarize(p.echo).p50), ms(summarize(p.echo).p99), `${rate(p).toFixed(0)} MiB/s`, '', '']),
+      ratioRow(`relay / direct (${upstream.name})`, relayed, direct, true),
+      ratioRow(`floor / direct (${upstream.name})`, floored, direct, true),
+      ratioRow(`relay / floor (${upstream.name})`, relayed, floored, false),
     ];
   } finally {
     await relay.stop();
+    await floor.stop();
   }
 }
 

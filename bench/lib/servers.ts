@@ -12,7 +12,7 @@ import { startCodexServer } from '../../test/helpers/codex.js';
 import { childPids } from './rss.js';
 
 export interface BenchServer {
-  name: 'tether' | 'codex' | 'relay';
+  name: 'tether' | 'codex' | 'relay' | 'floor';
   url: string;
   /** Pid of the process that serves (for Codex: the native binary, not its node launcher). */
   pid: number;
@@ -66,6 +66,32 @@ export async function startTetherProcess(extraArgs: string[] = []): Promise<Benc
 /** `tether relay` in front of `upstreamUrl`, listening on loopback without a downstream token. */
 export async function startRelayProcess(upstreamUrl: string, extraArgs: string[] = []): Promise<BenchServer> {
   return startCliServer('relay', ['relay', '--to', upstreamUrl, '--listen', 'ws://127.0.0.1:0', '--insecure-no-token', ...extraArgs]);
+}
+
+/**
+ * The bare proxy (proxy-floor.ts) in front of `upstreamUrl`: what any relay process costs at
+ * least on this machine (one more process, two more socket hops, every message received and
+ * sent again), the floor bench/relay.ts measures the relay against.
+ */
+export async function startProxyFloorProcess(upstreamUrl: string): Promise<BenchServer> {
+  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/proxy-floor.ts', '--to', upstreamUrl], {
+    cwd: repoRoot,
+    stdio: ['ignore', 'pipe', 'pipe'],
+    env: { ...process.env, NODE_ENV: 'production' },
+  });
+  const stderr: string[] = [];
+  child.stderr!.on('data', (chunk: Buffer) => void stderr.push(chunk.toString()));
+  const untrack = track([child.pid!]);
+  const url = await firstLine(child, 'the proxy floor', () => stderr.join(''));
+  return {
+    name: 'floor',
+    url,
+    pid: child.pid!,
+    stop: async () => {
+      await stopChild(child);
+      untrack();
+    },
+  };
 }
 
 /** A `tether` command that prints the URL it serves on as its first stdout line. */
