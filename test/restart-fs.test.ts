@@ -7,47 +7,29 @@
  *
  * Every wait is for an event (a frame, a line, an exit) or a bounded poll of a condition.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient } from '../src/client/index.js';
-import { tetherArgs } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
-import { eventually, makeStateDir } from './helpers/server-process.js';
+import { eventually, makeStateDir, startServerProcess, type ServerProcess } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 40_000;
 
-interface Served {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  exited: Promise<void>;
-}
-
-const children: ChildProcess[] = [];
+const servers: ServerProcess[] = [];
 const dirs: string[] = [];
 
-afterEach(() => {
-  for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+afterEach(async () => {
+  for (const server of servers.splice(0)) await server.dispose();
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
-/** `tether serve --port PORT --state-dir DIR` as a child process, once it printed its URL. */
-async function serve(dir: string, port: number): Promise<Served> {
-  const args = tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', '20s', '--log-level', 'info']);
-  const child = spawn(process.execPath, args, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' }, cwd: '/' });
-  children.push(child);
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    void exited.then(() => reject(new Error(`tether serve exited before printing its URL: ${stderr}`)));
-  });
-  return { child, url, port: Number(new URL(url).port), exited };
+/** `tether serve` on loopback PORT (0: any) with `--state-dir DIR`, once it printed its URL. */
+async function serve(dir: string, port: number): Promise<ServerProcess> {
+  const server = await startServerProcess({ port, stateDir: dir, args: ['--adopt-within', '20s'] });
+  servers.push(server);
+  return server;
 }
 
 const initialize = (resumeSessionId?: string) => ({
@@ -78,7 +60,7 @@ async function until(cond: () => boolean, what: string): Promise<void> {
 }
 
 /** Stops `server` as `how` says; resolves once it exited and the client saw its connection go. */
-async function stop(server: Served, c: RawClient, how: 'SIGTERM' | 'SIGKILL'): Promise<void> {
+async function stop(server: ServerProcess, c: RawClient, how: 'SIGTERM' | 'SIGKILL'): Promise<void> {
   server.child.kill(how);
   await server.exited;
   await c.closed;

@@ -8,17 +8,16 @@
  * Every wait is for an event (a line on stdout, a process exit) or a bounded poll of a
  * condition; nothing is measured by the clock.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
+import type { ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { createInterface } from 'node:readline';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient, ServerStoppedError, type ExecProcess } from '../src/client/index.js';
 import { startServer } from '../src/server/index.js';
-import { spawnTether, tetherArgs } from './helpers/cli.js';
+import { spawnTether } from './helpers/cli.js';
 import { RawClient } from './helpers/raw-client.js';
-import { isLive as alive, makeStateDir, NOBODY, type ServerUser } from './helpers/server-process.js';
+import { isLive as alive, makeStateDir, startServerProcess, type ServerProcess, type ServerUser } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 40_000;
 const LINES = 80;
@@ -26,19 +25,13 @@ const LINES = 80;
 const PRODUCER = ['sh', '-c', `i=0; while [ $i -lt ${LINES} ]; do i=$((i+1)); echo "line $i"; sleep 0.02; done; exit 7`];
 const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
 
-interface Served {
-  child: ChildProcess;
-  url: string;
-  port: number;
-  stderr(): string;
-  exited: Promise<void>;
-}
-
 const children: ChildProcess[] = [];
+const servers: ServerProcess[] = [];
 const dirs: string[] = [];
 
-afterEach(() => {
+afterEach(async () => {
   for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const server of servers.splice(0)) await server.dispose();
   for (const dir of dirs.splice(0)) rmSync(dir, { recursive: true, force: true });
 });
 
@@ -49,25 +42,11 @@ function stateDir(user: ServerUser = 'self'): string {
   return dir;
 }
 
-/** `tether serve --port PORT --state-dir DIR --adopt-within …` as a child process, once it printed its URL. */
-async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = [], user: ServerUser = 'self', token = ''): Promise<Served> {
-  const args = tetherArgs(['serve', '--port', String(port), '--state-dir', dir, '--adopt-within', adoptWithin, '--log-level', 'info', ...extra]);
-  const [file, argv] =
-    user === 'nobody' ? ['/usr/bin/setpriv', [`--reuid=${NOBODY}`, `--regid=${NOBODY}`, '--clear-groups', process.execPath, ...args]] : [process.execPath, args];
-  const child = spawn(file, argv, {
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, TETHER_TOKEN: token, ...(user === 'nobody' ? { HOME: '/nonexistent' } : {}) },
-    cwd: '/',
-  });
-  children.push(child);
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', resolve);
-    void exited.then(() => reject(new Error(`tether serve exited before printing its URL: ${stderr}`)));
-  });
-  return { child, url, port: Number(new URL(url).port), stderr: () => stderr, exited };
+/** `tether serve` on loopback PORT (0: any) with `--state-dir DIR --adopt-within …`, once it printed its URL. */
+async function serve(dir: string, port: number, adoptWithin: string, extra: string[] = [], user: ServerUser = 'self', token = ''): Promise<ServerProcess> {
+  const server = await startServerProcess({ user, port, stateDir: dir, args: ['--adopt-within', adoptWithin, ...extra], env: { TETHER_TOKEN: token } });
+  servers.push(server);
+  return server;
 }
 
 /** `tether exec` of the producer; resolves `ready` once `after` lines arrived. */
@@ -85,6 +64,30 @@ function execProducer(url: string, after: number) {
     });
   });
   return { ready, exited, stdout: () => stdout, stderr: () => stderr };
+}
+
+/**
+ * A server (`--adopt-within adoptWithin`) with one kept command that said its pid and its
+ * keeper's, killed -9; `then` runs once it has exited. Its client (recovery deadline
+ * `deadlineMs`) is closed afterwards.
+ */
+async function afterKill9(
+  adoptWithin: string,
+  deadlineMs: number,
+  then: (killed: { dir: string; server: ServerProcess; pid: number; keeperPid: number }) => Promise<void>,
+): Promise<void> {
+  const dir = stateDir();
+  const server = await serve(dir, 0, adoptWithin);
+  const client = await ExecClient.connect(server.url, { clientName: 'restart-keep-kill9', recoveryDeadlineMs: deadlineMs });
+  try {
+    const { pid, keeperPid } = await spawnSayingPids(client, (proc) => proc.on('error', () => {}));
+    expect(readdirSync(join(dir, 'k'))).toHaveLength(1);
+    server.child.kill('SIGKILL');
+    await server.exited;
+    await then({ dir, server, pid, keeperPid });
+  } finally {
+    await client.close().catch(() => {});
+  }
 }
 
 /**
@@ -153,72 +156,41 @@ describe('tether serve with a state dir: a successor adopts the running processe
 
   it(
     'a server killed with no successor: its processes live on until --adopt-within has passed, then no process, keeper or socket is left',
-    async () => {
-      const dir = stateDir();
-      const server = await serve(dir, 0, '2s');
-      const client = await ExecClient.connect(server.url, { clientName: 'restart-keep-test', recoveryDeadlineMs: 60_000 });
-      try {
-        // The command says its pid and its parent's, the keeper's.
-        const { pid, keeperPid } = await spawnSayingPids(client);
-        expect(readdirSync(join(dir, 'k'))).toHaveLength(1);
-        server.child.kill('SIGKILL');
-        await server.exited;
+    () =>
+      afterKill9('2s', 60_000, async ({ dir, pid, keeperPid }) => {
         // Kept: the server's death did not end them.
         expect([alive(pid), alive(keeperPid)]).toEqual([true, true]);
         await until(() => !alive(pid) && !alive(keeperPid), 15_000, 'gone');
         expect(readdirSync(join(dir, 'k'))).toEqual([]);
-      } finally {
-        await client.close().catch(() => {});
-      }
-    },
+      }),
     TEST_TIMEOUT_MS,
   );
 
   it(
     'a keeper whose session has no record is adopted and killed by the successor (long before its own --adopt-within)',
-    async () => {
-      const dir = stateDir();
-      const first = await serve(dir, 0, '60s');
-      const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-orphan', recoveryDeadlineMs: 1_000 });
-      try {
-        const { pid, keeperPid } = await spawnSayingPids(client, (proc) => proc.on('error', () => {}));
-        first.child.kill('SIGKILL');
-        await first.exited;
+    () =>
+      afterKill9('60s', 1_000, async ({ dir, server, pid, keeperPid }) => {
         for (const name of readdirSync(join(dir, 'sessions'))) rmSync(join(dir, 'sessions', name));
-        const second = await serve(dir, first.port, '60s');
+        const second = await serve(dir, server.port, '60s');
         await until(() => !alive(pid) && !alive(keeperPid), 15_000, 'gone');
         expect(second.stderr()).toMatch(/belongs to no recorded session: its processes are killed/);
         expect(readdirSync(join(dir, 'k'))).toEqual([]);
-        second.child.kill('SIGKILL');
-      } finally {
-        await client.close().catch(() => {});
-      }
-    },
+      }),
     TEST_TIMEOUT_MS,
   );
 
   it(
     'the socket of a keeper killed outright (nothing listens) is removed by the next server',
-    async () => {
-      const dir = stateDir();
-      const first = await serve(dir, 0, '60s');
-      const client = await ExecClient.connect(first.url, { clientName: 'restart-keep-stale', recoveryDeadlineMs: 1_000 });
-      try {
-        const { pid, keeperPid } = await spawnSayingPids(client, (proc) => proc.on('error', () => {}));
-        first.child.kill('SIGKILL');
-        await first.exited;
+    () =>
+      afterKill9('60s', 1_000, async ({ dir, server, pid, keeperPid }) => {
         process.kill(keeperPid, 'SIGKILL');
         process.kill(-pid, 'SIGKILL');
         await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
         expect(readdirSync(join(dir, 'k'))).toHaveLength(1);
-        const second = await serve(dir, first.port, '60s');
+        const second = await serve(dir, server.port, '60s');
         expect(readdirSync(join(dir, 'k'))).toEqual([]);
         await until(() => /stale socket removed/.test(second.stderr()), 10_000, 'logged');
-        second.child.kill('SIGKILL');
-      } finally {
-        await client.close().catch(() => {});
-      }
-    },
+      }),
     TEST_TIMEOUT_MS,
   );
 

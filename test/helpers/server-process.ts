@@ -25,6 +25,8 @@ export function serverUsers(): ServerUser[] {
 
 export interface ServerProcess {
   url: string;
+  /** The loopback port it listens on (a successor passes it as `port`). */
+  port: number;
   /** The server's pid (setpriv execs node: the same process). */
   pid: number;
   child: ChildProcess;
@@ -107,6 +109,7 @@ export async function startServerProcess(options: ServerProcessOptions = {}): Pr
     });
   return {
     url,
+    port: Number(new URL(url).port),
     pid: child.pid!,
     child,
     home,
