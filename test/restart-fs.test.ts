@@ -32,6 +32,15 @@ async function serve(dir: string, port: number): Promise<ServerProcess> {
   return server;
 }
 
+/** A state dir, a work dir holding `data` ("hello"), and a server on them; all removed after the test. */
+async function serveWithData(): Promise<{ dir: string; work: string; first: ServerProcess }> {
+  const dir = makeStateDir('self');
+  const work = mkdtempSync(join(tmpdir(), 'tether-restart-fs-'));
+  dirs.push(dir, work);
+  writeFileSync(join(work, 'data'), 'hello');
+  return { dir, work, first: await serve(dir, 0) };
+}
+
 const initialize = (resumeSessionId?: string) => ({
   clientName: 'restart-fs',
   tether: { version: 1, extensions: ['fsResume'] },
@@ -111,11 +120,7 @@ describe('restart: an fsResume session keeps its missing-watch, and says its fil
     it(
       `${how}: a file handle open across the restart is answered with an error naming the restart, then forgotten once closed`,
       async () => {
-        const dir = makeStateDir('self');
-        const work = mkdtempSync(join(tmpdir(), 'tether-restart-fs-'));
-        dirs.push(dir, work);
-        writeFileSync(join(work, 'data'), 'hello');
-        const first = await serve(dir, 0);
+        const { dir, work, first } = await serveWithData();
         const { c: c1, sessionId } = await client(first.url);
         await c1.request('fs/open', { handleId: 'h1', path: `file://${join(work, 'data')}` });
         await until(() => record(dir, sessionId)?.fs?.handles?.includes('h1') === true, 'the handle in the record');
@@ -143,11 +148,7 @@ describe('restart: an fsResume session keeps its missing-watch, and says its fil
   it(
     "the tether client: a handle's read after a kill -9 and restart fails at once as EBADF, saying the restart lost it",
     async () => {
-      const dir = makeStateDir('self');
-      const work = mkdtempSync(join(tmpdir(), 'tether-restart-fs-'));
-      dirs.push(dir, work);
-      writeFileSync(join(work, 'data'), 'hello');
-      const first = await serve(dir, 0);
+      const { dir, work, first } = await serveWithData();
       const client = await ExecClient.connect(first.url, { clientName: 'restart-fs-client', recoveryDeadlineMs: 30_000 });
       try {
         const handle = await client.fs.open(join(work, 'data'));

@@ -41,6 +41,19 @@ async function loseKeeperAcrossRestart(server: RestartableServer): Promise<void>
   await server.successor();
 }
 
+/** A restartable server, a raw session (acks) on it, and the producer started there as `p1`. */
+async function startedOnRaw(): Promise<{ server: RestartableServer; sessionId: string }> {
+  const server = await startRestartableServer('self');
+  restartables.push(server);
+  const raw = await RawClient.connect(server.url);
+  raws.push(raw);
+  const init = await raw.request('initialize', { clientName: 'lost-test', tether: { version: 1, extensions: ['acks'] } });
+  raw.notify('initialized', {});
+  const sessionId = init.sessionId as string;
+  await raw.request('process/start', { processId: 'p1', argv: PRODUCER, cwd: 'file:///tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false });
+  return { server, sessionId };
+}
+
 /** `initialize` resuming `sessionId` with `acks`, naming `delivered`; retried while the previous connection is still attached (-32010). */
 async function resumeRaw(url: string, sessionId: string, delivered: Record<string, number>): Promise<{ tether?: { lost?: Record<string, string> } }> {
   for (let attempt = 0; ; attempt++) {
@@ -115,14 +128,7 @@ describe('a process whose keeper died while no server ran', () => {
   }, TEST_TIMEOUT_MS);
 
   it('the resume answer names only the lost processes the client names, and a second restart still knows them', async () => {
-    const server = await startRestartableServer('self');
-    restartables.push(server);
-    const raw = await RawClient.connect(server.url);
-    raws.push(raw);
-    const init = await raw.request('initialize', { clientName: 'lost-test', tether: { version: 1, extensions: ['acks'] } });
-    raw.notify('initialized', {});
-    const sessionId = init.sessionId as string;
-    await raw.request('process/start', { processId: 'p1', argv: PRODUCER, cwd: 'file:///tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false });
+    const { server, sessionId } = await startedOnRaw();
     // Its record lists it (written soon after the start) before the server dies.
     const recordPath = join(server.stateDir, 'sessions', `${sessionId}.json`);
     const listed = () => existsSync(recordPath) && (JSON.parse(readFileSync(recordPath, 'utf8')) as { processes: Array<{ processId: string }> }).processes.some((p) => p.processId === 'p1');
@@ -141,14 +147,7 @@ describe('a process whose keeper died while no server ran', () => {
   }, TEST_TIMEOUT_MS);
 
   it('a process started just before a crash, whose record write had not landed and whose keeper died too, is named lost as well (not waited for)', async () => {
-    const server = await startRestartableServer('self');
-    restartables.push(server);
-    const raw = await RawClient.connect(server.url);
-    raws.push(raw);
-    const init = await raw.request('initialize', { clientName: 'lost-test', tether: { version: 1, extensions: ['acks'] } });
-    raw.notify('initialized', {});
-    const sessionId = init.sessionId as string;
-    await raw.request('process/start', { processId: 'p1', argv: PRODUCER, cwd: 'file:///tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false });
+    const { server, sessionId } = await startedOnRaw();
     const recordPath = join(server.stateDir, 'sessions', `${sessionId}.json`);
     type Rec = { processes: Array<{ processId: string }> };
     expect(await eventually(() => existsSync(recordPath) && (JSON.parse(readFileSync(recordPath, 'utf8')) as Rec).processes.length === 1, 5_000)).toBe(true);
