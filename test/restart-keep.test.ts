@@ -23,6 +23,7 @@ const TEST_TIMEOUT_MS = 40_000;
 const LINES = 80;
 /** Numbered lines every 20 ms, then exit 7. */
 const PRODUCER = ['sh', '-c', `i=0; while [ $i -lt ${LINES} ]; do i=$((i+1)); echo "line $i"; sleep 0.02; done; exit 7`];
+const b64 = (text: string): string => Buffer.from(text).toString('base64');
 const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
 
 const children: ChildProcess[] = [];
@@ -149,7 +150,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
       await first.exited;
       expect({ code, stdout: exec.stdout() }).toEqual({ code: 7, stdout: EXPECTED });
       expect(second.stderr()).toMatch(/restored from the state dir with 1 process/);
-      second.child.kill('SIGKILL');
     },
     TEST_TIMEOUT_MS,
   );
@@ -200,7 +200,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
       const dir = stateDir();
       const token = 'restart-keep-secret';
       const first = await serve(dir, 0, '10s', [], 'self', token);
-      const b64 = (text: string) => Buffer.from(text).toString('base64');
       const text = (chunks: { chunk: string }[]) => chunks.map((c) => Buffer.from(c.chunk, 'base64').toString()).join('');
       const c1 = await RawClient.connect(first.url, { token });
       const { sessionId } = await c1.handshake('restart-keep-codex');
@@ -252,7 +251,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
         expect({ all, exitCode: result.exitCode }).toEqual({ all: 'got one\ngot two\n', exitCode: 3 });
       } finally {
         await c2.close();
-        second.child.kill('SIGKILL');
       }
     },
     TEST_TIMEOUT_MS,
@@ -262,7 +260,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
     'a terminal: an interactive shell keeps its $$ and its variables across kill -9 of the server',
     async () => {
       const dir = stateDir();
-      const b64 = (text: string) => Buffer.from(text).toString('base64');
       const first = await serve(dir, 0, '10s');
       const c1 = await RawClient.connect(first.url);
       const { sessionId } = await c1.handshake('restart-keep-pty');
@@ -289,7 +286,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
         await c2.request('process/terminate', { processId });
       } finally {
         await c2.close();
-        second.child.kill('SIGKILL');
       }
     },
     TEST_TIMEOUT_MS,
@@ -324,7 +320,6 @@ describe('tether serve with a state dir: a successor adopts the running processe
         expect((await c2.call('fs/remove', { ...remove, idempotencyKey: 'rm-2' })).error).toMatchObject({ message: 'No such file or directory (os error 2)' });
       } finally {
         await c2.close();
-        second.child.kill('SIGKILL');
       }
     },
     TEST_TIMEOUT_MS,

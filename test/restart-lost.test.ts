@@ -82,12 +82,7 @@ describe('a process whose keeper died while no server ran', () => {
       });
       const out = watchOutput(cli);
       await out.waitStdout('line 3\n');
-      await server.stop('SIGKILL');
-      const keepers = keeperPids(server.stateDir);
-      expect(keepers.length).toBe(1);
-      for (const pid of keepers) process.kill(pid, 'SIGKILL');
-      expect(await eventually(() => keepers.every((pid) => !isLive(pid)), 5_000)).toBe(true);
-      await server.successor();
+      await loseKeeperAcrossRestart(server);
       const { code } = await out.closedWithin(10_000, () => `server: ${server.current.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(255);
       expect(out.stderr()).toMatch(/lost|killed|gone/i);
