@@ -74,24 +74,7 @@ export async function startRelayProcess(upstreamUrl: string, extraArgs: string[]
  * sent again), the floor bench/relay.ts measures the relay against.
  */
 export async function startProxyFloorProcess(upstreamUrl: string): Promise<BenchServer> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/proxy-floor.ts', '--to', upstreamUrl], {
-    cwd: repoRoot,
-    stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NODE_ENV: 'production' },
-  });
-  const stderr: string[] = [];
-  child.stderr!.on('data', (chunk: Buffer) => void stderr.push(chunk.toString()));
-  const untrack = track([child.pid!]);
-  const url = await firstLine(child, 'the proxy floor', () => stderr.join(''));
-  return {
-    name: 'floor',
-    url,
-    pid: child.pid!,
-    stop: async () => {
-      await stopChild(child);
-      untrack();
-    },
-  };
+  return startUrlPrinter('floor', 'the proxy floor', ['--import', 'tsx', 'bench/lib/proxy-floor.ts', '--to', upstreamUrl], {});
 }
 
 /** A `tether` command that prints the URL it serves on as its first stdout line. */
@@ -99,19 +82,32 @@ async function startCliServer(name: BenchServer['name'], args: string[]): Promis
   // Each server its own default state dir (issue #27: tether serve keeps sessions there and
   // locks it), so servers run side by side as they always did; --state-dir overrides it.
   const stateHome = mkdtempSync(path.join(tmpdir(), 'tether-bench-state-'));
-  const child = spawn(process.execPath, ['bin/tether.js', ...args], {
+  return startUrlPrinter(name, `tether ${args[0]}`, ['bin/tether.js', ...args], { XDG_STATE_HOME: stateHome }, () =>
+    rmSync(stateHome, { recursive: true, force: true }),
+  );
+}
+
+/** `node ...nodeArgs` from the repo root, once it printed its URL as its first stdout line; `exited` runs when it exits. */
+async function startUrlPrinter(
+  name: BenchServer['name'],
+  what: string,
+  nodeArgs: string[],
+  env: Record<string, string>,
+  exited?: () => void,
+): Promise<BenchServer> {
+  const child = spawn(process.execPath, nodeArgs, {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
-    env: { ...process.env, NODE_ENV: 'production', XDG_STATE_HOME: stateHome },
+    env: { ...process.env, NODE_ENV: 'production', ...env },
   });
-  child.once('exit', () => rmSync(stateHome, { recursive: true, force: true }));
+  if (exited) child.once('exit', exited);
   const stderr: string[] = [];
   child.stderr!.on('data', (chunk: Buffer) => {
     stderr.push(chunk.toString());
     if (stderr.length > 50) stderr.shift();
   });
   const untrack = track([child.pid!]);
-  const url = await firstLine(child, `tether ${args[0]}`, () => stderr.join(''));
+  const url = await firstLine(child, what, () => stderr.join(''));
   return {
     name,
     url,
