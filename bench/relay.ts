@@ -14,13 +14,14 @@
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { echoRoundTrip, throughputRun } from './lib/measure.js';
-import { startCodexProcess, startProxyFloorProcess, startRelayProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
+import { startCodexProcess, startLinkProcess, startProxyFloorProcess, startRelayProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 import { ms, summarize, table, verdict } from './lib/stats.js';
 import { WsRpc } from './lib/ws-rpc.js';
 
 const BLOCKS = Number(process.env.BENCH_RELAY_BLOCKS ?? 6);
 const ECHO_PER_BLOCK = Number(process.env.BENCH_RELAY_ECHO ?? 30);
 const THROUGHPUT_PER_BLOCK = Number(process.env.BENCH_RELAY_RUNS ?? 1);
+const LINK = process.env.BENCH_RELAY_LINK;
 
 interface Path {
   name: string;
@@ -29,7 +30,8 @@ interface Path {
   rates: number[];
 }
 
-async function compare(upstream: BenchServer): Promise<string[][]> {
+/** `upstream.name`, and the upstream's URL as every path reaches it (across the link, if any). */
+async function compare(upstream: { name: string; url: string }): Promise<string[][]> {
   const relay = await startRelayProcess(upstream.url);
   let floor: BenchServer | undefined;
   try {
@@ -75,13 +77,17 @@ export async function run(): Promise<void> {
   ]) {
     if (only !== undefined && only !== start.name) continue;
     const upstream = await start.up();
+    let link: BenchServer | undefined;
     try {
-      rows.push(...(await compare(upstream)));
+      link = LINK === undefined ? undefined : await startLinkProcess(upstream.url, LINK);
+      rows.push(...(await compare({ name: start.name, url: link?.url ?? upstream.url })));
     } finally {
+      await link?.stop();
       await upstream.stop();
     }
   }
-  process.stdout.write(`\ntether relay against direct (Codex dialect, raw ws client; ${BLOCKS} alternating blocks, ${ECHO_PER_BLOCK} echoes and ${THROUGHPUT_PER_BLOCK} x 64 MiB per block and path)\n`);
+  const where = LINK === undefined ? 'loopback' : `every path across a link of ${LINK} each way`;
+  process.stdout.write(`\ntether relay against direct (Codex dialect, raw ws client, ${where}; ${BLOCKS} alternating blocks, ${ECHO_PER_BLOCK} echoes and ${THROUGHPUT_PER_BLOCK} x 64 MiB per block and path)\n`);
   process.stdout.write(table(rows) + '\n');
 }
 

@@ -12,7 +12,7 @@ import { startCodexServer } from '../../test/helpers/codex.js';
 import { childPids } from './rss.js';
 
 export interface BenchServer {
-  name: 'tether' | 'codex' | 'relay' | 'floor';
+  name: 'tether' | 'codex' | 'relay' | 'floor' | 'link';
   url: string;
   /** Pid of the process that serves (for Codex: the native binary, not its node launcher). */
   pid: number;
@@ -75,6 +75,15 @@ export async function startRelayProcess(upstreamUrl: string, extraArgs: string[]
  */
 export async function startProxyFloorProcess(upstreamUrl: string): Promise<BenchServer> {
   return startUrlPrinter('floor', 'the proxy floor', ['--import', 'tsx', 'bench/lib/proxy-floor.ts', '--to', upstreamUrl], {});
+}
+
+/**
+ * `tether chaos` in front of `upstreamUrl` with `latency` each way and no other fault: a link
+ * with a round trip (bench/relay.ts's BENCH_RELAY_LINK).
+ */
+export async function startLinkProcess(upstreamUrl: string, latency: string): Promise<BenchServer> {
+  // Given a ws:// target, it prints a ws:// URL.
+  return startCliServer('link', ['chaos', '--to', upstreamUrl, '--latency', latency, '--quiet']);
 }
 
 /** A `tether` command that prints the URL it serves on as its first stdout line. */
