@@ -55,6 +55,14 @@ const SLICE_MS = 10;
  * link shaped twice in a row (there and back) would fall well short of its rate.
  */
 const BURST_MS = 20;
+/**
+ * Node's timers fire in whole milliseconds. A chunk due a fraction of a millisecond after the
+ * one a timer fired for leaves with it when it is due within this much, instead of waiting
+ * for the next tick (up to a whole millisecond late, more on a loaded machine): that lateness
+ * hit every message that follows another closely (an answer, then the output it announced),
+ * so `--latency` cost such exchanges more than it was asked to. Half a tick either way.
+ */
+const TICK_SLACK_MS = 0.5;
 
 export class FaultPipe {
   readonly counters: PipeCounters = { forwarded: 0, held: 0, dropped: 0 };
@@ -152,7 +160,7 @@ export class FaultPipe {
   private flush(): void {
     if (this.disposed || this.holding) return;
     const now = this.now();
-    while (this.queue.length > 0 && this.queue[0]!.due <= now) {
+    while (this.queue.length > 0 && this.queue[0]!.due <= now + TICK_SLACK_MS) {
       const { chunk, written } = this.queue.shift()!;
       this.counters.held -= chunk.length;
       if (this.destination.destroyed) {
