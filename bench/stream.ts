@@ -16,7 +16,6 @@
  * on par (≥ 0.9x) in the Codex dialect; RSS peak − idle ≤ Codex's + 32 MiB.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { readFileSync } from 'node:fs';
 import { createInterface } from 'node:readline';
 import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
@@ -25,6 +24,7 @@ import WebSocket from 'ws';
 import { ChaosProxy } from '../src/chaos/proxy.js';
 import { ExecClient, type ExecClientOptions } from '../src/client/index.js';
 import { mib, table, verdict } from './lib/stats.js';
+import { cpuMs } from './lib/cpu.js';
 import { readMemory } from './lib/rss.js';
 import { startCodexProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 
@@ -190,16 +190,6 @@ async function clientContender(name: string, server: BenchServer, options: ExecC
       await Promise.all([client, ...sessions].map((c) => c.close()));
     },
   };
-}
-
-/** User + system CPU of a process so far, in ms (Linux /proc; clock ticks of 10 ms). */
-function cpuMs(pid: number): number {
-  try {
-    const fields = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-    return (Number(fields[11]) + Number(fields[12])) * 10;
-  } catch {
-    return Number.NaN;
-  }
 }
 
 function idleRss(server: BenchServer): number {
