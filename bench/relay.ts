@@ -13,6 +13,7 @@
  */
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
+import { cpuMs } from './lib/cpu.js';
 import { echoRoundTrip, throughputRun } from './lib/measure.js';
 import { startCodexProcess, startLinkProcess, startProxyFloorProcess, startRelayProcess, startTetherProcess, type BenchServer } from './lib/servers.js';
 import { ms, summarize, table, verdict } from './lib/stats.js';
@@ -26,26 +27,42 @@ const LINK = process.env.BENCH_RELAY_LINK;
 interface Path {
   name: string;
   rpc: WsRpc;
+  /** The process between the client and the upstream (the relay or the floor); none direct. */
+  between?: BenchServer;
   echo: number[];
   rates: number[];
+  /** CPU per 64 MiB run: of the process in between, and of the upstream server. */
+  betweenCpu: number[];
+  upstreamCpu: number[];
 }
 
-/** `upstream.name`, and the upstream's URL as every path reaches it (across the link, if any). */
-async function compare(upstream: { name: string; url: string }): Promise<string[][]> {
+/** `upstream.name` and `pid`, and the upstream's URL as every path reaches it (across the link, if any). */
+async function compare(upstream: { name: string; url: string; pid: number }): Promise<string[][]> {
   const relay = await startRelayProcess(upstream.url);
   let floor: BenchServer | undefined;
   try {
     floor = await startProxyFloorProcess(upstream.url);
-    const paths: Path[] = [
-      { name: `${upstream.name} direct`, rpc: await WsRpc.session(upstream.url), echo: [], rates: [] },
-      { name: `${upstream.name} via relay`, rpc: await WsRpc.session(relay.url), echo: [], rates: [] },
-      { name: `${upstream.name} via floor`, rpc: await WsRpc.session(floor.url), echo: [], rates: [] },
-    ];
+    const path = async (name: string, between?: BenchServer): Promise<Path> => ({
+      name: `${upstream.name} ${name}`,
+      rpc: await WsRpc.session(between?.url ?? upstream.url),
+      between,
+      echo: [],
+      rates: [],
+      betweenCpu: [],
+      upstreamCpu: [],
+    });
+    const paths: Path[] = [await path('direct'), await path('via relay', relay), await path('via floor', floor)];
+    const measured = async (p: Path): Promise<void> => {
+      const [between, up] = [p.between ? cpuMs(p.between.pid) : 0, cpuMs(upstream.pid)];
+      p.rates.push(await throughputRun(p.rpc));
+      p.betweenCpu.push(p.between ? cpuMs(p.between.pid) - between : Number.NaN);
+      p.upstreamCpu.push(cpuMs(upstream.pid) - up);
+    };
     for (let block = 0; block < BLOCKS; block++) {
       // Each path first, middle and last in turn, so that other load hits them alike.
       const order = paths.map((_, i) => paths[(i + block) % paths.length]!);
       for (const p of order) p.echo.push(...(await echoRoundTrip(p.rpc, ECHO_PER_BLOCK, block === 0 ? 10 : 2)));
-      for (const p of order) for (let i = 0; i < THROUGHPUT_PER_BLOCK; i++) p.rates.push(await throughputRun(p.rpc));
+      for (const p of order) for (let i = 0; i < THROUGHPUT_PER_BLOCK; i++) await measured(p);
     }
     for (const p of paths) await p.rpc.close();
     const [direct, relayed, floored] = paths as [Path, Path, Path];
@@ -54,10 +71,11 @@ async function compare(upstream: { name: string; url: string }): Promise<string[
     const ratioRow = (name: string, a: Path, b: Path, verdicts: boolean): string[] => {
       const echoRatio = echo(a) / echo(b);
       const rateRatio = rate(a) / rate(b);
-      return [name, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, verdicts ? verdict(echoRatio <= 1.5) : '', verdicts ? verdict(rateRatio >= 0.8) : ''];
+      return [name, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, '', '', verdicts ? verdict(echoRatio <= 1.5) : '', verdicts ? verdict(rateRatio >= 0.8) : ''];
     };
+    const cpu = (samples: number[]) => (samples.every(Number.isNaN) ? '' : `${summarize(samples).p50.toFixed(0)} ms`);
     return [
-      ...paths.map((p) => [p.name, ms(echo(p)), ms(summarize(p.echo).p99), `${rate(p).toFixed(0)} MiB/s`, '', '']),
+      ...paths.map((p) => [p.name, ms(echo(p)), ms(summarize(p.echo).p99), `${rate(p).toFixed(0)} MiB/s`, cpu(p.betweenCpu), cpu(p.upstreamCpu), '', '']),
       ratioRow(`relay / direct (${upstream.name})`, relayed, direct, true),
       ratioRow(`floor / direct (${upstream.name})`, floored, direct, true),
       ratioRow(`relay / floor (${upstream.name})`, relayed, floored, false),
@@ -70,7 +88,8 @@ async function compare(upstream: { name: string; url: string }): Promise<string[
 
 export async function run(): Promise<void> {
   const only = process.env.BENCH_ONLY;
-  const rows: string[][] = [['path', 'echo p50', 'echo p99', '64 MiB p50', 'echo ≤ 1.5x', 'rate ≥ 80 %']];
+  // CPU: per 64 MiB run (medians; /proc's 10 ms ticks), of the relay or floor process, and of the upstream server.
+  const rows: string[][] = [['path', 'echo p50', 'echo p99', '64 MiB p50', 'CPU between', 'CPU upstream', 'echo ≤ 1.5x', 'rate ≥ 80 %']];
   for (const start of [
     { name: 'tether', up: () => startTetherProcess() },
     { name: 'codex', up: () => startCodexProcess() },
@@ -80,7 +99,7 @@ export async function run(): Promise<void> {
     let link: BenchServer | undefined;
     try {
       link = LINK === undefined ? undefined : await startLinkProcess(upstream.url, LINK);
-      rows.push(...(await compare({ name: start.name, url: link?.url ?? upstream.url })));
+      rows.push(...(await compare({ name: start.name, url: link?.url ?? upstream.url, pid: upstream.pid })));
     } finally {
       await link?.stop();
       await upstream.stop();
