@@ -12,6 +12,7 @@ import { RpcError } from '../protocol/errors.js';
 import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
 import { AuthRefusedError, ConnectionLostError, PeerClosedError } from './errors.js';
 import { DemuxSocket, type OutputReceiver } from './demux-socket.js';
+import { PromptAck } from './prompt-ack.js';
 
 /** How long a connection whose peer sent its close frame may take to end its socket. */
 const CLOSING_GRACE_MS = 2_000;
@@ -67,12 +68,21 @@ export class Connection {
   private pongTimer: NodeJS.Timeout | undefined;
   private lastInboundAt = 0;
   private paused = false;
+  private readonly promptAck = new PromptAck(() => this.sendPromptAck());
 
   private constructor(
     private readonly ws: WebSocket,
     private readonly options: ConnectionOptions,
   ) {
     this.generation = options.generation;
+  }
+
+  /**
+   * The server leaves Nagle's algorithm on (a Codex exec-server): after each read, unless
+   * something was sent since, a pong carries the TCP ACK it waits for (prompt-ack.ts).
+   */
+  ackReadsPromptly(): void {
+    this.promptAck.enabled = true;
   }
 
   /** Opens the socket; rejects with `AuthRefusedError` on 401/403, otherwise with the transport error. */
@@ -187,6 +197,7 @@ export class Connection {
   /** Sends one binary frame (extension `binaryOutput`: acks). */
   sendBinary(frame: Buffer): void {
     if (this.closedReason) return;
+    this.promptAck.sent();
     this.ws.send(frame, { binary: true }, (err) => {
       if (err) this.sendFailed(err);
     });
@@ -234,6 +245,7 @@ export class Connection {
 
   private send(message: Record<string, unknown>): void {
     const framed = this.options.jsonrpc ? { jsonrpc: '2.0', ...message } : message;
+    this.promptAck.sent();
     this.ws.send(stringifyMessage(framed), (err) => {
       if (err) this.sendFailed(err);
     });
@@ -271,6 +283,7 @@ export class Connection {
     } catch {
       return;
     }
+    this.promptAck.sent();
     // One deadline per outstanding ping: an answer to any ping proves the link is alive.
     if (!this.pongTimer) this.armPongDeadline(this.options.keepaliveTimeoutMs);
   }
@@ -302,11 +315,23 @@ export class Connection {
   /** Bytes arrived (the demux takes output off the socket before `ws` sees it). */
   private markInbound(): void {
     this.lastInboundAt = performance.now();
+    this.promptAck.read();
+  }
+
+  /** Not while paused: a paused reader owes nothing, and flow control wants the server to wait. */
+  private sendPromptAck(): void {
+    if (this.closedReason || this.paused) return;
+    try {
+      this.ws.pong();
+    } catch {
+      // closing: nothing to acknowledge any more
+    }
   }
 
   private onMessage(data: WebSocket.RawData, isBinary: boolean): void {
     if (this.closedReason) return;
     this.lastInboundAt = performance.now();
+    this.promptAck.read();
     if (isBinary) {
       const fragments = Array.isArray(data) ? data : [binaryPayload(data)];
       if (isTetherBinaryFrame(fragments)) {

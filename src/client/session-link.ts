@@ -143,6 +143,8 @@ export class SessionLink {
       const init = await connection.request<InitializeResult>(Method.initialize, this.initializeParams()).finally(() => clearTimeout(timer));
       if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
       this.extensions = new Set((init.tether?.extensions ?? []).filter((name): name is ExtensionName => this.extensionRequest?.extensions.includes(name) ?? false));
+      // The Codex dialect: a Codex exec-server, whose socket leaves Nagle's algorithm on.
+      if (this.extensions.size === 0) connection.ackReadsPromptly();
       this.host.initialized(init);
       connection.notify(Method.initialized, {});
       this.sessionId = init.sessionId;
