@@ -68,7 +68,7 @@ export class Connection {
   private pongTimer: NodeJS.Timeout | undefined;
   private lastInboundAt = 0;
   private paused = false;
-  private readonly promptAck = new PromptAck(() => this.sendPromptAck());
+  private readonly promptAck = new PromptAck(() => this.sendControl('pong'));
 
   private constructor(
     private readonly ws: WebSocket,
@@ -276,13 +276,22 @@ export class Connection {
     }
   }
 
-  private ping(): void {
-    if (this.closedReason || this.paused) return;
+  /**
+   * A ping, or a pong (prompt-ack.ts), unless closed or paused (a paused reader cannot see a
+   * pong, and owes no ACK: flow control wants the server to wait). Whether it went.
+   */
+  private sendControl(kind: 'ping' | 'pong'): boolean {
+    if (this.closedReason || this.paused) return false;
     try {
-      this.ws.ping();
+      this.ws[kind]();
     } catch {
-      return;
+      return false; // closing
     }
+    return true;
+  }
+
+  private ping(): void {
+    if (!this.sendControl('ping')) return;
     this.promptAck.sent();
     // One deadline per outstanding ping: an answer to any ping proves the link is alive.
     if (!this.pongTimer) this.armPongDeadline(this.options.keepaliveTimeoutMs);
@@ -316,16 +325,6 @@ export class Connection {
   private markInbound(): void {
     this.lastInboundAt = performance.now();
     this.promptAck.read();
-  }
-
-  /** Not while paused: a paused reader owes nothing, and flow control wants the server to wait. */
-  private sendPromptAck(): void {
-    if (this.closedReason || this.paused) return;
-    try {
-      this.ws.pong();
-    } catch {
-      // closing: nothing to acknowledge any more
-    }
   }
 
   private onMessage(data: WebSocket.RawData, isBinary: boolean): void {
