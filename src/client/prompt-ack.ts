@@ -11,7 +11,7 @@
  * many messages that turn read. Pure bookkeeping around an injected `sendAck` and scheduler.
  */
 export class PromptAck {
-  /** Off until the server is known to need it (connection.ts: a server in the Codex dialect). */
+  /** Off until the server is known to need it (session-link.ts: one that accepted no tether extension). */
   enabled = false;
   private owed = false;
   private scheduled = false;
