@@ -7,8 +7,9 @@
  *      --host-only this machine's architecture only);
  *   3. the package's files (package.json "files", as npm lists them) copied to .pack/ with a
  *      package.json that has no install, preinstall, postinstall or prepare script (nothing
- *      runs at install: no compiler needed, nothing for npm to warn about) and no
- *      devDependencies;
+ *      runs at install: no compiler needed, nothing for npm to warn about), no
+ *      devDependencies, and not "private" (the clone's package.json is, and refuses `npm pack`
+ *      and `npm publish` in its prepack: scripts/refuse-root-pack.mjs);
  *   4. `npm pack` there.
  *
  *   npm run pack [-- --host-only] [-- --out DIR]
@@ -54,6 +55,8 @@ function step(what, command, args, cwd = root) {
 function packedManifest(manifest) {
   const packed = { ...manifest };
   delete packed.devDependencies;
+  // The clone's guard against `npm publish --ignore-scripts` from its root; the tarball is what is published.
+  delete packed.private;
   packed.scripts = Object.fromEntries(Object.entries(manifest.scripts ?? {}).filter(([name]) => KEPT_SCRIPTS.includes(name)));
   return packed;
 }

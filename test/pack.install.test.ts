@@ -47,6 +47,7 @@ describe('the packed package', () => {
     for (const lifecycle of ['preinstall', 'install', 'postinstall', 'prepare', 'prepack', 'postpack']) expect(scripts).not.toHaveProperty(lifecycle);
     expect(scripts).toEqual({ 'build:native': 'node-gyp rebuild --directory=native' });
     expect(packed).not.toHaveProperty('devDependencies');
+    expect(packed).not.toHaveProperty('private'); // the clone's is, as a guard; the tarball is published
     expect(packed).not.toHaveProperty('gypfile');
     expect(Object.keys(packed.dependencies as object)).not.toContain('bufferutil');
     expect(packed.version).toBe(pkg.version);
