@@ -10,7 +10,7 @@ import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/diale
 import { peekOutputNotification } from './output-notification.js';
 import { RpcError } from '../protocol/errors.js';
 import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
-import { AuthRefusedError, ConnectionLostError, PeerClosedError } from './errors.js';
+import { AuthRefusedError, ConnectionLostError, PeerClosedError, UpgradeAnsweredError } from './errors.js';
 import { DemuxSocket, type OutputReceiver } from './demux-socket.js';
 import { PromptAck } from './prompt-ack.js';
 
@@ -140,12 +140,8 @@ export class Connection {
         const parts: Buffer[] = [];
         let size = 0;
         const done = () => {
-          const body = Buffer.concat(parts).toString('utf8').trim().slice(0, 300);
-          fail(
-            status === 401 || status === 403
-              ? new AuthRefusedError(status, body)
-              : Object.assign(new Error(`server answered the WebSocket upgrade with HTTP ${status}${body ? `: ${body}` : ''}`), { status }),
-          );
+          const body = plainTextLine(res.headers['content-type'], Buffer.concat(parts));
+          fail(status === 401 || status === 403 ? new AuthRefusedError(status, body) : new UpgradeAnsweredError(status, res.statusMessage ?? '', res.headers['content-type'], body));
         };
         res.on('data', (chunk: Buffer) => {
           if (size < 4096) parts.push(chunk);
@@ -155,7 +151,7 @@ export class Connection {
         res.on('error', done);
         res.on('close', done);
       });
-      ws.once('error', (err) => fail(err));
+      ws.once('error', (err) => fail(oneLine(err)));
       ws.once('close', () => fail(new Error('connection closed during the WebSocket handshake')));
       // Binary output arrives as header + bytes fragments: take them as they are (no joining copy).
       ws.binaryType = 'fragments';
@@ -387,4 +383,29 @@ export class Connection {
     for (const waiter of this.pending.values()) waiter.reject(lost);
     this.pending.clear();
   }
+}
+
+/**
+ * What of an HTTP answer's body an error may quote: the first line of a plain-text body
+ * (tether's own refusals are one line of text/plain), at most 200 characters; nothing of an
+ * HTML page or any other kind of body.
+ */
+function plainTextLine(contentType: string | undefined, body: Buffer): string {
+  if (!/^text\/plain\b/i.test(contentType ?? '')) return '';
+  const line = body.toString('utf8').trim().split(/\r?\n/, 1)[0] ?? '';
+  return line.length > 200 ? `${line.slice(0, 200)}…` : line;
+}
+
+/**
+ * OpenSSL's errors carry its whole error queue in their message, over several lines: a TLS
+ * failure (EPROTO) is said in one line from its reason, and a plain-HTTP server spoken to in
+ * TLS (OpenSSL's "wrong version number") is named as such.
+ */
+function oneLine(err: Error): Error {
+  const { code } = err as { code?: unknown };
+  if (code !== 'EPROTO') return err;
+  // OpenSSL's queue entry: "<id>:error:<hex>:<library>:<function>:<reason>:<file>:<line>:".
+  const why = /:error:[0-9A-F]+:[^:\n]*:[^:\n]*:([^:\n]+):/i.exec(err.message)?.[1] ?? 'protocol error';
+  const hint = why === 'wrong version number' ? ': the server does not speak TLS there (a ws:// URL?)' : '';
+  return Object.assign(new Error(`TLS handshake failed (${why})${hint}`, { cause: err }), { code });
 }

@@ -118,6 +118,35 @@ export class AuthRefusedError extends Error {
   }
 }
 
+/**
+ * The WebSocket upgrade was answered with a plain HTTP response (not 101, not 401/403). A
+ * 429, 502, 503 or 504 says "not now" (a proxy whose upstream restarts, a server at its
+ * connection cap): worth another attempt. Any other answer is the server's final word: what
+ * answered is not a tether or Codex exec-server at this URL (a web server, a wrong path).
+ * The message is one line: the status, and a plain-text body's first line, never an HTML page.
+ */
+export class UpgradeAnsweredError extends Error {
+  override readonly name = 'UpgradeAnsweredError';
+  /** Worth another attempt (429, 502, 503, 504). */
+  readonly transient: boolean;
+  constructor(
+    readonly status: number,
+    statusText: string,
+    contentType: string | undefined,
+    /** The first line of a text/plain body; empty for any other body. */
+    readonly body: string,
+  ) {
+    const transient = TRANSIENT_STATUSES.has(status);
+    const kind = contentType ? ` (${contentType.split(';')[0]!.trim()})` : '';
+    const verdict = body ? `: ${body}` : transient ? '' : `${kind}: not a tether or Codex exec-server at this URL`;
+    super(`server answered the WebSocket upgrade with HTTP ${status}${statusText ? ` ${statusText}` : ''}${verdict}`);
+    this.transient = transient;
+  }
+}
+
+/** HTTP answers to an upgrade that mean "try again later". */
+const TRANSIENT_STATUSES: ReadonlySet<number> = new Set([429, 502, 503, 504]);
+
 /** Session ids are resume credentials: show only a prefix. */
 export function shortId(id: string): string {
   return id.length > 8 ? `${id.slice(0, 8)}…` : id;

@@ -14,10 +14,11 @@ import { reconnectDelayMs } from './backoff.js';
 import { Connection } from './connection.js';
 import { ReconnectEngine } from './engine.js';
 import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
-import { AuthRefusedError, closeNoticeOf, ConnectionLostError, OutputLostError, SessionLostError, WrongSessionError } from './errors.js';
+import { AuthRefusedError, closeNoticeOf, ConnectionLostError, OutputLostError, SessionLostError, UpgradeAnsweredError, WrongSessionError } from './errors.js';
 import type { ExecClientOptions } from './client.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process.js';
 import { STILL_STARTING_MS } from './process-ops.js';
+import { speaksTls } from './tls-probe.js';
 
 const DEFAULT_DEADLINE_MS = 25_000;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
@@ -116,6 +117,9 @@ export class SessionLink {
         if (signal?.aborted) throw signal.reason;
         if (err instanceof AuthRefusedError) throw new SessionLostError('auth', { cause: err });
         if (!isTransportError(err)) throw err;
+        if (attempt === 1 && (await this.tlsOnPlainUrl(err))) {
+          throw Object.assign(new Error(`the server speaks TLS there: use ${this.url.replace(/^ws:/i, 'wss:')}`, { cause: err }), { code: 'TLS_ON_PLAIN_URL' });
+        }
         const remaining = deadline - Date.now();
         if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
         if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
@@ -126,6 +130,18 @@ export class SessionLink {
         signal?.throwIfAborted();
       }
     }
+  }
+
+  /**
+   * A `ws://` upgrade the server hung up on without an answer: Node's TLS server (a tether
+   * server with a certificate) does that to plain HTTP; a server going away does too. A TLS
+   * handshake with the port tells them apart, once, on the first attempt.
+   */
+  private async tlsOnPlainUrl(err: unknown): Promise<boolean> {
+    if ((err as NodeJS.ErrnoException).code !== 'ECONNRESET') return false;
+    const url = new URL(this.url);
+    if (url.protocol !== 'ws:') return false;
+    return speaksTls(url, Math.max(MIN_ATTEMPT_MS, Math.min(this.keepaliveTimeoutMs, 5000)));
   }
 
   private async connectOnce(remainingMs: number): Promise<void> {
@@ -282,14 +298,18 @@ export class SessionLink {
  */
 function isTransportError(err: unknown): boolean {
   if (err instanceof RpcError || err instanceof AuthRefusedError || err instanceof TypeError || err instanceof SyntaxError) return false;
-  const { status, code } = err as { status?: unknown; code?: unknown };
-  if (typeof status === 'number' && status >= 400 && status < 500) return false;
-  // A certificate that does not verify, or TLS spoken to a plain port: no retry changes that.
-  return !(typeof code === 'string' && TLS_REFUSAL.test(code));
+  // An HTTP answer instead of the upgrade: only "not now" (429, 502-504) is worth another try.
+  if (err instanceof UpgradeAnsweredError) return err.transient;
+  const { code } = err as { code?: unknown };
+  // A certificate that does not verify, TLS spoken to a plain port (EPROTO), or an answer that
+  // is not HTTP at all (the parser's HPE_ codes): no retry changes that.
+  return !(typeof code === 'string' && (TLS_REFUSAL.test(code) || NOT_HTTP.test(code)));
 }
 
-/** Node's and OpenSSL's error codes (not message text) for a TLS peer that cannot be trusted. */
-const TLS_REFUSAL = /CERT|SELF_SIGNED|^UNABLE_TO_|HOSTNAME_MISMATCH|^INVALID_CA$|^PATH_LENGTH_EXCEEDED$|^INVALID_PURPOSE$|^ERR_TLS_|^ERR_SSL_/;
+/** Node's and OpenSSL's error codes (not message text) for a TLS peer that cannot be trusted or spoken to. */
+const TLS_REFUSAL = /CERT|SELF_SIGNED|^UNABLE_TO_|HOSTNAME_MISMATCH|^INVALID_CA$|^PATH_LENGTH_EXCEEDED$|^INVALID_PURPOSE$|^ERR_TLS_|^ERR_SSL_|^EPROTO$/;
+/** Node's HTTP parser's codes: the peer answered, but not in HTTP. */
+const NOT_HTTP = /^HPE_/;
 
 function gaveUp(last: Error, deadlineMs: number, attempts: number): Error {
   const tries = attempts === 1 ? '' : ` (${attempts} attempts in ${formatSeconds(deadlineMs)}, the recovery deadline)`;
