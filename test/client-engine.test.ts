@@ -173,9 +173,22 @@ describe('ReconnectEngine', () => {
     engine.fail('closed');
     release();
     await vi.advanceTimersByTimeAsync(0);
-    expect(engine.state).toBe('failed');
+    expect(engine.state).toBe('closed'); // a close by the owner is not a failure
     expect(late.closed).toBe(true);
     expect(first.destroyedWith).toBeNull(); // closing is orderly: the owner closes its socket itself
+  });
+
+  it("a close by the owner ends in state 'closed' with no reason: not a failure; later callers get SessionLostError('closed')", async () => {
+    const { engine, states } = setup([]);
+    engine.fail('closed');
+    expect(engine.state).toBe('closed');
+    expect(states).toEqual([{ state: 'closed', previous: 'connected', generation: 1, attempt: 0, reason: undefined, error: undefined }]);
+    const error = await engine.ready().then(() => null, (e: unknown) => e);
+    expect(error).toBeInstanceOf(SessionLostError);
+    expect((error as SessionLostError).reason).toBe('closed');
+    engine.fail('expired'); // ended: nothing changes
+    expect(engine.state).toBe('closed');
+    expect(states).toHaveLength(1);
   });
 
   it('a failure cuts a backoff sleep short', async () => {

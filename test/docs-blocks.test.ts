@@ -225,6 +225,8 @@ describe('code blocks in README.md and docs/', () => {
         const said = `\n--- block (${where(block)}):\n${block.text}--- stdout:\n${run.stdout}--- stderr:\n${run.stderr}--- server:\n${run.serverLog}`;
         expect(run.code, `exit status${said}`).toBe(0);
         if (block.output !== undefined) expect(missingOutput(block.output, run.stdout), `expected output line not found${said}`).toBeUndefined();
+        // An example that ends normally says nothing alarming (a client's close is not a failure).
+        if (block.info === 'js run') expect(run.stderr, `stderr of an example that ended normally${said}`).not.toMatch(/\b(failed|lost|error)\b/i);
       },
       BLOCK_TIMEOUT_MS,
     );

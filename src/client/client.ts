@@ -25,7 +25,7 @@ import type { Logger } from '../util/logger.js';
 import { invalidDuration, settleWithin } from '../util/timeouts.js';
 import { Acknowledger } from './acks.js';
 import type { TrustedCa } from './connection.js';
-import type { EngineState, RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
+import { isEnded, type EngineState, type RecoveredEvent, type RestartingEvent, type StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
 import { RemoteFs } from './fs.js';
 import { ConnectionLostError } from './errors.js';
@@ -41,7 +41,7 @@ export { fullEnvPolicy } from './process-ops.js';
 
 /** `ExecClient`'s events and their arguments. */
 export interface ExecClientEventMap {
-  /** The client changed state (connected, recovering, failed). */
+  /** The client changed state (connected, recovering, failed, or closed by `close()`). */
   state: [change: StateChange];
   /** A recovery succeeded. */
   recovered: [event: RecoveredEvent];
@@ -326,7 +326,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
   /** Kills every live process (bounded wait), then closes the session's socket. */
   async close(): Promise<void> {
     const engine = this.#link.engine;
-    if (this.#closing || engine.state === 'failed') return;
+    if (this.#closing || isEnded(engine.state)) return;
     this.#closing = true;
     const connection = engine.current;
     if (engine.state === 'connected' && connection?.isOpen) {
@@ -356,7 +356,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
         // So may the final acks of processes forgotten since: the server still holds their output.
         for (const [processId, seq] of this.#table.forgotten()) if (this.#acknowledger.consumedSeq(processId) === 0) this.#ops.sendAck(processId, seq);
       }
-    } else if (change.state === 'failed') {
+    } else if (isEnded(change.state)) {
       this.#flow.dispose();
       this.#acknowledger.dispose();
       const error = engine.failure!;

@@ -8,7 +8,9 @@
  * (test/client-engine.test.ts).
  *
  * States: recovering (before the first connection, and after a drop) → connected → … , or
- * failed (for good: every waiter and the owner get the same `SessionLostError`).
+ * failed (for good: every waiter and the owner get the same `SessionLostError`), or closed
+ * (the owner closed it: nothing failed; later callers still get a `SessionLostError`, reason
+ * `closed`).
  *
  * What the server said as it closed the connection (a `CloseNotice`, issue #27) changes the
  * drop: "stopped" fails at once (a `ServerStoppedError`: the processes are gone, nothing to
@@ -23,7 +25,12 @@ import { sessionLostError, type SessionLostError, type SessionLostReason } from 
 import type { CloseNotice } from '../protocol/close-reasons.js';
 import type { Logger } from '../util/logger.js';
 
-export type EngineState = 'connected' | 'recovering' | 'failed';
+export type EngineState = 'connected' | 'recovering' | 'failed' | 'closed';
+
+/** The engine has ended (failed, or closed by its owner): it never connects again. */
+export function isEnded(state: EngineState): boolean {
+  return state === 'failed' || state === 'closed';
+}
 
 /** What the engine needs of a connection. */
 export interface EngineConnection {
@@ -42,7 +49,7 @@ export interface StateChange {
   generation: number;
   /** Recovery attempt: 1 on entering recovering; on connected/failed after a recovery, the attempts it took. */
   attempt: number;
-  /** Why: the transport error that started a recovery, or the failure. */
+  /** Why: the transport error that started a recovery, or the failure (none for a close by the owner). */
   reason?: string;
   error?: Error;
 }
@@ -176,20 +183,24 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
     return new Promise((resolve, reject) => this.waiters.push({ resolve, reject }));
   }
 
-  /** Ends it all: one `SessionLostError` for every waiter (and the owner, through the 'state' event). */
+  /**
+   * Ends it all: one `SessionLostError` for every waiter (and the owner, through the 'state'
+   * event). Reason `closed` (the owner closed the client) ends in state `closed`, logged at
+   * debug and with no reason in the state event: a deliberate close is not a failure.
+   */
   fail(reason: SessionLostReason, cause?: unknown): SessionLostError {
     if (this._failure) return this._failure;
     const previous = this._state;
     const error = sessionLostError(reason, { cause, sessionId: this.options.sessionId() });
     this._failure = error;
-    this._state = 'failed';
+    this._state = reason === 'closed' ? 'closed' : 'failed';
     this.stop.abort(error);
     if (reason !== 'closed') this._current?.destroy(error);
     const waiters = this.waiters;
     this.waiters = [];
     for (const waiter of waiters) waiter.reject(error);
     this.log(reason === 'closed' ? 'debug' : 'error', error.message);
-    this.emitState(previous, previous === 'recovering' ? this.attempt : 0, error);
+    this.emitState(previous, previous === 'recovering' ? this.attempt : 0, reason === 'closed' ? undefined : error);
     return error;
   }
 

@@ -23,6 +23,7 @@ import type { EnvPolicy } from '../protocol/index.js';
 import { ServerStoppedError, type ExecClient, type ExecProcess, type RecoveredEvent, type RestartingEvent, type StateChange } from '../client/index.js';
 import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
+import { isEnded } from '../client/engine.js';
 
 /** As ssh and `tether exec`: 255 means tether itself failed (unreachable, session lost), not the server. */
 export const EXIT_SESSION_LOST = 255;
@@ -158,7 +159,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     proc.once('error', (error: Error) => {
       // Output lost with the session alive: the stream has a hole, so stop the server.
       // (proc.terminate() is a no-op on a failed handle: ask the server directly.)
-      if (client.state !== 'failed') void client.request('process/terminate', { processId: proc.id }).catch(() => {});
+      if (!isEnded(client.state)) void client.request('process/terminate', { processId: proc.id }).catch(() => {});
       void outputDone.then(() => {
         say(error instanceof ServerStoppedError ? SERVER_STOPPED_LINE : `giving up on the remote MCP server: ${message(error)}`);
         settle({ exitCode: EXIT_SESSION_LOST, reason: 'session-lost' });

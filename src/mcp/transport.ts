@@ -23,6 +23,7 @@ import { ExecClient, type ExecProcess, type TrustedCa } from '../client/index.js
 import { JsonRpcLineDecoder, MessageTooLargeError, serializeMessage } from './framing.js';
 import { Inbox } from './inbox.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
+import { isEnded } from '../client/engine.js';
 
 export type StderrMode = 'pipe' | 'inherit' | 'ignore';
 
@@ -155,7 +156,7 @@ export class ExecStdioClientTransport implements Transport {
         });
       }
       const client = this.execClient;
-      if (client.state === 'failed') throw new Error('ExecStdioClientTransport: the tether client has already failed');
+      if (isEnded(client.state)) throw new Error('ExecStdioClientTransport: the tether client has already failed');
       const proc = client.spawn([this.params.command, ...(this.params.args ?? [])], {
         cwd: this.params.cwd,
         env: this.params.env ?? {},
@@ -213,7 +214,7 @@ export class ExecStdioClientTransport implements Transport {
       // Output lost but the session alive: the process still runs, so stop it.
       // (proc.terminate() is a no-op on a failed handle: ask the server directly.)
       const client = this.execClient;
-      if (client && client.state !== 'failed') void client.request('process/terminate', { processId: proc.id }).catch(() => {});
+      if (client && !isEnded(client.state)) void client.request('process/terminate', { processId: proc.id }).catch(() => {});
       this.markEnded();
       void this.finish(error);
     });
