@@ -8,6 +8,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { ExecClient } from '../src/client/index.js';
+import { ChaosProxy } from '../src/chaos/proxy.js';
 import { ExecStdioClientTransport, ServerProcessExitedError } from '../src/mcp/index.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import type { Target } from './helpers/target.js';
@@ -188,6 +189,38 @@ describe('lifecycle', () => {
     await transport.close();
     expect(closes).toBe(1);
     await expect.poll(() => isAlive(pid), { timeout: 5000 }).toBe(false);
+  });
+
+  it('onstate, set before connect(), sees the link drop and recover, then the close; a shared client stops reaching it', async () => {
+    const proxy = await ChaosProxy.inFrontOf(server.url);
+    cleanups.push(() => proxy.close());
+    const transport = new ExecStdioClientTransport({ url: proxy.url, ...everything, stderr: 'ignore' });
+    const states: string[] = [];
+    let recovered!: () => void;
+    const back = new Promise<void>((resolve) => (recovered = resolve));
+    transport.onstate = ({ state }) => {
+      states.push(state);
+      if (state === 'connected') recovered();
+    };
+    const { client } = await connect(transport);
+    proxy.cutAll();
+    await back;
+    expect(text(await client.callTool({ name: 'echo', arguments: { message: 'after' } }))).toBe('Echo: after');
+    await client.close();
+    expect(states).toEqual(['recovering', 'connected', 'closed']);
+
+    // On a client it was given, the transport's listener goes with the transport.
+    const shared = await ExecClient.connect(server.url, { clientName: 'shared-state' });
+    cleanups.push(() => shared.close());
+    const onShared = new ExecStdioClientTransport({ client: shared, ...everything, stderr: 'ignore' });
+    const seen: string[] = [];
+    onShared.onstate = ({ state }) => seen.push(state);
+    const second = await connect(onShared);
+    const listeners = shared.listenerCount('state');
+    await second.client.close();
+    expect(shared.listenerCount('state')).toBe(listeners - 1);
+    await shared.close();
+    expect(seen).toEqual([]);
   });
 
   it('a shared ExecClient is left open by close()', async () => {

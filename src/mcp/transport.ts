@@ -19,7 +19,7 @@
 import { PassThrough, type Readable } from 'node:stream';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
-import { ExecClient, type ExecProcess, type TrustedCa } from '../client/index.js';
+import { ExecClient, type ExecProcess, type StateChange, type TrustedCa } from '../client/index.js';
 import { JsonRpcLineDecoder, MessageTooLargeError, serializeMessage } from './framing.js';
 import { Inbox } from './inbox.js';
 import { settleWithin, withTimeout } from '../util/timeouts.js';
@@ -80,6 +80,13 @@ export class ExecStdioClientTransport implements Transport {
   onclose?: () => void;
   onerror?: (error: Error) => void;
   onmessage?: <T extends JSONRPCMessage>(message: T) => void;
+  /**
+   * The tether link's state changes (`recovering`, `connected`, `failed`, `closed`), which the
+   * MCP Client never sees. Set it before `connect()`: it is attached to the client as soon as
+   * there is one (the transport's own, opened in `start()`, or the one it was given), and
+   * detached when the transport has closed.
+   */
+  onstate?: (change: StateChange) => void;
 
   private readonly params: ExecStdioServerParameters;
   private readonly decoder: JsonRpcLineDecoder;
@@ -95,6 +102,7 @@ export class ExecStdioClientTransport implements Transport {
   /** Resolves when the remote process has closed or can no longer be reached. */
   private ended!: Promise<void>;
   private markEnded!: () => void;
+  private detachState: () => void = () => {};
 
   /** What reaches the SDK, in order (inbox.ts). */
   private readonly inbox = new Inbox({ message: (message) => this.onmessage?.(message), error: (error) => this.report(error) });
@@ -156,6 +164,9 @@ export class ExecStdioClientTransport implements Transport {
         });
       }
       const client = this.execClient;
+      const onState = (change: StateChange) => this.onstate?.(change);
+      client.on('state', onState);
+      this.detachState = () => client.off('state', onState);
       if (isEnded(client.state)) throw new Error('ExecStdioClientTransport: the tether client has already failed');
       const proc = client.spawn([this.params.command, ...(this.params.args ?? [])], {
         cwd: this.params.cwd,
@@ -323,6 +334,7 @@ export class ExecStdioClientTransport implements Transport {
         this.inbox.close();
         this.onclose?.();
         if (this.ownsClient && this.execClient) await this.execClient.close().catch(() => {});
+        this.detachState();
       })();
     }
     return this.finishing;
@@ -335,7 +347,8 @@ export class ExecStdioClientTransport implements Transport {
     this.finished = true;
     this.finishing = Promise.resolve();
     this.markEnded();
-    if (this.ownsClient && this.execClient) void this.execClient.close().catch(() => {});
+    if (this.ownsClient && this.execClient) void this.execClient.close().catch(() => {}).finally(() => this.detachState());
+    else this.detachState();
   }
 }
 
