@@ -101,10 +101,13 @@ export class ServerMonitor {
     this.sessions.set(session, { clientName, createdAt: Date.now(), detachedAt: null });
   }
 
-  sessionResumed(session: Session, clientName: string): void {
+  /** Returns how long the session was detached, in ms (null if unknown). */
+  sessionResumed(session: Session, clientName: string): number | null {
     this.counters.sessionResumes++;
     const facts = this.sessions.get(session);
+    const detachedMs = facts?.detachedAt != null ? Date.now() - facts.detachedAt : null;
     if (facts) Object.assign(facts, { clientName, detachedAt: null });
+    return detachedMs;
   }
 
   sessionDetached(session: Session): void {

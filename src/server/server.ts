@@ -140,7 +140,8 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
         },
         detached: (s) => {
           this.state.monitor.sessionDetached(s);
-          log('info', `session ${s.shortId} detached; expires in ${s.limits.ttlMs} ms unless resumed`);
+          // debug: a reconnect is one info line, its resume's (which says how long it was detached).
+          log('debug', `session ${s.shortId} detached; expires in ${s.limits.ttlMs} ms unless resumed`);
           this.emit('session-detached', s.id);
         },
       },

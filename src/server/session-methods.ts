@@ -72,8 +72,10 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
         throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
       }
       session = existing;
-      state.monitor.sessionResumed(session, p.clientName);
-      state.log('info', `session ${session.shortId} resumed by ${conn.remote} (client ${logfmtValue(p.clientName)})`);
+      // One info line per reconnect (its detach is logged at debug): a flaky link's session
+      // logs each drop once, with how long it lasted.
+      const detachedMs = state.monitor.sessionResumed(session, p.clientName);
+      state.log('info', `session ${session.shortId} resumed by ${conn.remote} (client ${logfmtValue(p.clientName)})${detachedMs !== null ? ` after ${detachedMs} ms detached` : ''}`);
     } else {
       if (state.sessions.size >= state.maxSessions) {
         state.monitor.refused('sessions');
