@@ -120,6 +120,7 @@ export class SessionLink {
         if (attempt === 1 && (await this.tlsOnPlainUrl(err))) {
           throw Object.assign(new Error(`the server speaks TLS there: use ${this.url.replace(/^ws:/i, 'wss:')}`, { cause: err }), { code: 'TLS_ON_PLAIN_URL' });
         }
+        if (signal?.aborted) throw signal.reason;
         const remaining = deadline - Date.now();
         if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
         if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
@@ -141,7 +142,7 @@ export class SessionLink {
     if ((err as NodeJS.ErrnoException).code !== 'ECONNRESET') return false;
     const url = new URL(this.url);
     if (url.protocol !== 'ws:') return false;
-    return speaksTls(url, Math.max(MIN_ATTEMPT_MS, Math.min(this.keepaliveTimeoutMs, 5000)));
+    return speaksTls(url, Math.max(MIN_ATTEMPT_MS, Math.min(this.keepaliveTimeoutMs, 5000)), this.options.signal);
   }
 
   private async connectOnce(remainingMs: number): Promise<void> {
