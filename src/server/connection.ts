@@ -41,7 +41,7 @@ import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
 
-/** Answers longer than this go to the socket as a Buffer (see `send`). */
+/** Answers longer than this go to the socket as a Buffer, still in a text frame (see `send`). */
 const LARGE_TEXT_CHARS = 64 * 1024;
 
 export interface ConnectionContext {
@@ -293,8 +293,9 @@ export class Connection implements SessionLink {
     const text = this.dialect.encode(message);
     // A large answer is queued as bytes, not as a string: a string waiting in the socket's
     // queue (a client that reads slowly) lives on the V8 heap, a Buffer outside it, where the
-    // memory budget counts it and the heap limit does not.
-    this.ws.send(text.length > LARGE_TEXT_CHARS ? Buffer.from(text) : text, this.afterSend);
+    // memory budget counts it and the heap limit does not. Either way it is a text frame:
+    // JSON goes out as text, binary frames carry only the binaryOutput extension's output.
+    this.ws.send(text.length > LARGE_TEXT_CHARS ? Buffer.from(text) : text, { binary: false }, this.afterSend);
     this.checkBackpressure();
   }
 
