@@ -109,6 +109,13 @@ export class Connection implements SessionLink {
     setMaxListeners(0, this.closing.signal);
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
     ws.on('pong', () => this.liveness.pong());
+    // ws answers every ping with a pong at once: a client that pings without reading would
+    // queue them without end. Over the mark, its socket is not read again until it drained.
+    ws.on('ping', () => {
+      if (!this.backpressured) return;
+      this.pauseReading('pongs');
+      void this.whenDrained().then(() => this.resumeReading('pongs'));
+    });
   }
 
   /**
@@ -171,12 +178,12 @@ export class Connection implements SessionLink {
     const { structural, cost, id } = frameCost(buf);
     const unparsed = unparsedRefusal(structural, this.maxRequestBytes);
     if (unparsed) {
-      this.send({ id, error: unparsed });
+      this.answer({ id, error: unparsed });
       return;
     }
     const decoded = decodeFrame(buf);
     if (!decoded.ok) {
-      this.send({ id: decoded.id, error: decoded.error });
+      this.answer({ id: decoded.id, error: decoded.error });
       return;
     }
     this.dialect.observe(decoded.hasJsonrpc);
@@ -191,7 +198,7 @@ export class Connection implements SessionLink {
     // holds, and by the server's memory budget (request-policy.ts).
     const refusal = this.gate.refusal(message.method, cost, (what) => this.memory.budget?.refusal(what) ?? null);
     if (refusal) {
-      if (message.kind === 'request') this.send({ id: message.id, error: refusal });
+      if (message.kind === 'request') this.answer({ id: message.id, error: refusal });
       return;
     }
     this.gate.enter(cost);
@@ -202,9 +209,12 @@ export class Connection implements SessionLink {
       this.memory.requestsChanged(-cost);
       if (ctx.answerBytes) this.sendBuffer.answerSent(ctx.answerBytes);
     };
+    const how = admission(message.kind, message.method, this.backpressured);
     const dispatch = () =>
       this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
-        (response) => {
+        async (response) => {
+          // Handled at once, its answer waits for room (it still counts as in flight meanwhile).
+          if (how === 'reply' && this.backpressured && !(await this.gate.wait('drain'))) response = null;
           if (response) this.send(response);
           ctx.afterReply?.();
           settled();
@@ -218,8 +228,7 @@ export class Connection implements SessionLink {
       );
     // Every answer waits for room in the send buffer (process/read reserves its own room
     // after its long-poll), large ones for a place too. The waiting requests still count above.
-    const how = admission(message.kind, message.method, this.backpressured);
-    if (how === 'now') return void dispatch();
+    if (how === 'now' || how === 'reply') return void dispatch();
     const handle = how === 'place' ? () => void Promise.resolve(dispatch()).finally(() => this.gate.placeDone()) : () => void dispatch();
     this.gate.wait(how).then((open) => (open ? handle() : settled()));
   }
@@ -275,7 +284,7 @@ export class Connection implements SessionLink {
     const decoded = decodeBinaryFrame(buf);
     if (!decoded.ok || decoded.frame.kind !== 'ack') {
       const problem = decoded.ok ? 'binary output frames go from the server to the client only' : decoded.error;
-      this.send({ id: null, error: binaryFrameRefusal(problem) });
+      this.answer({ id: null, error: binaryFrameRefusal(problem) });
       return;
     }
     if (this.session?.clientAcks) this.session.acknowledgeHandle(decoded.frame.handle, decoded.frame.seq);
@@ -286,6 +295,16 @@ export class Connection implements SessionLink {
     const p = params as { processId?: unknown; seq?: unknown } | null;
     if (!p || typeof p.processId !== 'string' || typeof p.seq !== 'number' || !Number.isSafeInteger(p.seq) || p.seq < 0) return;
     this.session?.acknowledge(p.processId, p.seq);
+  }
+
+  /**
+   * An answer the connection makes itself (a refusal, an unparsable frame): sent now, or,
+   * while the send buffer is over its mark, once it drained, held back like every answer
+   * (at 64 waiting the socket stops being read).
+   */
+  private answer(message: object): void {
+    if (!this.backpressured) return this.send(message);
+    void this.gate.wait('drain').then((open) => open && this.send(message));
   }
 
   send(message: object): void {
