@@ -109,13 +109,6 @@ export class Connection implements SessionLink {
     setMaxListeners(0, this.closing.signal);
     ws.on('message', (data, isBinary) => this.onMessage(data as Buffer | Buffer[], isBinary));
     ws.on('pong', () => this.liveness.pong());
-    // ws answers every ping with a pong at once: a client that pings without reading would
-    // queue them without end. Over the mark, its socket is not read again until it drained.
-    ws.on('ping', () => {
-      if (!this.backpressured) return;
-      this.pauseReading('pongs');
-      void this.whenDrained().then(() => this.resumeReading('pongs'));
-    });
   }
 
   /**
