@@ -343,4 +343,28 @@ describe('binaryOutput on the wire', () => {
     expect(parseError.error.code).toBe(-32700);
     peer.ws.close();
   });
+
+  it('answers over 64 KiB go out as text frames, in every dialect: a client that fails on any binary frame reads them', async () => {
+    // A Codex session (no extension) and a tether one (binaryOutput): binary frames carry only
+    // the extension's output, never a JSON answer, however large.
+    for (const extensions of [null, ['binaryOutput']]) {
+      const peer = await Peer.open(target.url);
+      const rejected: string[] = [];
+      peer.ws.on('message', (data, isBinary) => {
+        if (!isBinary) return;
+        const decoded = decodeBinaryFrame(data as Buffer);
+        if (!(decoded.ok && decoded.frame.kind === 'output')) rejected.push(`a binary frame of ${(data as Buffer).length} bytes`);
+      });
+      await peer.initialize(extensions);
+      const script = "head -c 300000 /dev/zero | tr '\\0' a";
+      await peer.start('large', ['sh', '-c', script]);
+      await peer.closedEvent('large');
+      const answer = await peer.call('process/read', { processId: 'large', afterSeq: 0 });
+      expect(rejected).toEqual([]);
+      const text = answer.result.chunks.map((c: { chunk: string }) => Buffer.from(c.chunk, 'base64').toString()).join('');
+      expect(text).toBe('a'.repeat(300_000));
+      expect(JSON.stringify(answer).length).toBeGreaterThan(64 * 1024);
+      peer.ws.close();
+    }
+  });
 });

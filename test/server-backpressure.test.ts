@@ -133,4 +133,32 @@ describe('backpressure', () => {
     await b.waitClosed('yes');
     await b.close();
   });
+
+  it('error answers to a client that sends unparsable frames without reading wait within the mark: its socket stops being read, nothing is lost', async () => {
+    target = await startTetherServer();
+    const conns: Connection[] = [];
+    target.server.on('connection', (conn: Connection) => conns.push(conn));
+    const c = await RawClient.connect(target.url);
+    await c.handshake();
+    const socket = (c.ws as unknown as { _socket: Socket })._socket;
+    socket.pause();
+    // 300,000 one-byte frames that are not JSON (masked with key 0), each answered with a
+    // -32700 of ~90 bytes: 2 MB asking for 27 MB, written at once.
+    const junk = Buffer.from([0x81, 0x80 | 1, 0, 0, 0, 0, 0x78]);
+    const count = 300_000;
+    socket.write(Buffer.concat(Array.from({ length: count }, () => junk)));
+    c.send({ id: 7, method: 'environment/status', params: {} });
+    // Held back: the server stops reading the socket, and its send buffer stays near its mark.
+    const server = target.server;
+    await until(() => {
+      expect(server.memory.heldBy('send'), 'send buffer').toBeLessThan(4 * MiB);
+      return conns.some((conn) => conn.ws.isPaused);
+    }, 'the server stops reading the flooder', 60_000);
+    // Once it reads, every frame is answered: all the errors, then the request after them.
+    socket.resume();
+    const status = await c.waitFor((f) => f.id === 7, 60_000);
+    expect(status.result).toEqual({ status: 'ready' });
+    expect(c.frames.filter((f) => f.id === null && f.error?.code === -32700)).toHaveLength(count);
+    await c.close();
+  }, 120_000);
 });

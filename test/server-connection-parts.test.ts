@@ -21,12 +21,14 @@ describe('request policy', () => {
     expect(answeredAtOnce(Method.processRead)).toBe(false);
   });
 
-  it('sends large answers to a place, holds others back while backpressured, except those that reserve their own room', () => {
+  it('sends large answers to a place, holds others back while backpressured, except those that reserve their own room; control calls act at once, their answers wait', () => {
     expect(admission('request', FsMethod.readFile, false)).toBe('place');
     expect(admission('request', Method.processWrite, false)).toBe('now');
     expect(admission('request', Method.processWrite, true)).toBe('drain');
     expect(admission('request', Method.processRead, true)).toBe('now');
-    expect(admission('request', Method.processTerminate, true)).toBe('now');
+    expect(admission('request', Method.processTerminate, false)).toBe('now');
+    expect(admission('request', Method.processTerminate, true)).toBe('reply');
+    expect(admission('request', Method.environmentInfo, true)).toBe('reply');
     expect(admission('notification', FsMethod.readFile, true)).toBe('now');
   });
 

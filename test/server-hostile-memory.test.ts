@@ -6,7 +6,7 @@
  * answered, and SIGTERM still stops it.
  */
 import { once } from 'node:events';
-import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { request } from 'node:http';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -33,9 +33,9 @@ afterEach(async () => {
 });
 
 /** A default server with a bounded heap; CODEX_HOME in a fresh directory of its own. */
-async function serve(): Promise<{ served: ServeProcess; exited: Promise<string> }> {
+async function serve(args: string[] = []): Promise<{ served: ServeProcess; exited: Promise<string> }> {
   home = mkdtempSync(join(tmpdir(), 'tether-hostile-'));
-  served = await spawnServe(['--listen', 'ws://127.0.0.1:0'], {
+  served = await spawnServe(['--listen', 'ws://127.0.0.1:0', ...args], {
     env: { NODE_OPTIONS: '--max-old-space-size=512', CODEX_HOME: home },
   });
   const child = served.child;
@@ -58,6 +58,25 @@ async function othersStillServed(s: ServeProcess): Promise<void> {
   await s.stop();
   expect(s.child.signalCode).not.toBe('SIGKILL');
   expect(s.stderr()).toMatch(/SIGTERM: shutting down/);
+}
+
+/** The resident set of process `pid`, bytes. */
+function rssOf(pid: number): number {
+  const m = /^VmRSS:\s+(\d+) kB/m.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) * KiB : 0;
+}
+
+/**
+ * `count` masked WebSocket text frames of `json` (mask key 0: the payload as is), ready to be
+ * written to a client's socket at once: a flood as fast as the socket takes it.
+ */
+function maskedFrames(json: string, count: number): Buffer {
+  const payload = Buffer.from(json);
+  if (payload.length > 125) throw new Error('one short frame only');
+  const frame = Buffer.concat([Buffer.from([0x81, 0x80 | payload.length, 0, 0, 0, 0]), payload]);
+  const all = Buffer.alloc(frame.length * count);
+  for (let i = 0; i < count; i++) frame.copy(all, i * frame.length);
+  return all;
 }
 
 async function memoryHeld(url: string, holder: string): Promise<number> {
@@ -216,6 +235,62 @@ describe('hostile clients and the heap (issue 22)', () => {
     expect(last).toMatchObject({ error: { code: ErrorCode.MethodNotFound } });
     const answered = hog.frames.filter((f) => typeof f.id === 'number' && f.id >= 10_000).map((f) => f.id);
     expect(answered).toEqual(Array.from({ length: count }, (_, i) => 10_000 + i));
+    await othersStillServed(s);
+  }, 120_000);
+
+  it('an environment/info amplifier that does not read is held back under --memory-budget 256MiB: RSS under the budget plus 128 MiB, a victim streams', async () => {
+    const BUDGET = 256 * MiB;
+    // What the server may hold past its budget here: Node itself, its heap, the kernel's view
+    // of the sockets. The flood alone would queue ~590 MB of answers without the bound.
+    const BOUND = BUDGET + 128 * MiB;
+    const { served: s, exited } = await serve(['--memory-budget', '256MiB']);
+    const pid = s.child.pid!;
+    let peakRss = rssOf(pid);
+    const sample = (): void => {
+      peakRss = Math.max(peakRss, rssOf(pid));
+      // Past the bound the test has failed: stop the server before it takes the machine down.
+      if (peakRss > BOUND) s.child.kill('SIGKILL');
+    };
+    const victim = await pool.connect(s.url);
+    await victim.handshake('victim');
+    const amplifier = await pool.connect(s.url);
+    await amplifier.handshake('amplifier');
+    const socket = (amplifier.ws as unknown as { _socket: { pause(): void; write(b: Buffer): boolean; destroy(): void } })._socket;
+    socket.pause();
+    // 700,000 requests of 48 bytes, each answered with ~840: written as fast as the socket takes them.
+    const request = '{"id":1,"method":"environment/info","params":{}}';
+    socket.write(maskedFrames(request, 700_000));
+    // The victim streams meanwhile: 200,000 lines, every one once, in order.
+    await victim.request('process/start', { processId: 'v', argv: ['seq', '1', '200000'], cwd: CWD, env: ENV, tty: false });
+    let victimClosed = false;
+    void victim.waitClosed('v', 110_000).then(() => (victimClosed = true));
+    // Until the amplifier is held back (at 64 requests waiting the server stops reading it:
+    // they count as requests in flight) and the victim's process closed. Polling /metrics
+    // and RSS for a state, not waiting for time to pass: the loop ends on the condition.
+    for (;;) {
+      sample();
+      expect(peakRss, 'RSS').toBeLessThan(BOUND);
+      const [input, send] = await Promise.all([memoryHeld(s.url, 'input'), memoryHeld(s.url, 'send')]);
+      // The mark (1 MiB) and what one read of the socket brought in: far under 4 MiB.
+      expect(send, 'send buffers').toBeLessThan(4 * MiB);
+      if (input >= 64 * request.length && victimClosed) break;
+      expect(await Promise.race([new Promise((r) => setTimeout(() => r('poll'), 50)), exited])).toBe('poll');
+    }
+    const streamed = victim.notifications
+      .filter((n) => n.method === 'process/output' && n.params.processId === 'v')
+      .map((n) => Buffer.from(n.params.chunk, 'base64').toString())
+      .join('');
+    expect(streamed).toBe(Array.from({ length: 200_000 }, (_, i) => `${i + 1}\n`).join(''));
+    // The amplifier leaves: what it held comes back to the budget.
+    socket.destroy();
+    for (;;) {
+      const [input, send] = await Promise.all([memoryHeld(s.url, 'input'), memoryHeld(s.url, 'send')]);
+      if (input === 0 && send === 0) break;
+      expect(await Promise.race([new Promise((r) => setTimeout(() => r('poll'), 50)), exited])).toBe('poll');
+    }
+    sample();
+    process.stdout.write(`environment/info amplifier: peak RSS ${(peakRss / MiB).toFixed(0)} MiB (bound ${BOUND / MiB} MiB), after it left ${(rssOf(pid) / MiB).toFixed(0)} MiB\n`);
+    expect(peakRss).toBeLessThan(BOUND);
     await othersStillServed(s);
   }, 120_000);
 });

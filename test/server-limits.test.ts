@@ -2,11 +2,14 @@
  * tether-only: limits answer with clear errors and never crash the server; retention
  * behaves as docs/protocol.md says while attached (oldest evicted, a visible gap).
  */
+import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../src/protocol/index.js';
 import { RawClient, RawClientPool } from './helpers/raw-client.js';
+import { disposeStateDir, makeStateDir } from './helpers/server-process.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
@@ -158,5 +161,52 @@ describe('limits', () => {
     expect(answered).toBe(false);
     expect(await c.request('process/terminate', { processId: 'deaf' })).toEqual({ running: true });
     expect((await reply).result).toEqual({ status: 'accepted' });
+  });
+
+  it('refuses ids of megabytes (8 MiB process ids, writeIds, a client name) with -32602 saying so; nothing is kept, nothing else is affected', async () => {
+    const dir = makeStateDir('self');
+    try {
+      target = await startTetherServer({ stateDir: dir, adoptWithinMs: 5_000 });
+      const c = await client();
+      const { sessionId } = await c.handshake();
+      const huge = 'p'.repeat(8 * 1024 * 1024);
+      const start = (id: string) => c.call('process/start', { processId: id, argv: ['sleep', '30'], cwd: CWD, env: ENV, tty: false, pipeStdin: true });
+      for (let i = 0; i < 3; i++) {
+        const refused = await start(`${i}${huge}`);
+        expect(refused.error?.code).toBe(ErrorCode.InvalidParams);
+        expect(refused.error?.message).toBe('invalid params for process/start: processId: processId is 8388609 characters long; at most 1024 are allowed');
+      }
+      // The longest id allowed works; the refused ones left nothing behind.
+      const longest = 'q'.repeat(1024);
+      expect((await start(longest)).result).toEqual({ processId: longest, sandboxType: 'none' });
+      const session = target.server.sessions.get(sessionId)!;
+      expect([...session.processes.keys()]).toEqual([longest]);
+      for (const method of ['process/read', 'process/terminate', 'process/signal']) {
+        const refused = await c.call(method, { processId: huge, signal: 'interrupt' });
+        expect(refused.error?.code).toBe(ErrorCode.InvalidParams);
+        expect(refused.error?.message).toMatch(/processId is 8388608 characters long; at most 1024 are allowed$/);
+      }
+      const write = await c.call('process/write', { processId: longest, chunk: '', writeId: huge });
+      expect(write.error?.message).toMatch(/writeId: writeId is 8388608 characters long; at most 1024 are allowed$/);
+      expect((await c.call('process/write', { processId: longest, chunk: 'aGkK', writeId: 'w'.repeat(1024) })).result).toEqual({ status: 'accepted' });
+      // The session's record names the one process, and stays small.
+      const records = readdirSync(join(dir, 'sessions')).filter((name) => name.endsWith('.json'));
+      await expect.poll(() => JSON.parse(readFileSync(join(dir, 'sessions', records[0]!), 'utf8')).processes.map((p: { processId: string }) => p.processId)).toEqual([longest]);
+      expect(statSync(join(dir, 'sessions', records[0]!)).size).toBeLessThan(16 * 1024);
+      // Another client, with a client name of megabytes: refused; with a sane one: served.
+      const d = await client();
+      const named = await d.call('initialize', { clientName: huge });
+      expect(named.error?.code).toBe(ErrorCode.InvalidParams);
+      expect(named.error?.message).toMatch(/clientName: clientName is 8388608 characters long; at most 1024 are allowed$/);
+      await d.handshake();
+      expect(await d.request('environment/status', {})).toEqual({ status: 'ready' });
+      await c.request('process/terminate', { processId: longest });
+      await c.waitClosed(longest);
+    } finally {
+      await pool.dropAll();
+      await target?.stop();
+      target = undefined;
+      await disposeStateDir(dir);
+    }
   });
 });

@@ -14,7 +14,21 @@ export const TetherInitializeSchema = z.object({
   delivered: z.record(z.string(), z.number().int().nonnegative()).nullish(),
 });
 
-const nonEmpty = (what: string) => z.string().min(1, `${what} must not be empty`);
+/**
+ * The longest id a client may name (process ids, writeIds, a session to resume) and the
+ * longest client name, in characters. What the server keeps of a process (its id in every
+ * event, the session's record in a state dir, up to 8192 remembered writeIds) is then bounded
+ * by the limits that count processes, not by the message size: an id of megabytes is refused.
+ * Codex's own ids are a few dozen characters.
+ */
+export const MAX_ID_CHARS = 1024;
+
+/** A string of at most `MAX_ID_CHARS` characters; longer: "<what> is N characters long; at most 1024 are allowed". */
+const boundedId = (what: string) =>
+  z.string().max(MAX_ID_CHARS, {
+    error: (issue) => `${what} is ${typeof issue.input === 'string' ? issue.input.length : 'too many'} characters long; at most ${MAX_ID_CHARS} are allowed`,
+  });
+const processId = boundedId('processId');
 
 /**
  * Strings that reach execve (argv, environment, paths) cannot hold a NUL byte: the kernel
@@ -28,8 +42,8 @@ const execEnv = z.record(z.string(), execString).superRefine((env, ctx) => {
 });
 
 export const InitializeParamsSchema = z.object({
-  clientName: z.string(),
-  resumeSessionId: z.string().nullish(),
+  clientName: boundedId('clientName'),
+  resumeSessionId: boundedId('resumeSessionId').nullish(),
   /** tether extension negotiation (extensions.ts); absent for Codex clients. */
   tether: TetherInitializeSchema.nullish(),
 });
@@ -50,7 +64,7 @@ export const TerminalSizeSchema = z.object({ cols: dimension, rows: dimension })
 const fileUri = execString.refine((s) => s.startsWith('file://'), { message: 'must be a file:// URI (e.g. file:///home/me)' });
 
 export const ProcessStartParamsSchema = z.object({
-  processId: nonEmpty('processId'),
+  processId: processId.min(1, 'processId must not be empty'),
   argv: z.array(execString).min(1, 'argv must name a program (it is empty)'),
   cwd: fileUri,
   env: execEnv,
@@ -78,7 +92,7 @@ export const ProcessStartParamsSchema = z.object({
 const nonNegativeInt = z.number().int().nonnegative();
 
 export const ProcessReadParamsSchema = z.object({
-  processId: z.string(),
+  processId,
   afterSeq: nonNegativeInt.nullish(),
   maxBytes: nonNegativeInt.nullish(),
   waitMs: nonNegativeInt.nullish(),
@@ -89,9 +103,9 @@ const base64 = z
   .refine((s) => /^[A-Za-z0-9+/]*={0,2}$/.test(s) && s.length % 4 === 0, { message: 'must be valid base64' });
 
 export const ProcessWriteParamsSchema = z.object({
-  processId: z.string(),
+  processId,
   chunk: base64,
-  writeId: nonEmpty('writeId'),
+  writeId: boundedId('writeId').min(1, 'writeId must not be empty'),
   /**
    * tether extension: after writing `chunk`, close the child's stdin (EOF), so `echo x |
    * tether exec -- cat` ends. The protocol has no other way to send EOF; Codex ignores the
@@ -105,18 +119,18 @@ export const ProcessWriteParamsSchema = z.object({
 export const SignalNameSchema = z.enum(['interrupt', 'terminate', 'kill', 'hangup', 'quit', 'user1', 'user2']);
 
 export const ProcessSignalParamsSchema = z.object({
-  processId: z.string(),
+  processId,
   signal: SignalNameSchema,
 });
 
 export const ProcessResizeParamsSchema = z.object({
-  processId: z.string(),
+  processId,
   cols: dimension,
   rows: dimension,
 });
 
 export const ProcessTerminateParamsSchema = z.object({
-  processId: z.string(),
+  processId,
 });
 
 export const EmptyParamsSchema = z.object({}).passthrough();

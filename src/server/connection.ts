@@ -41,7 +41,7 @@ import type { Session, SessionLink } from './session.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
 
-/** Answers longer than this go to the socket as a Buffer (see `send`). */
+/** Answers longer than this go to the socket as a Buffer, still in a text frame (see `send`). */
 const LARGE_TEXT_CHARS = 64 * 1024;
 
 export interface ConnectionContext {
@@ -171,12 +171,12 @@ export class Connection implements SessionLink {
     const { structural, cost, id } = frameCost(buf);
     const unparsed = unparsedRefusal(structural, this.maxRequestBytes);
     if (unparsed) {
-      this.send({ id, error: unparsed });
+      this.answer({ id, error: unparsed });
       return;
     }
     const decoded = decodeFrame(buf);
     if (!decoded.ok) {
-      this.send({ id: decoded.id, error: decoded.error });
+      this.answer({ id: decoded.id, error: decoded.error });
       return;
     }
     this.dialect.observe(decoded.hasJsonrpc);
@@ -191,7 +191,7 @@ export class Connection implements SessionLink {
     // holds, and by the server's memory budget (request-policy.ts).
     const refusal = this.gate.refusal(message.method, cost, (what) => this.memory.budget?.refusal(what) ?? null);
     if (refusal) {
-      if (message.kind === 'request') this.send({ id: message.id, error: refusal });
+      if (message.kind === 'request') this.answer({ id: message.id, error: refusal });
       return;
     }
     this.gate.enter(cost);
@@ -202,9 +202,12 @@ export class Connection implements SessionLink {
       this.memory.requestsChanged(-cost);
       if (ctx.answerBytes) this.sendBuffer.answerSent(ctx.answerBytes);
     };
+    const how = admission(message.kind, message.method, this.backpressured);
     const dispatch = () =>
       this.rpc.receive(withJsonrpc(decoded.raw) as never, ctx).then(
-        (response) => {
+        async (response) => {
+          // Handled at once, its answer waits for room (it still counts as in flight meanwhile).
+          if (how === 'reply' && this.backpressured && !(await this.gate.wait('drain'))) response = null;
           if (response) this.send(response);
           ctx.afterReply?.();
           settled();
@@ -218,8 +221,7 @@ export class Connection implements SessionLink {
       );
     // Every answer waits for room in the send buffer (process/read reserves its own room
     // after its long-poll), large ones for a place too. The waiting requests still count above.
-    const how = admission(message.kind, message.method, this.backpressured);
-    if (how === 'now') return void dispatch();
+    if (how === 'now' || how === 'reply') return void dispatch();
     const handle = how === 'place' ? () => void Promise.resolve(dispatch()).finally(() => this.gate.placeDone()) : () => void dispatch();
     this.gate.wait(how).then((open) => (open ? handle() : settled()));
   }
@@ -275,7 +277,7 @@ export class Connection implements SessionLink {
     const decoded = decodeBinaryFrame(buf);
     if (!decoded.ok || decoded.frame.kind !== 'ack') {
       const problem = decoded.ok ? 'binary output frames go from the server to the client only' : decoded.error;
-      this.send({ id: null, error: binaryFrameRefusal(problem) });
+      this.answer({ id: null, error: binaryFrameRefusal(problem) });
       return;
     }
     if (this.session?.clientAcks) this.session.acknowledgeHandle(decoded.frame.handle, decoded.frame.seq);
@@ -288,13 +290,24 @@ export class Connection implements SessionLink {
     this.session?.acknowledge(p.processId, p.seq);
   }
 
+  /**
+   * An answer the connection makes itself (a refusal, an unparsable frame): sent now, or,
+   * while the send buffer is over its mark, once it drained, held back like every answer
+   * (at 64 waiting the socket stops being read).
+   */
+  private answer(message: object): void {
+    if (!this.backpressured) return this.send(message);
+    void this.gate.wait('drain').then((open) => open && this.send(message));
+  }
+
   send(message: object): void {
     if (this.closed) return;
     const text = this.dialect.encode(message);
     // A large answer is queued as bytes, not as a string: a string waiting in the socket's
     // queue (a client that reads slowly) lives on the V8 heap, a Buffer outside it, where the
-    // memory budget counts it and the heap limit does not.
-    this.ws.send(text.length > LARGE_TEXT_CHARS ? Buffer.from(text) : text, this.afterSend);
+    // memory budget counts it and the heap limit does not. Either way it is a text frame:
+    // JSON goes out as text, binary frames carry only the binaryOutput extension's output.
+    this.ws.send(text.length > LARGE_TEXT_CHARS ? Buffer.from(text) : text, { binary: false }, this.afterSend);
     this.checkBackpressure();
   }
 

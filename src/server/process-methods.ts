@@ -26,6 +26,7 @@ import type { ProcessReadResult, ProcessStartResult, ProcessTerminateResult, Pro
 import type { ConnectionContext } from './connection.js';
 import { requireProcess, requireReady } from './method-guards.js';
 import type { ServerState } from './methods.js';
+import { listedArgv } from './listed-argv.js';
 import { logfmtValue } from './monitor.js';
 import { ManagedProcess } from './process.js';
 
@@ -107,7 +108,8 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
           clientAcks: session.clientAcks,
           memory: state.memory,
           handle,
-          keep: state.kept?.keepOptions(session, { processId: p.processId, handle, argv: p.argv, tty: p.tty, pipeStdin: p.pipeStdin ?? false }),
+          // The keeper's meta (read back by a successor) holds the argv as listed, not megabytes of it.
+          keep: state.kept?.keepOptions(session, { processId: p.processId, handle, argv: listedArgv(p.argv).argv, tty: p.tty, pipeStdin: p.pipeStdin ?? false }),
         },
         session,
         session.backend,

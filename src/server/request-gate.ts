@@ -66,7 +66,7 @@ export class RequestGate {
    * when the socket closed meanwhile (the request is dropped unanswered, undone). A place
    * taken is given back with `placeDone`.
    */
-  async wait(how: Exclude<Admission, 'now'>): Promise<boolean> {
+  async wait(how: Exclude<Admission, 'now' | 'reply'>): Promise<boolean> {
     if (++this.gated === MAX_GATED) this.link.pauseReading('gated');
     try {
       if (how === 'place') return await this.places.take();

@@ -13,8 +13,10 @@ import { formatBytes } from '../util/format.js';
 import { BYTES_PER_JSON_VALUE } from './frame-cost.js';
 
 /**
- * Methods answered without waiting for anything: they cannot pile up, so they stay allowed
- * past the in-flight limit (a client with its limit of long-polls can still terminate).
+ * Methods handled without waiting for anything: they stay allowed past the in-flight limit (a
+ * client with its limit of long-polls can still terminate), and take effect at once even while
+ * the send buffer is over its mark. Their answers still wait for room there (`admission`
+ * 'reply'): a client that asks for them faster than it reads is held back like any other.
  */
 const ANSWERED_AT_ONCE: ReadonlySet<string> = new Set([
   Method.initialize,
@@ -118,15 +120,17 @@ export function inFlightRefusal(held: InFlight, frameBytes: number, budgetRefusa
 
 /**
  * How a message admitted is dispatched: `place` waits for a large answer's place, `drain`
- * for the send buffer to drain (a request arriving while it is over its mark), `now` at once.
+ * for the send buffer to drain (a request arriving while it is over its mark), `reply` is
+ * handled at once but its answer waits for the drain, `now` at once. Every answer waits for
+ * room, however small: a 36-byte `environment/info` is answered with 840 bytes.
  */
-export type Admission = 'now' | 'drain' | 'place';
+export type Admission = 'now' | 'drain' | 'place' | 'reply';
 
 export function admission(kind: 'request' | 'notification', method: string, backpressured: boolean): Admission {
   if (kind !== 'request') return 'now';
   if (LARGE_ANSWERS.has(method)) return 'place';
-  if (backpressured && !ANSWERED_AT_ONCE.has(method) && !RESERVES_ITS_ANSWER.has(method)) return 'drain';
-  return 'now';
+  if (!backpressured || RESERVES_ITS_ANSWER.has(method)) return 'now';
+  return ANSWERED_AT_ONCE.has(method) ? 'reply' : 'drain';
 }
 
 /** The answer to a binary frame from the client that is not an ack (only acks go that way). */
