@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -178,5 +179,32 @@ describe('tether relay (CLI)', () => {
     expect(await waitGone([pid], 10_000)).toEqual([]); // its upstream session closed
     child.stdin!.destroy();
     child.stdout!.destroy();
+  });
+  it('says at once that it cannot reach its upstream, and keeps saying it while it retries', async () => {
+    // An upstream that is down: it takes each connection and drops it at once.
+    const down = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    const url = `ws://127.0.0.1:${(down.address() as AddressInfo).port}`;
+    const child = spawn(process.execPath, tetherArgs(['relay', '--to', url, '--insecure-no-token']), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const stderr = createInterface({ input: child.stderr! });
+    const seen: string[] = [];
+    const line = (pattern: RegExp) =>
+      new Promise<string>((resolve) => {
+        const found = seen.find((l) => pattern.test(l));
+        if (found) return resolve(found);
+        const onLine = (l: string) => pattern.test(l) && (stderr.off('line', onLine), resolve(l));
+        stderr.on('line', onLine);
+      });
+    stderr.on('line', (l) => seen.push(l));
+    try {
+      // Within a second by hand (docs/relay.md); here the test's timeout bounds the wait.
+      expect(await line(/cannot reach/)).toContain(`cannot reach ${url} (`);
+      expect(await line(/still cannot reach/)).toMatch(/still cannot reach the upstream .* after \d+s; retrying for up to \d+m\d+s more/);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+      down.close();
+    }
   });
 });

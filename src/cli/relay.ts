@@ -143,6 +143,7 @@ export async function run(argv: string[]): Promise<void> {
     }
   }
   const { startRelay } = await import('../relay/relay.js');
+  log('info', `connecting to the upstream ${config.upstream.url}`);
   let relay;
   try {
     relay = await startRelay({
@@ -183,6 +184,7 @@ export async function run(argv: string[]): Promise<void> {
  */
 async function relayStdio(to: string, upstream: RemoteBackendOptions, log: Logger): Promise<void> {
   const { relayOnStdio } = await import('../relay/relay.js');
+  log('info', `connecting to the upstream ${to}`);
   let relay;
   try {
     relay = await relayOnStdio({ to, upstream, server: { logger: log } }, process.stdin, process.stdout);

@@ -18,9 +18,13 @@ import type { ServerBackend, SessionBackend } from '../server/backend.js';
 import { remoteHttpRequest } from './remote-http.js';
 import { RemoteFsWork } from './remote-fs.js';
 import { spawnRemote } from './remote-child.js';
+import { upstreamWaitReport } from './upstream-wait.js';
 
 export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal'> {
-  /** Told when an upstream session is lost or cannot be opened (stderr in the CLI). */
+  /**
+   * Told when an upstream session is lost or cannot be opened, and while the first upstream
+   * connection retries (stderr in the CLI).
+   */
   log?: (message: string) => void;
 }
 
@@ -42,7 +46,16 @@ export class RemoteBackend implements ServerBackend {
   /** Learns what the upstream offers (one session, closed again); rejects as `ExecClient.connect` does. */
   static async connect(url: string, options: RemoteBackendOptions = {}): Promise<RemoteBackend> {
     // `extensions`: what to ask the upstream for (default all; tests ask none to see a Codex upstream's rules).
-    const probe = await ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay' });
+    // Said at once and repeated while it retries: a relay whose upstream is down at start is not silent.
+    const report = upstreamWaitReport({ url, deadlineMs: options.recoveryDeadlineMs, log: options.log ?? (() => {}) });
+    const probe = await ExecClient.connect(url, {
+      ...options,
+      clientName: options.clientName ?? 'tether-relay',
+      logger: (level, message) => {
+        report.logger(level, message);
+        options.logger?.(level, message);
+      },
+    }).finally(() => report.stop());
     try {
       const info = await probe.environmentInfo();
       return new RemoteBackend(url, options, new Set(probe.extensions), info);
