@@ -204,8 +204,8 @@ async function relayStdio(to: string, upstream: RemoteBackendOptions, log: Logge
   log('info', `tether relay on stdio, upstream ${to} (one connection; it ends at the end of stdin)`);
   await relay.served;
   log('info', 'stdio connection ended: its upstream session was closed');
-  signals.release();
   // Stopped by a signal, the client's last lines get a short grace; at the end of stdin, as
   // long as the stall rule gives a reader.
   await endStdio(process.stdout, signals.signal ? SIGNAL_FLUSH_MS : Defaults.stallTimeoutMs, log);
+  signals.release();
 }

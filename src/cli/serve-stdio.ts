@@ -36,8 +36,8 @@ export async function serveOnStdio(config: ServeConfig, logger: Logger): Promise
   await serveStdio(server, process.stdin, process.stdout);
   logger('info', 'stdio connection ended: its processes were killed');
   await server.close();
-  signals.release();
   // Stopped by a signal, the client's last lines get a short grace; at the end of stdin, as
   // long as the stall rule gives a reader.
   await endStdio(process.stdout, signals.signal ? SIGNAL_FLUSH_MS : config.options.stallTimeoutMs ?? Defaults.stallTimeoutMs, logger);
+  signals.release();
 }

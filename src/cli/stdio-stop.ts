@@ -26,25 +26,28 @@ export interface StopSignals {
 
 /**
  * On SIGINT, SIGTERM, SIGHUP or SIGQUIT: `stop` once, and from then on a deadline of
- * `STOP_DEADLINE_MS` after which `killNow` runs and the process exits 128+N; a second signal
- * does that at once.
+ * `STOP_DEADLINE_MS` after which `killNow` runs and the process dies of the signal; a second
+ * signal runs `killNow` and exits 128+N at once. Release it once the command is over, its
+ * stdout flushed or given up (`endStdio`), so that the deadline covers the flush too.
  */
 export function stopOnSignals(options: { log: Logger; stop: (signal: NodeJS.Signals) => void; killNow?: () => void }): StopSignals {
   let received: NodeJS.Signals | undefined;
   let deadline: NodeJS.Timeout | undefined;
-  const exitNow = (signal: NodeJS.Signals) => {
-    options.killNow?.();
-    process.exit(128 + (osConstants.signals[signal] ?? 0));
-  };
   const onSignal = (signal: NodeJS.Signals) => {
     if (received !== undefined) {
       options.log('warn', `${signal} again: exiting now`);
-      exitNow(signal);
+      options.killNow?.();
+      process.exit(128 + (osConstants.signals[signal] ?? 0));
     }
     received = signal;
     deadline = setTimeout(() => {
       options.log('error', `shutdown did not finish within ${STOP_DEADLINE_MS / 1000} s: exiting`);
-      exitNow(signal);
+      options.killNow?.();
+      // Die of the signal itself, as tether serve does: process.exit would wait for a
+      // thread-pool thread stuck in a system call, the kind of thing that held the stop.
+      for (const s of STOP_SIGNALS) process.removeAllListeners(s);
+      process.kill(process.pid, signal === 'SIGQUIT' ? 'SIGTERM' : signal);
+      setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1000).unref();
     }, STOP_DEADLINE_MS).unref();
     options.stop(signal);
   };
