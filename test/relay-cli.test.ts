@@ -6,6 +6,7 @@
 import { spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { createServer, type AddressInfo } from 'node:net';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -13,6 +14,16 @@ import { ExecClient } from '../src/client/index.js';
 import { startServer, type TetherServer } from '../src/server/index.js';
 import { runTether, tetherArgs } from './helpers/cli.js';
 import { collect } from './helpers/client-util.js';
+import { blockedWriting, waitGone } from './helpers/procs.js';
+
+/** Waits (bounded) for a condition read from /proc, which has no event to listen for. */
+async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!cond()) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+    await new Promise((r) => setTimeout(r, 10));
+  }
+}
 
 let upstream: TetherServer;
 let dir: string;
@@ -137,5 +148,63 @@ describe('tether relay (CLI)', () => {
     expect(upstreamProc.exitCode).toBe(137);
     expect(await exited).toBe(0);
     expect(err).toMatch(/upstream session was closed/);
+  });
+  it('--listen stdio: stops on SIGTERM while its client does not read stdout (the pipe full): exits 0, the upstream process killed', async () => {
+    const child = spawn(process.execPath, tetherArgs(['relay', '--to', upstream.url, '--listen', 'stdio']), { stdio: ['pipe', 'pipe', 'pipe'] });
+    let err = '';
+    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+    let out = '';
+    let firstLine: (line: string) => void = () => {};
+    const pidLine = new Promise<string>((resolve) => (firstLine = resolve));
+    const lines = createInterface({ input: child.stdout! });
+    lines.on('line', (line) => {
+      const frame = JSON.parse(line) as Record<string, any>;
+      if (frame.method !== 'process/output') return;
+      out += Buffer.from(frame.params.chunk as string, 'base64').toString();
+      if (out.includes('\n')) firstLine(out.split('\n')[0]!);
+    });
+    const send = (message: object) => child.stdin!.write(`${JSON.stringify(message)}\n`);
+    send({ id: 1, method: 'initialize', params: { clientName: 'stdio-relay' } });
+    send({ method: 'initialized', params: {} });
+    send({ id: 2, method: 'process/start', params: { processId: 'y', argv: ['sh', '-c', 'echo $$; exec yes producer'], cwd: 'file:///', env: { PATH: '/usr/bin:/bin' }, tty: false } });
+    const pid = Number(await pidLine);
+    lines.close();
+    child.stdout!.pause(); // the client stops reading
+    // The producer asleep in write(2): held back upstream because the relay's stdout is full.
+    await until(() => blockedWriting(pid, 1), 'the producer is held back');
+    child.kill('SIGTERM');
+    expect(await exited).toBe(0); // within the 10 s the docs promise (the test's timeout bounds it)
+    expect(err).toMatch(/stdout was not read for 2 s/);
+    expect(await waitGone([pid], 10_000)).toEqual([]); // its upstream session closed
+    child.stdin!.destroy();
+    child.stdout!.destroy();
+  });
+  it('says at once that it cannot reach its upstream, and keeps saying it while it retries', async () => {
+    // An upstream that is down: it takes each connection and drops it at once.
+    const down = createServer((socket) => socket.destroy());
+    await new Promise<void>((resolve) => down.listen(0, '127.0.0.1', resolve));
+    const url = `ws://127.0.0.1:${(down.address() as AddressInfo).port}`;
+    const child = spawn(process.execPath, tetherArgs(['relay', '--to', url, '--insecure-no-token']), { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
+    const exited = new Promise<void>((resolve) => child.once('exit', () => resolve()));
+    const stderr = createInterface({ input: child.stderr! });
+    const seen: string[] = [];
+    const line = (pattern: RegExp) =>
+      new Promise<string>((resolve) => {
+        const found = seen.find((l) => pattern.test(l));
+        if (found) return resolve(found);
+        const onLine = (l: string) => pattern.test(l) && (stderr.off('line', onLine), resolve(l));
+        stderr.on('line', onLine);
+      });
+    stderr.on('line', (l) => seen.push(l));
+    try {
+      // Within a second by hand (docs/relay.md); here the test's timeout bounds the wait.
+      expect(await line(/cannot reach/)).toContain(`cannot reach ${url} (`);
+      expect(await line(/still cannot reach/)).toMatch(/still cannot reach the upstream .* after \d+s; retrying for up to \d+m\d+s more/);
+    } finally {
+      child.kill('SIGTERM');
+      await exited;
+      down.close();
+    }
   });
 });

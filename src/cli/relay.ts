@@ -5,12 +5,14 @@
  * with `serve`; everything else goes to stderr.
  */
 import { InsecureConfigError } from '../server/index.js';
+import { Defaults } from '../server/options.js';
 import { isLoopbackName } from '../util/loopback.js';
 import { isLogLevel, stderrLogger, type Logger, type LogLevel } from '../util/logger.js';
 import type { RemoteBackendOptions } from '../relay/remote-backend.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { defaultRelayTokenFile, relayToken } from './relay-token.js';
 import { parseListen } from './serve.js';
+import { endStdio, SIGNAL_FLUSH_MS, stopOnSignals } from './stdio-stop.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 
 const USAGE = `usage: tether relay --to ws://HOST:PORT [options]
@@ -36,8 +38,6 @@ downstream:
   --insecure-no-token       no downstream token (loopback only; for clients that cannot send one)
   --log-level LEVEL         debug | info | warn | error (default info)
   -h, --help                this text`;
-
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
 
 /** Recovery deadline upstream when none is given: long, a relay is for flaky links. */
 const DEFAULT_DEADLINE_MS = 5 * 60 * 1000;
@@ -143,6 +143,7 @@ export async function run(argv: string[]): Promise<void> {
     }
   }
   const { startRelay } = await import('../relay/relay.js');
+  log('info', `connecting to the upstream ${config.upstream.url}`);
   let relay;
   try {
     relay = await startRelay({
@@ -183,6 +184,7 @@ export async function run(argv: string[]): Promise<void> {
  */
 async function relayStdio(to: string, upstream: RemoteBackendOptions, log: Logger): Promise<void> {
   const { relayOnStdio } = await import('../relay/relay.js');
+  log('info', `connecting to the upstream ${to}`);
   let relay;
   try {
     relay = await relayOnStdio({ to, upstream, server: { logger: log } }, process.stdin, process.stdout);
@@ -192,13 +194,18 @@ async function relayStdio(to: string, upstream: RemoteBackendOptions, log: Logge
     return;
   }
   process.stderr.on('error', () => {});
-  const stop = (signal: NodeJS.Signals) => {
-    log('info', `${signal}: closing the upstream session`);
-    void relay.stop();
-  };
-  for (const signal of STOP_SIGNALS) process.on(signal, stop);
+  const signals = stopOnSignals({
+    log,
+    stop: (signal) => {
+      log('info', `${signal}: closing the upstream session`);
+      void relay.stop();
+    },
+  });
   log('info', `tether relay on stdio, upstream ${to} (one connection; it ends at the end of stdin)`);
   await relay.served;
   log('info', 'stdio connection ended: its upstream session was closed');
-  for (const signal of STOP_SIGNALS) process.off(signal, stop);
+  // Stopped by a signal, the client's last lines get a short grace; at the end of stdin, as
+  // long as the stall rule gives a reader.
+  await endStdio(process.stdout, signals.signal ? SIGNAL_FLUSH_MS : Defaults.stallTimeoutMs, log);
+  signals.release();
 }

@@ -10,6 +10,14 @@
  * upstream session that is lost (expired upstream, the recovery deadline passed, refused)
  * expires its downstream session: its client hears "unknown session" / "unknown process", as
  * from a Codex server, never a hang.
+ *
+ * While the upstream is down, each open retries until the recovery deadline, counted from the
+ * downstream session's creation. At most `maxOpening` opens run at once, the others wait their
+ * turn in order (open-gate.ts): that bounds the retries and the memory they hold, and what the
+ * upstream sees at recovery. A downstream session closed or expired meanwhile drops its open:
+ * at once if it was waiting its turn or an attempt had already failed (the upstream is down),
+ * otherwise when the attempt in flight ends (finishing it, then closing what it opened, leaves
+ * no upstream session behind).
  */
 import type { ExecClientOptions } from '../client/index.js';
 import { ExecClient } from '../client/index.js';
@@ -18,11 +26,24 @@ import type { ServerBackend, SessionBackend } from '../server/backend.js';
 import { remoteHttpRequest } from './remote-http.js';
 import { RemoteFsWork } from './remote-fs.js';
 import { spawnRemote } from './remote-child.js';
+import { formatAge } from '../util/format.js';
+import type { Logger } from '../util/logger.js';
+import { OpenGate } from './open-gate.js';
+import { upstreamWaitReport } from './upstream-wait.js';
 
 export interface RemoteBackendOptions extends Omit<ExecClientOptions, 'signal'> {
-  /** Told when an upstream session is lost or cannot be opened (stderr in the CLI). */
+  /**
+   * Told when an upstream session is lost or cannot be opened, and while the first upstream
+   * connection retries (stderr in the CLI).
+   */
   log?: (message: string) => void;
+  /** Upstream sessions being opened at once (default 16); the rest wait their turn, oldest first. */
+  maxOpening?: number;
 }
+
+/** The recovery deadline when none is given (the client's own default). */
+const DEFAULT_DEADLINE_MS = 25_000;
+const DEFAULT_MAX_OPENING = 16;
 
 /** Output of one upstream process held unread (its log full) before the upstream socket is paused (no `acks`). */
 export const UPSTREAM_OUTPUT_HIGH_WATER_MARK = 1024 * 1024;
@@ -31,18 +52,30 @@ export class RemoteBackend implements ServerBackend {
   private readonly sessions = new Set<RemoteSession>();
   /** Upstream sessions being closed (awaited by `close`). */
   private readonly closing = new Set<Promise<void>>();
+  private readonly gate: OpenGate;
 
   private constructor(
     readonly url: string,
     private readonly options: RemoteBackendOptions,
     readonly extensions: ReadonlySet<ExtensionName>,
     private readonly info: EnvironmentInfo,
-  ) {}
+  ) {
+    this.gate = new OpenGate(options.maxOpening ?? DEFAULT_MAX_OPENING);
+  }
 
   /** Learns what the upstream offers (one session, closed again); rejects as `ExecClient.connect` does. */
   static async connect(url: string, options: RemoteBackendOptions = {}): Promise<RemoteBackend> {
     // `extensions`: what to ask the upstream for (default all; tests ask none to see a Codex upstream's rules).
-    const probe = await ExecClient.connect(url, { ...options, clientName: options.clientName ?? 'tether-relay' });
+    // Said at once and repeated while it retries: a relay whose upstream is down at start is not silent.
+    const report = upstreamWaitReport({ url, deadlineMs: options.recoveryDeadlineMs, log: options.log ?? (() => {}) });
+    const probe = await ExecClient.connect(url, {
+      ...options,
+      clientName: options.clientName ?? 'tether-relay',
+      logger: (level, message) => {
+        report.logger(level, message);
+        options.logger?.(level, message);
+      },
+    }).finally(() => report.stop());
     try {
       const info = await probe.environmentInfo();
       return new RemoteBackend(url, options, new Set(probe.extensions), info);
@@ -56,7 +89,7 @@ export class RemoteBackend implements ServerBackend {
   }
 
   openSession(session: { readonly id: string; readonly extensions: ReadonlySet<ExtensionName> }, lost: (reason: string) => void): SessionBackend {
-    const remote = new RemoteSession(this.url, this.options, [...this.extensions], this.info, lost, (closing) => {
+    const remote = new RemoteSession(this.url, this.options, [...this.extensions], this.info, this.gate, lost, (closing) => {
       this.sessions.delete(remote);
       this.closing.add(closing);
       void closing.finally(() => this.closing.delete(closing));
@@ -70,6 +103,11 @@ export class RemoteBackend implements ServerBackend {
     return this.sessions.size;
   }
 
+  /** Upstream sessions being opened now (at most `maxOpening`), and waiting their turn. */
+  get opening(): { inFlight: number; queued: number } {
+    return { inFlight: this.gate.inFlight, queued: this.gate.queued };
+  }
+
   /** Closes every upstream session (the relay is stopping), and waits for those being closed. */
   async close(): Promise<void> {
     await Promise.all([...[...this.sessions].map((s) => s.closeNow()), ...this.closing]);
@@ -80,6 +118,15 @@ class RemoteSession implements SessionBackend {
   private readonly connected: Promise<ExecClient>;
   private closed = false;
   private closing: Promise<void> = Promise.resolve();
+  /** Ends the open before it connected: waiting its turn, retrying, or at the deadline. */
+  private readonly abandon = new AbortController();
+  /**
+   * waiting: for its turn at the gate, nothing sent upstream yet; connecting: the first attempt
+   * in flight; retrying: an attempt failed (the upstream is down), it only retries from here on.
+   */
+  private phase: 'waiting' | 'connecting' | 'retrying' | 'connected' = 'waiting';
+  private lastFailure = '';
+  private readonly deadline: NodeJS.Timeout;
   readonly fs: RemoteFsWork;
 
   constructor(
@@ -87,15 +134,19 @@ class RemoteSession implements SessionBackend {
     options: RemoteBackendOptions,
     extensions: ExtensionName[],
     private readonly info: EnvironmentInfo,
+    gate: OpenGate,
     lost: (reason: string) => void,
     /** Told once, with the upstream session's closing. */
     private readonly forget: (closing: Promise<void>) => void,
   ) {
-    // Without `acks` (a Codex upstream) the relay's memory is bounded by pausing the upstream
-    // socket once a process's output waits unread past the mark (client/flow.ts): the relay
-    // stops taking output when its log is full, and nothing else would stop the socket.
-    const outputHighWaterMark = options.outputHighWaterMark ?? UPSTREAM_OUTPUT_HIGH_WATER_MARK;
-    this.connected = ExecClient.connect(url, { ...options, outputHighWaterMark, clientName: options.clientName ?? 'tether-relay', extensions }).then((client) => {
+    const recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;
+    // The wait for a turn counts: the open ends at the deadline from the session's creation.
+    this.deadline = setTimeout(() => {
+      const why = this.lastFailure ? `: ${this.lastFailure}` : '';
+      this.abandon.abort(new Error(`the upstream was not reached within ${formatAge(recoveryDeadlineMs)} (the recovery deadline)${why}`));
+    }, recoveryDeadlineMs);
+    this.deadline.unref();
+    this.connected = this.open(url, { ...options, recoveryDeadlineMs }, extensions, gate).then((client) => {
       client.on('state', (change) => {
         if (change.state !== 'failed' || this.closed) return;
         const reason = `upstream session lost: ${change.reason ?? 'failed'}`;
@@ -104,12 +155,46 @@ class RemoteSession implements SessionBackend {
       });
       return client;
     });
-    this.connected.catch((err: Error) => {
-      if (this.closed) return;
-      options.log?.(`cannot open an upstream session: ${err.message}`);
-      lost(`cannot open an upstream session: ${err.message}`);
-    });
+    this.connected
+      .catch((err: Error) => {
+        if (this.closed) return;
+        options.log?.(`cannot open an upstream session: ${err.message}`);
+        lost(`cannot open an upstream session: ${err.message}`);
+      })
+      .finally(() => clearTimeout(this.deadline));
     this.fs = new RemoteFsWork({ client: () => this.client() });
+  }
+
+  private async open(url: string, options: RemoteBackendOptions, extensions: ExtensionName[], gate: OpenGate): Promise<ExecClient> {
+    const release = await gate.acquire(this.abandon.signal);
+    this.phase = 'connecting';
+    try {
+      // Without `acks` (a Codex upstream) the relay's memory is bounded by pausing the upstream
+      // socket once a process's output waits unread past the mark (client/flow.ts): the relay
+      // stops taking output when its log is full, and nothing else would stop the socket.
+      const outputHighWaterMark = options.outputHighWaterMark ?? UPSTREAM_OUTPUT_HIGH_WATER_MARK;
+      const logger: Logger = (level, message) => {
+        options.logger?.(level, message);
+        // Before it connected, the client warns only that an attempt failed and it retries.
+        if (level !== 'warn' || this.phase !== 'connecting') return;
+        this.phase = 'retrying';
+        this.lastFailure = message.replace(/; retrying.*$/, '');
+        if (this.closed) this.abandon.abort(new Error('upstream session closed'));
+      };
+      const client = await ExecClient.connect(url, {
+        ...options,
+        outputHighWaterMark,
+        clientName: options.clientName ?? 'tether-relay',
+        extensions,
+        signal: this.abandon.signal,
+        logger,
+      });
+      this.phase = 'connected';
+      clearTimeout(this.deadline);
+      return client;
+    } finally {
+      release();
+    }
   }
 
   /** The upstream client, once connected; a session that is gone is -32603. */
@@ -149,6 +234,9 @@ class RemoteSession implements SessionBackend {
   closeNow(): Promise<void> {
     if (this.closed) return this.closing;
     this.closed = true;
+    // Not connected yet: waiting its turn or retrying, the open is dropped now; an attempt in
+    // flight is let finish (cut, it could leave an upstream session detached for its TTL).
+    if (this.phase === 'waiting' || this.phase === 'retrying') this.abandon.abort(new Error('upstream session closed'));
     // Connected or not yet: the upstream session is closed (its processes killed) either way.
     this.closing = this.connected.then(
       (client) => client.close(),
