@@ -29,7 +29,7 @@ beforeAll(async () => {
       mcpServers: { modern: { command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), 'modern'], env: { V2_CANCEL_LOG: cancelLog } } },
     }),
   );
-  http = await startGatewayHttp(gateway, { port: 0, maxModernRequestsPerClient: PER_CLIENT, maxModernRequests: 32 });
+  http = await startGatewayHttp(gateway, { port: 0, maxRequestsPerClient: PER_CLIENT, maxRequests: 32 });
   await gateway.start();
 }, 60_000);
 
@@ -101,7 +101,7 @@ describe('2026-07-28 requests are bounded like 2025 sessions', () => {
 
 describe('the overall bound on 2026-07-28 requests', () => {
   it('holds across clients: a second client address is refused once all clients together hold the overall bound', async () => {
-    const small = await startGatewayHttp(gateway, { port: 0, maxModernRequestsPerClient: 2, maxModernRequests: 3 });
+    const small = await startGatewayHttp(gateway, { port: 0, maxRequestsPerClient: 2, maxRequests: 3, maxRequestsPerNetwork: 3 });
     const pin = { versionNegotiation: { mode: { pin: '2026-07-28' as const } } };
     const a = new ClientV2({ name: 'v2-a', version: '1.0.0' }, pin);
     const b = new ClientV2({ name: 'v2-b', version: '1.0.0' }, pin);
