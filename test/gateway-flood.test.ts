@@ -35,6 +35,8 @@ const FIXED_OVERHEAD = 192 * MiB;
 /** docs/gateway.md: an `echo` beside a flood is answered within this. */
 const ECHO_BOUND_MS = 5000;
 const FLOOD = 24; // of each size, per era
+/** The heavy ones: a body just under the gateway's 4 MiB limit, all of it `{},`. */
+const HEAVY = 4 * MiB - 1024;
 
 const dir = mkdtempSync(path.join(tmpdir(), 'tether-gw-flood-'));
 const cancelLog = path.join(dir, 'cancel.log');
@@ -99,6 +101,8 @@ function pad(bytes: number): Buffer {
 interface Outcome {
   /** The status of the answer that settled it (not 503), or 0 while admitted and waiting. */
   status: number;
+  /** The error message of a refusal. */
+  message?: string;
 }
 
 /**
@@ -131,8 +135,9 @@ function floodOne(id: number, size: number, headers: Record<string, string>, met
           resolve({ status: 0 });
           return;
         }
-        res.resume();
-        resolve({ status: res.statusCode ?? -1 });
+        let answer = '';
+        res.setEncoding('utf8').on('data', (d: string) => (answer += d));
+        res.on('end', () => resolve({ status: res.statusCode ?? -1, message: (JSON.parse(answer) as { error?: { message?: string } }).error?.message }));
       });
       req.on('error', retry);
       for (const b of body) req.write(b);
@@ -192,7 +197,7 @@ describe('a _meta flood beside a victim', () => {
         let admitted = 0;
         const done = { stop: false };
         const victims = echoes(v1, v2, done);
-        const flood = Array.from({ length: 2 * FLOOD }, (_, i) => floodOne(id++, i % 2 ? 4 * MiB : 64 * 1024, era.headers, era.meta, held, () => admitted++));
+        const flood = Array.from({ length: 2 * FLOOD }, (_, i) => floodOne(id++, i % 2 ? HEAVY : 64 * 1024, era.headers, era.meta, held, () => admitted++));
         const outcomes = await Promise.all(flood);
         // Every admitted call reached the tool (so it holds its place while the echoes go on).
         await expect.poll(started, { timeout: 30_000 }).toBe(before + admitted);
@@ -207,9 +212,11 @@ describe('a _meta flood beside a victim', () => {
         const statuses = outcomes.map((o) => o.status);
         // The 4 MiB ones weigh more than a client may hold: refused unparsed (413).
         expect(statuses.filter((s, i) => i % 2 === 1).every((s) => s === 413)).toBe(true);
+        expect(outcomes[1]!.message).toMatch(/^request too heavy: parsed, it would hold about \d+MiB, more than one client may hold \(16MiB\)/);
         // The 64 KiB ones: a few admitted, the rest refused for the client's share (429).
         expect(admitted).toBeGreaterThan(0);
         expect(statuses.filter((s) => s === 429).length).toBeGreaterThan(0);
+        expect(outcomes.find((o) => o.status === 429)!.message).toMatch(era.meta ? /too many 2026-07-28 requests in flight from this client \(16MiB weighed\)/ : /too many requests in flight in this MCP session \(16MiB weighed\)/);
         expect(statuses.every((s) => s === 0 || s === 413 || s === 429)).toBe(true);
         for (const r of held.splice(0)) r.destroy();
       }
