@@ -85,6 +85,9 @@ interface Session {
   open: number;
 }
 
+/** What may wait unread for one /events subscriber before its stream is closed. */
+const MAX_EVENT_BACKLOG_BYTES = 1024 * 1024;
+
 /** The page's one inline script, allowed by its hash and nothing else. */
 const PAGE_SCRIPT_HASH = createHash('sha256').update(/<script>([^]*)<\/script>/.exec(STATUS_PAGE_HTML)![1]!).digest('base64');
 const PAGE_HEADERS = {
@@ -331,12 +334,23 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     // The current state first, so a subscriber never has to race a GET against the stream.
     res.write(`event: snapshot\ndata: ${JSON.stringify({ servers: gateway.summaries(), time: new Date().toISOString() })}\n\n`);
-    const onEvent = (e: GatewayEvent) => res.write(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
+    // A subscriber that does not read is cut once this much waits for it (it reconnects to a
+    // fresh snapshot), so it cannot make the gateway hold every event since it stopped.
+    const send = (chunk: string) => {
+      if (res.writableLength > MAX_EVENT_BACKLOG_BYTES) {
+        log('info', `/events subscriber not reading (${res.writableLength} bytes waiting): closing its stream`);
+        done();
+        res.destroy();
+        return;
+      }
+      res.write(chunk);
+    };
+    const onEvent = (e: GatewayEvent) => send(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
     // Every change of a server's summary, whole: what the status page renders.
-    const onStatus = (summary: ServerSummary) => res.write(`event: server_status\ndata: ${JSON.stringify({ server: summary.name, ...summary, time: new Date().toISOString() })}\n\n`);
+    const onStatus = (summary: ServerSummary) => send(`event: server_status\ndata: ${JSON.stringify({ server: summary.name, ...summary, time: new Date().toISOString() })}\n\n`);
     gateway.on('event', onEvent);
     gateway.on('status', onStatus);
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
+    const keepAlive = setInterval(() => send(': keep-alive\n\n'), keepAliveMs);
     keepAlive.unref();
     sseClients.add(res);
     const done = () => {
