@@ -83,7 +83,19 @@ interface Session {
   lastSeen: number;
   /** Open responses (a GET event stream, a streaming POST): the client is there. */
   open: number;
+  /** Its GET event stream, while one is open. */
+  stream?: SessionStream;
 }
+
+/** A 2025 session's GET event stream: bytes its server sent to it, and bytes written out. */
+interface SessionStream {
+  res: ServerResponse;
+  sent: number;
+  written: number;
+}
+
+/** What SSE adds to a message on the stream (`event: message\ndata: …\n\n`). */
+const SSE_FRAMING_BYTES = 24;
 
 /** What may wait unread for one /events subscriber before its stream is closed. */
 const MAX_EVENT_BACKLOG_BYTES = 1024 * 1024;
@@ -287,7 +299,22 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
         session.open--;
         session.lastSeen = Date.now();
       });
-      if (method === 'GET') setImmediate(() => hostStreamOpened(session.server));
+      if (method === 'GET') {
+        // The session's stream carries what the gateway sends unasked (list changes, log
+        // messages): what is sent to it and not yet written out is counted, and a host that
+        // stops reading it is cut once that passes the bound, as an /events subscriber is.
+        const stream: SessionStream = { res, sent: 0, written: 0 };
+        const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
+        res.write = ((chunk: unknown, ...rest: unknown[]) => {
+          stream.written += typeof chunk === 'string' ? Buffer.byteLength(chunk) : ((chunk as Uint8Array | undefined)?.byteLength ?? 0);
+          return write(chunk, ...rest);
+        }) as typeof res.write;
+        session.stream = stream;
+        res.once('close', () => {
+          if (session.stream === stream) session.stream = undefined;
+        });
+        setImmediate(() => hostStreamOpened(session.server));
+      }
       await session.transport.handleRequest(req, res, body);
       return;
     }
@@ -310,7 +337,25 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server, lastSeen: Date.now(), open: 0 });
+        const session: Session = { transport, server, lastSeen: Date.now(), open: 0 };
+        sessions.set(id, session);
+        // What goes to the GET stream (not an answer to a request) waits there for the host to
+        // read it: past the bound, the stream is closed (the host opens a new one).
+        const send = transport.send.bind(transport);
+        transport.send = (message, options) => {
+          const stream = session.stream;
+          if (stream && options?.relatedRequestId === undefined && !('result' in message || 'error' in message)) {
+            stream.sent += Buffer.byteLength(JSON.stringify(message)) + SSE_FRAMING_BYTES;
+            const waiting = stream.sent - stream.written;
+            if (waiting > MAX_EVENT_BACKLOG_BYTES) {
+              log('info', `MCP session ${id.slice(0, 8)} not reading its stream (${waiting} bytes waiting): closing the stream`);
+              session.stream = undefined;
+              stream.res.destroy();
+              return Promise.resolve();
+            }
+          }
+          return send(message, options);
+        };
       },
       onsessionclosed: (id) => {
         sessions.delete(id);
