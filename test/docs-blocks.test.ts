@@ -23,7 +23,8 @@
  * Any other info string fails, so a typo cannot turn a runnable block into an illustration.
  * In run blocks, `127.0.0.1:8765` (where `tether serve` listens by default, and where every
  * client command connects by default) is the test server's address instead, and
- * `127.0.0.1:8766` (a second port the examples use) a free port.
+ * `127.0.0.1:8767` (a second port the examples use: a proxy or relay in front of the server; the
+ * gateway's default, 8766, is left to the gateway) a free port.
  *
  * It also checks every relative link (file and #anchor) in those files, that src/, test/ and
  * bin/ cite only docs pages that exist, that no page cites a file outside the repository
@@ -44,7 +45,7 @@ import { spawnServe, TETHER_BIN, type ServeProcess } from './helpers/serve-proce
 
 const repoRoot = path.join(import.meta.dirname, '..');
 const DEFAULT_ADDRESS = '127.0.0.1:8765';
-const SECOND_ADDRESS = '127.0.0.1:8766';
+const SECOND_ADDRESS = '127.0.0.1:8767';
 const BLOCK_TIMEOUT_MS = 60_000;
 
 export interface Block {

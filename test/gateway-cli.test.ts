@@ -178,7 +178,7 @@ describe('tether gateway (CLI)', () => {
     expect(g.stdout).toEqual([]);
   });
 
-  it('usage errors: missing --config, bad --listen', async () => {
+  it('usage errors: missing --config, bad --listen, bad request bounds', async () => {
     const a = gateway([]);
     expect((await once(a.child, 'exit'))[0]).toBe(2);
     expect(a.stderr()).toMatch(/no CONFIG file given/);
@@ -186,5 +186,11 @@ describe('tether gateway (CLI)', () => {
     const b = gateway(['--config', config, '--listen', 'ftp://127.0.0.1:1']);
     expect((await once(b.child, 'exit'))[0]).toBe(2);
     expect(b.stderr()).toMatch(/--listen must be an http:\/\/ URL/);
+    const c = gateway([config, '--max-request-memory', '0']);
+    expect((await once(c.child, 'exit'))[0]).toBe(2);
+    expect(c.stderr()).toMatch(/--max-request-memory: the size must be greater than zero/);
+    const d = gateway([config, '--max-requests', 'many']);
+    expect((await once(d.child, 'exit'))[0]).toBe(2);
+    expect(d.stderr()).toMatch(/--max-requests: expected a positive integer, got 'many'/);
   });
 });

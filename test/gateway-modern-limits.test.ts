@@ -29,7 +29,7 @@ beforeAll(async () => {
       mcpServers: { modern: { command: node, args: [path.join(repoRoot, 'test/fixtures/mcp-v2-server.mjs'), 'modern'], env: { V2_CANCEL_LOG: cancelLog } } },
     }),
   );
-  http = await startGatewayHttp(gateway, { port: 0, maxModernRequestsPerClient: PER_CLIENT, maxModernRequests: 32 });
+  http = await startGatewayHttp(gateway, { port: 0, maxRequestsPerClient: PER_CLIENT, maxRequests: 32 });
   await gateway.start();
 }, 60_000);
 
@@ -101,7 +101,7 @@ describe('2026-07-28 requests are bounded like 2025 sessions', () => {
 
 describe('the overall bound on 2026-07-28 requests', () => {
   it('holds across clients: a second client address is refused once all clients together hold the overall bound', async () => {
-    const small = await startGatewayHttp(gateway, { port: 0, maxModernRequestsPerClient: 2, maxModernRequests: 3 });
+    const small = await startGatewayHttp(gateway, { port: 0, maxRequestsPerClient: 2, maxRequests: 3, maxRequestsPerNetwork: 3 });
     const pin = { versionNegotiation: { mode: { pin: '2026-07-28' as const } } };
     const a = new ClientV2({ name: 'v2-a', version: '1.0.0' }, pin);
     const b = new ClientV2({ name: 'v2-b', version: '1.0.0' }, pin);
@@ -122,6 +122,34 @@ describe('the overall bound on 2026-07-28 requests', () => {
     } finally {
       await a.close();
       await b.close();
+      await small.close();
+    }
+  }, 60_000);
+});
+
+describe('one host with many addresses', () => {
+  it('holds at most its network share (half the total): a client on several loopback addresses cannot take every place', async () => {
+    const small = await startGatewayHttp(gateway, { port: 0, maxRequestsPerClient: 2, maxRequests: 8 });
+    const pin = { versionNegotiation: { mode: { pin: '2026-07-28' as const } } };
+    const addresses = ['127.0.0.2', '127.0.0.3', '127.0.0.4', '127.0.0.5'];
+    const clients = addresses.map((address) => new ClientV2({ name: `v2-${address}`, version: '1.0.0' }, pin));
+    await Promise.all(clients.map((c, i) => c.connect(new StreamableHttpV2(new URL(`${small.url}/mcp`), { fetch: fetchFrom(addresses[i]!) }))));
+    const aborter = new AbortController();
+    const before = started();
+    try {
+      const wait = (client: ClientV2) => client.callTool({ name: 'modern__wait', arguments: {} }, { signal: aborter.signal }).then(() => 'answered', (e: unknown) => String(e));
+      // Two addresses, two calls each: loopback's share (4 of 8) is held.
+      const holding = [wait(clients[0]!), wait(clients[0]!), wait(clients[1]!), wait(clients[1]!)];
+      await expect.poll(started, { timeout: 20_000 }).toBe(before + 4);
+      // A third and a fourth address of the same host get nothing more: refused at once, saying why.
+      for (const client of clients.slice(2)) expect(await wait(client)).toMatch(/too many 2026-07-28 requests in flight from this client's network \(4\)/);
+      expect(started()).toBe(before + 4);
+      aborter.abort();
+      await Promise.all(holding);
+      const echo = (client: ClientV2) => client.callTool({ name: 'modern__echo', arguments: { message: 'x' } }).then(text, (e: unknown) => String(e));
+      await expect.poll(() => echo(clients[3]!), { timeout: 10_000 }).toBe('Echo (modern): x');
+    } finally {
+      await Promise.all(clients.map((c) => c.close()));
       await small.close();
     }
   }, 60_000);

@@ -130,8 +130,25 @@ describe('FailureRecord (injected clock)', () => {
     now = 5000;
     r.connected();
     expect(r.lastError).toBeNull();
-    expect(r.lastFailure).toEqual({ error: 'boom', at: 1000, recoveredAt: 5000 });
+    expect(r.lastFailure).toEqual({ error: 'boom', at: 1000, lastAttemptAt: 1000, recoveredAt: 5000 });
     r.connected(); // connected again without a failure between: no new recovery
+    expect(r.restarts).toBe(1);
+  });
+
+  it('while it stays down, a failed retry keeps when it went down and moves only the latest attempt', () => {
+    let now = 1000;
+    const r = new FailureRecord(() => now);
+    r.fail('connection lost');
+    now = 3000;
+    r.fail('ECONNREFUSED');
+    now = 7000;
+    r.fail('ECONNREFUSED again');
+    expect(r.lastFailure).toEqual({ error: 'ECONNREFUSED again', at: 1000, lastAttemptAt: 7000, recoveredAt: null });
+    now = 9000;
+    r.connected();
+    now = 12_000;
+    r.fail('down again');
+    expect(r.lastFailure).toEqual({ error: 'down again', at: 12_000, lastAttemptAt: 12_000, recoveredAt: null });
     expect(r.restarts).toBe(1);
   });
 });

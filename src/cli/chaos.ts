@@ -47,7 +47,7 @@ WINDOW:
 ${DURATION_SYNTAX}. SIZE: 512B, 64KiB, 1MiB (a bare number is bytes).
 
 examples:
-  tether chaos --to ws://127.0.0.1:8765 --listen 8766 --reset-every 5s..20s
+  tether chaos --to ws://127.0.0.1:8765 --listen 8767 --reset-every 5s..20s
   tether chaos --to 8765 --latency 80ms..120ms --bandwidth 256KiB/s --blackhole @10s/60s
   tether chaos --to 8765 --reset-after down:1MiB --refuse @30s..40s --duration 1m`;
 

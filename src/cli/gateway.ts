@@ -9,10 +9,11 @@
  */
 import { watch, readFileSync, type FSWatcher } from 'node:fs';
 import path from 'node:path';
-import { ConfigError, Gateway, loadConfigFile, serveGatewayStdio, startGatewayHttp, type GatewayHttp } from '../gateway/index.js';
+import { ConfigError, Gateway, loadConfigFile, serveGatewayStdio, startGatewayHttp, type GatewayHttp, type GatewayHttpOptions } from '../gateway/index.js';
 import type { Logger } from '../supervisor/index.js';
 import { atLeast } from '../util/logger.js';
-import { parseFlags, parseOrReport, printHelp, reportUsageError } from './usage.js';
+import { parseCount, parseSize } from './units.js';
+import { parseFlags, parseOrReport, printHelp, reportUsageError, UsageError } from './usage.js';
 
 const HELP = `usage: tether gateway [options] CONFIG
 
@@ -34,6 +35,12 @@ protocol. Logs go to stderr.
   --allow-origin ORIGIN  a browser origin (besides the gateway's own) allowed to call it;
                        repeatable
   --stdio              serve MCP on stdin/stdout (HTTP only if --listen is also given)
+  --max-requests N     HTTP requests in flight at once from all clients, both MCP eras (256);
+                       one client (a 2025 session, a 2026 address) holds at most a quarter
+                       of it, one network (all of loopback; an IPv6 /64) at most half
+  --max-request-memory SIZE  what those requests may hold, weighed before they are parsed
+                       (256MiB); a client at most a quarter, a network at most half; a
+                       request heavier than a client's share is refused (413)
   --verbose            debug logs (each server's stderr, every attempt) on stderr
   -h, --help           this text
 
@@ -52,6 +59,8 @@ export async function run(argv: string[]): Promise<void> {
         'token-file': { type: 'string' },
         'allow-origin': { type: 'string', multiple: true },
         stdio: { type: 'boolean', default: false },
+        'max-requests': { type: 'string' },
+        'max-request-memory': { type: 'string' },
         verbose: { type: 'boolean', default: false },
         help: { type: 'boolean', short: 'h', default: false },
       },
@@ -78,6 +87,20 @@ export async function run(argv: string[]): Promise<void> {
     if (!token) return fail(`--token-file ${values['token-file']} is empty`);
   }
 
+  let limits: Pick<GatewayHttpOptions, 'maxRequests' | 'maxRequestsPerClient' | 'maxRequestMemory' | 'maxRequestMemoryPerClient'> = {};
+  try {
+    if (values['max-requests'] !== undefined) {
+      const n = parseCount('--max-requests', values['max-requests']);
+      limits = { ...limits, maxRequests: n, maxRequestsPerClient: Math.max(1, Math.floor(n / 4)) };
+    }
+    if (values['max-request-memory'] !== undefined) {
+      const bytes = parseSize('--max-request-memory', values['max-request-memory']);
+      limits = { ...limits, maxRequestMemory: bytes, maxRequestMemoryPerClient: Math.floor(bytes / 4) };
+    }
+  } catch (err) {
+    if (err instanceof UsageError) return fail(err.message);
+    throw err;
+  }
   const logger = stderrLogger(values.verbose ? 'debug' : 'info');
   let listen: { host: string; port: number } | undefined;
   if (!values.stdio || values.listen) {
@@ -104,7 +127,7 @@ export async function run(argv: string[]): Promise<void> {
   let http: GatewayHttp | undefined;
   if (listen) {
     try {
-      http = await startGatewayHttp(gateway, { ...listen, logger, token, allowedOrigins: values['allow-origin'] });
+      http = await startGatewayHttp(gateway, { ...listen, ...limits, logger, token, allowedOrigins: values['allow-origin'] });
     } catch (err) {
       return fail(`cannot listen on ${listen.host}:${listen.port}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
     }

@@ -9,6 +9,9 @@ import type { Gateway, GatewayEvent } from './gateway.js';
 import { AccessControl } from './access.js';
 import { createGatewayServer, hostStreamOpened } from './mcp-server.js';
 import { createModernHttp, type ModernHttp } from './modern-host.js';
+import { networkOf, RequestLimiter, type Admission } from './request-limits.js';
+import { requestWeight } from './request-weight.js';
+import { formatBytes } from '../util/format.js';
 import { LOGIN_PAGE_HTML, STATUS_PAGE_HTML } from './status-page.js';
 
 export interface GatewayHttpOptions {
@@ -26,6 +29,8 @@ export interface GatewayHttpOptions {
    * with Retry-After. A body must arrive within `bodyTimeoutMs`.
    */
   maxPendingBodies?: number;
+  /** Bodies still arriving at once from one client address (4); one more is answered 503. */
+  maxPendingBodiesPerClient?: number;
   /** How long a request (headers and body) may take to arrive; a slower one is cut (408). Default 30 s. */
   bodyTimeoutMs?: number;
   /**
@@ -34,10 +39,25 @@ export interface GatewayHttpOptions {
    */
   maxSessions?: number;
   /**
-   * 2026-07-28 requests (no session) in flight at once, from all clients (256) and from one
-   * client address (64): a call waiting on its backend and a `subscriptions/listen` stream
-   * each hold one. One more is answered 429 with Retry-After.
+   * Requests in flight at once (a call waiting on its backend, a `subscriptions/listen`
+   * stream), both MCP eras: from all clients (256); from one client (64), which is one 2025
+   * MCP session or one 2026-07-28 client address; from one network (half of `maxRequests`),
+   * which is every client on one host's addresses (all of loopback is one, an IPv6 /64 one).
+   * One more is answered 429 with Retry-After, saying which bound it met.
    */
+  maxRequests?: number;
+  maxRequestsPerClient?: number;
+  maxRequestsPerNetwork?: number;
+  /**
+   * What the requests in flight may hold, weighed before they are parsed (request-weight.ts:
+   * twice a body's bytes plus 64 bytes per JSON value it makes): from all clients (256 MiB),
+   * from one client (64 MiB: also the heaviest one request, refused 413 beyond it), from one
+   * network (half the total). One more is answered 429 (413 when it alone is too heavy).
+   */
+  maxRequestMemory?: number;
+  maxRequestMemoryPerClient?: number;
+  maxRequestMemoryPerNetwork?: number;
+  /** Older names of `maxRequests` and `maxRequestsPerClient`. */
   maxModernRequests?: number;
   maxModernRequestsPerClient?: number;
   /** An MCP session with no request and no open stream for this long is closed. Default 10 min. */
@@ -63,7 +83,22 @@ interface Session {
   lastSeen: number;
   /** Open responses (a GET event stream, a streaming POST): the client is there. */
   open: number;
+  /** Its GET event stream, while one is open. */
+  stream?: SessionStream;
 }
+
+/** A 2025 session's GET event stream: bytes its server sent to it, and bytes written out. */
+interface SessionStream {
+  res: ServerResponse;
+  sent: number;
+  written: number;
+}
+
+/** What SSE adds to a message on the stream (`event: message\ndata: …\n\n`). */
+const SSE_FRAMING_BYTES = 24;
+
+/** What may wait unread for one /events subscriber before its stream is closed. */
+const MAX_EVENT_BACKLOG_BYTES = 1024 * 1024;
 
 /** The page's one inline script, allowed by its hash and nothing else. */
 const PAGE_SCRIPT_HASH = createHash('sha256').update(/<script>([^]*)<\/script>/.exec(STATUS_PAGE_HTML)![1]!).digest('base64');
@@ -95,7 +130,17 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   const sessionIdleMs = opts.sessionIdleMs ?? 10 * 60_000;
   const maxPendingBodies = opts.maxPendingBodies ?? 16;
   const maxSessions = opts.maxSessions ?? 256;
-  let pendingBodies = 0;
+  /** Bodies being received: per address, per network and overall. */
+  const arriving = new RequestLimiter({ maxTotal: maxPendingBodies, maxPerClient: opts.maxPendingBodiesPerClient ?? 4 });
+  /** Requests in flight, weighed before they were parsed (request-limits.ts). */
+  const inFlight = new RequestLimiter({
+    maxTotal: opts.maxRequests ?? opts.maxModernRequests ?? 256,
+    maxPerClient: opts.maxRequestsPerClient ?? opts.maxModernRequestsPerClient ?? 64,
+    maxPerNetwork: opts.maxRequestsPerNetwork,
+    maxTotalBytes: opts.maxRequestMemory ?? 256 * 1024 * 1024,
+    maxBytesPerClient: opts.maxRequestMemoryPerClient ?? 64 * 1024 * 1024,
+    maxBytesPerNetwork: opts.maxRequestMemoryPerNetwork,
+  });
   /** initialize requests under way: sessions about to exist. */
   let initializing = 0;
   const access = new AccessControl({ bindHost: host, port: () => port, token: opts.token, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts });
@@ -184,7 +229,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
 
   async function handleLogin(req: IncomingMessage, res: ServerResponse): Promise<void> {
     const raw = await readBody(req, 4096);
-    const token = raw === null ? null : new URLSearchParams(raw).get('token');
+    const token = raw === null ? null : new URLSearchParams(raw.toString('utf8')).get('token');
     if (!access.tokenRequired) {
       res.writeHead(303, { location: '/' });
       res.end();
@@ -199,36 +244,51 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     const sessionId = header(req, 'mcp-session-id');
     let body: unknown;
     let text: string | undefined;
+    // 404 tells a Streamable HTTP client its session is gone and it must initialize again;
+    // before its body is read, so a made-up session id is not a share of its own.
+    if (sessionId && !sessions.has(sessionId)) return sendJsonRpcError(res, 404, -32001, 'Session not found');
     if (method === 'POST') {
       const tooLarge = () => sendJsonRpcError(res, 413, -32600, `request body larger than ${maxBodyBytes} bytes`);
       if (Number(header(req, 'content-length') ?? 0) > maxBodyBytes) {
         res.setHeader('connection', 'close');
         return tooLarge();
       }
-      if (pendingBodies >= maxPendingBodies) {
+      const address = req.socket.remoteAddress ?? 'unknown';
+      const network = networkOf(req.socket.remoteAddress);
+      const slot = arriving.admit(address, 0, network);
+      if (!slot.ok) {
         res.setHeader('retry-after', '1');
         res.setHeader('connection', 'close');
-        return sendJsonRpcError(res, 503, -32000, `too many requests arriving at once (${maxPendingBodies} bodies still being received): retry shortly`);
+        const from = slot.scope === 'total' ? '' : slot.scope === 'client' ? ' from this client' : " from this client's network";
+        return sendJsonRpcError(res, 503, -32000, `too many requests arriving at once (${slot.limit} bodies still being received${from}): retry shortly`);
       }
-      pendingBodies++;
-      let raw: string | null | undefined;
+      let raw: Buffer | null | undefined;
       try {
         raw = await readBody(req, maxBodyBytes).catch(() => undefined);
       } finally {
-        pendingBodies--;
+        slot.release();
       }
       // The client went away (or was cut at bodyTimeoutMs) mid-body: nobody to answer.
       if (raw === undefined) return void res.destroy();
       if (raw === null) return tooLarge();
-      text = raw;
+      // Weighed before it is parsed: what it will hold takes a place in its client's share
+      // until its response ends, or it is refused unparsed.
+      const { weight, id } = requestWeight(raw);
+      const modernClient = !sessionId && (header(req, 'mcp-protocol-version') ?? '') >= '2026';
+      const client = sessionId ? `session ${sessionId}` : `${modernClient ? 'client' : 'opening'} ${address}`;
+      const place = inFlight.admit(client, weight, network);
+      if (!place.ok) return refuseInFlight(res, place, weight, id, sessionId ? 'session' : modernClient ? 'client' : 'opening');
+      res.once('close', place.release);
+      text = raw.toString('utf8');
+      raw = null;
       try {
-        body = JSON.parse(raw);
+        body = JSON.parse(text);
       } catch {
         return sendJsonRpcError(res, 400, -32700, 'Parse error: the body is not JSON');
       }
     }
     // 2026-07-28: no session, a `_meta` envelope on every request (modern-host.ts).
-    if (text !== undefined && !sessionId && (await (await (modern ??= createModernHttp(gateway, { maxTotal: opts.maxModernRequests ?? 256, maxPerClient: opts.maxModernRequestsPerClient ?? 64 }))).serve(req, res, text, body))) return;
+    if (text !== undefined && !sessionId && (await (await (modern ??= createModernHttp(gateway))).serve(req, res, text, body))) return;
     if (sessionId) {
       const session = sessions.get(sessionId);
       // 404 tells a Streamable HTTP client its session is gone and it must initialize again.
@@ -239,7 +299,22 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
         session.open--;
         session.lastSeen = Date.now();
       });
-      if (method === 'GET') setImmediate(() => hostStreamOpened(session.server));
+      if (method === 'GET') {
+        // The session's stream carries what the gateway sends unasked (list changes, log
+        // messages): what is sent to it and not yet written out is counted, and a host that
+        // stops reading it is cut once that passes the bound, as an /events subscriber is.
+        const stream: SessionStream = { res, sent: 0, written: 0 };
+        const write = res.write.bind(res) as (chunk: unknown, ...rest: unknown[]) => boolean;
+        res.write = ((chunk: unknown, ...rest: unknown[]) => {
+          stream.written += typeof chunk === 'string' ? Buffer.byteLength(chunk) : ((chunk as Uint8Array | undefined)?.byteLength ?? 0);
+          return write(chunk, ...rest);
+        }) as typeof res.write;
+        session.stream = stream;
+        res.once('close', () => {
+          if (session.stream === stream) session.stream = undefined;
+        });
+        setImmediate(() => hostStreamOpened(session.server));
+      }
       await session.transport.handleRequest(req, res, body);
       return;
     }
@@ -262,7 +337,25 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     const transport: StreamableHTTPServerTransport = new StreamableHTTPServerTransport({
       sessionIdGenerator: () => randomUUID(),
       onsessioninitialized: (id) => {
-        sessions.set(id, { transport, server, lastSeen: Date.now(), open: 0 });
+        const session: Session = { transport, server, lastSeen: Date.now(), open: 0 };
+        sessions.set(id, session);
+        // What goes to the GET stream (not an answer to a request) waits there for the host to
+        // read it: past the bound, the stream is closed (the host opens a new one).
+        const send = transport.send.bind(transport);
+        transport.send = (message, options) => {
+          const stream = session.stream;
+          if (stream && options?.relatedRequestId === undefined && !('result' in message || 'error' in message)) {
+            stream.sent += Buffer.byteLength(JSON.stringify(message)) + SSE_FRAMING_BYTES;
+            const waiting = stream.sent - stream.written;
+            if (waiting > MAX_EVENT_BACKLOG_BYTES) {
+              log('info', `MCP session ${id.slice(0, 8)} not reading its stream (${waiting} bytes waiting): closing the stream`);
+              session.stream = undefined;
+              stream.res.destroy();
+              return Promise.resolve();
+            }
+          }
+          return send(message, options);
+        };
       },
       onsessionclosed: (id) => {
         sessions.delete(id);
@@ -286,12 +379,23 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     res.writeHead(200, { 'content-type': 'text/event-stream', 'cache-control': 'no-cache', connection: 'keep-alive', 'x-accel-buffering': 'no' });
     // The current state first, so a subscriber never has to race a GET against the stream.
     res.write(`event: snapshot\ndata: ${JSON.stringify({ servers: gateway.summaries(), time: new Date().toISOString() })}\n\n`);
-    const onEvent = (e: GatewayEvent) => res.write(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
+    // A subscriber that does not read is cut once this much waits for it (it reconnects to a
+    // fresh snapshot), so it cannot make the gateway hold every event since it stopped.
+    const send = (chunk: string) => {
+      if (res.writableLength > MAX_EVENT_BACKLOG_BYTES) {
+        log('info', `/events subscriber not reading (${res.writableLength} bytes waiting): closing its stream`);
+        done();
+        res.destroy();
+        return;
+      }
+      res.write(chunk);
+    };
+    const onEvent = (e: GatewayEvent) => send(`event: ${e.event}\ndata: ${JSON.stringify(e.data)}\n\n`);
     // Every change of a server's summary, whole: what the status page renders.
-    const onStatus = (summary: ServerSummary) => res.write(`event: server_status\ndata: ${JSON.stringify({ server: summary.name, ...summary, time: new Date().toISOString() })}\n\n`);
+    const onStatus = (summary: ServerSummary) => send(`event: server_status\ndata: ${JSON.stringify({ server: summary.name, ...summary, time: new Date().toISOString() })}\n\n`);
     gateway.on('event', onEvent);
     gateway.on('status', onStatus);
-    const keepAlive = setInterval(() => res.write(': keep-alive\n\n'), keepAliveMs);
+    const keepAlive = setInterval(() => send(': keep-alive\n\n'), keepAliveMs);
     keepAlive.unref();
     sseClients.add(res);
     const done = () => {
@@ -338,7 +442,7 @@ function header(req: IncomingMessage, name: string): string | undefined {
   return Array.isArray(v) ? v[0] : v;
 }
 
-async function readBody(req: IncomingMessage, limit: number): Promise<string | null> {
+async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
   const chunks: Buffer[] = [];
   let size = 0;
   for await (const chunk of req) {
@@ -346,7 +450,30 @@ async function readBody(req: IncomingMessage, limit: number): Promise<string | n
     if (size > limit) return null;
     chunks.push(chunk as Buffer);
   }
-  return Buffer.concat(chunks).toString('utf8');
+  return Buffer.concat(chunks);
+}
+
+/**
+ * A request refused unparsed for what is in flight: 429 with Retry-After naming the bound it
+ * met, or 413 when it alone weighs more than a client may hold. Answered with its own id.
+ */
+function refuseInFlight(res: ServerResponse, refusal: Exclude<Admission, { ok: true }>, weight: number, id: string | number | null, who: 'session' | 'client' | 'opening'): void {
+  let message: string;
+  if (refusal.scope === 'request') {
+    message = `request too heavy: parsed, it would hold about ${formatBytes(weight)}, more than one client may hold (${formatBytes(refusal.limit)}); send fewer JSON values`;
+  } else {
+    const era = who === 'client' ? '2026-07-28 requests' : 'requests';
+    const from = refusal.scope === 'total' ? 'from all clients' : refusal.scope === 'network' ? "from this client's network" : who === 'session' ? 'in this MCP session' : 'from this client';
+    const bound = refusal.what === 'requests' ? `${refusal.limit}` : `${formatBytes(refusal.limit)} weighed`;
+    message =
+      refusal.scope === 'total'
+        ? `too many ${era} in flight (${bound} ${from}): retry shortly`
+        : `too many ${era} in flight ${from} (${bound}): retry when one has ended`;
+  }
+  const text = JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32000, message } });
+  const status = refusal.scope === 'request' ? 413 : 429;
+  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(status === 429 ? { 'retry-after': '1' } : {}) });
+  res.end(text);
 }
 
 function sendJson(res: ServerResponse, status: number, value: unknown): void {

@@ -17,7 +17,6 @@ const CLIENT_CAPABILITIES_META_KEY = 'io.modelcontextprotocol/clientCapabilities
 import type { Gateway, HostContext, HostList } from './gateway.js';
 import { sendListsChanged } from './list-changes.js';
 import { InputBridge, type BridgedCall } from './input-bridge.js';
-import { RequestLimiter, type RequestLimitOptions } from './request-limits.js';
 import { GATEWAY_INFO } from './mcp-server.js';
 
 /** How long a call waiting on a 2026 host's answer (`input_required`) is kept for its next round. */
@@ -101,12 +100,10 @@ export interface ModernHttp {
 }
 
 /**
- * 2026-07-28 requests have no session, so the 2025 session cap does not hold them back: each
- * one in flight takes a place (request-limits.ts), per client address and overall, and one
- * past either bound is answered 429 with Retry-After and a JSON-RPC error saying which.
+ * 2026-07-28 requests have no session: http.ts weighs each one before it is parsed and holds
+ * it in its client address's share (request-limits.ts), as a 2025 request in its session's.
  */
-export async function createModernHttp(gateway: Gateway, limits: RequestLimitOptions = { maxTotal: 256, maxPerClient: 64 }): Promise<ModernHttp> {
-  const limiter = new RequestLimiter(limits);
+export async function createModernHttp(gateway: Gateway): Promise<ModernHttp> {
   const { createMcpHandler, isLegacyRequest } = await import('@modelcontextprotocol/server');
   const handler = createMcpHandler(() => createModernGatewayServer(gateway, false), { legacy: 'reject' });
   const onListsChanged = (lists: HostList[]) => {
@@ -124,22 +121,7 @@ export async function createModernHttp(gateway: Gateway, limits: RequestLimitOpt
       for (const [name, value] of Object.entries(req.headers)) if (typeof value === 'string') headers.set(name, value);
       const request = new Request(new URL(req.url ?? '/mcp', `http://${req.headers.host ?? 'localhost'}`), { method: 'POST', headers, body: raw, signal: aborter.signal });
       if (await isLegacyRequest(request.clone(), body)) return false;
-      const admission = limiter.admit(req.socket.remoteAddress ?? 'unknown');
-      if (!admission.ok) {
-        const message =
-          admission.scope === 'client'
-            ? `too many 2026-07-28 requests in flight from this client (${admission.limit}): retry when one has ended`
-            : `too many 2026-07-28 requests in flight (${admission.limit} from all clients): retry shortly`;
-        const id = body !== null && typeof body === 'object' && !Array.isArray(body) && 'id' in body ? (body as { id: unknown }).id : null;
-        const text = JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32000, message } });
-        res.writeHead(429, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), 'retry-after': '1' });
-        res.end(text);
-        return true;
-      }
-      res.once('close', () => {
-        admission.release();
-        aborter.abort();
-      });
+      res.once('close', () => aborter.abort());
       const response = await handler.fetch(request, { parsedBody: body });
       res.writeHead(response.status, Object.fromEntries(response.headers));
       if (!response.body) res.end();

@@ -93,7 +93,8 @@ function describeError(s) {
   const f = s.lastFailure;
   if (!f) return '';
   const at = (iso) => new Date(iso).toLocaleTimeString();
-  return 'last failure at ' + at(f.at) + (f.recoveredAt ? ', recovered at ' + at(f.recoveredAt) : '') + ', restarts ' + s.restarts + ': ' + f.error;
+  const retried = f.lastAttemptAt && f.lastAttemptAt !== f.at ? ', last retry failed at ' + at(f.lastAttemptAt) : '';
+  return 'last failure at ' + at(f.at) + retried + (f.recoveredAt ? ', recovered at ' + at(f.recoveredAt) : '') + ', restarts ' + s.restarts + ': ' + f.error;
 }
 
 function tick() {

@@ -6,9 +6,12 @@
  * that crashed and came back does not look as if nothing had happened.
  */
 export interface LastFailure {
+  /** The latest error (of the failure, or of the latest attempt that failed since). */
   error: string;
-  /** When it failed (epoch ms). */
+  /** When it went down (epoch ms): the first failure since it was last connected. */
   at: number;
+  /** When the latest attempt failed (epoch ms): `at` until a retry fails too. */
+  lastAttemptAt: number;
   /** When it was connected again (epoch ms), or null while it is not. */
   recoveredAt: number | null;
 }
@@ -46,10 +49,19 @@ export class FailureRecord {
     return this.recoveries;
   }
 
-  /** An attempt or a connection failed with `error`. */
+  /**
+   * An attempt or a connection failed with `error`. While it stays down, a retry that fails
+   * too keeps when it went down (`at`) and moves only `lastAttemptAt` and the error.
+   */
   fail(error: string): void {
     this.current = error;
-    this.last = { error, at: this.now(), recoveredAt: null };
+    const now = this.now();
+    if (this.last && this.last.recoveredAt === null) {
+      this.last.error = error;
+      this.last.lastAttemptAt = now;
+    } else {
+      this.last = { error, at: now, lastAttemptAt: now, recoveredAt: null };
+    }
   }
 
   /** Automatic retries stopped for `reason`. */

@@ -44,7 +44,7 @@ export function summarize(f: StatusFacts): ServerSummary {
     nextRetryMs: msUntil(f.nextRetryAt),
     lastError: f.failures.lastError,
     reason: f.failures.reason,
-    lastFailure: last ? { error: last.error, at: new Date(last.at).toISOString(), recoveredAt: isoOrNull(last.recoveredAt) } : null,
+    lastFailure: last ? { error: last.error, at: new Date(last.at).toISOString(), lastAttemptAt: new Date(last.lastAttemptAt).toISOString(), recoveredAt: isoOrNull(last.recoveredAt) } : null,
     restarts: f.failures.restarts,
     connectedAt: isoOrNull(f.connectedAt),
     tools: f.catalog.lists.tools.map((t) => t.name),

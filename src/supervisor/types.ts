@@ -116,8 +116,12 @@ export interface ServerSummary {
   lastError: string | null;
   /** Why automatic retries stopped (`failed`, `requires_reauth`: "crashed 3 times within 300 s; last: …"), else null. */
   reason: string | null;
-  /** The last failure, kept after the server is back (`recoveredAt`), or null if it never failed. */
-  lastFailure: { error: string; at: string; recoveredAt: string | null } | null;
+  /**
+   * The last failure, kept after the server is back (`recoveredAt`), or null if it never
+   * failed: `at` is when it went down, `lastAttemptAt` when the latest retry failed, `error`
+   * the latest error.
+   */
+  lastFailure: { error: string; at: string; lastAttemptAt: string; recoveredAt: string | null } | null;
   /** Times the server was connected again after a failure. */
   restarts: number;
   connectedAt: string | null;
