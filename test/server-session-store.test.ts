@@ -12,7 +12,7 @@ import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { decodeWatch, encodeWatch } from '../src/server/fs/kept-fs.js';
 import { nativePath } from '../src/server/fs/uri.js';
 import { KeyJournal } from '../src/server/key-journal.js';
-import { SessionStore, type SessionRecord } from '../src/server/session-store.js';
+import { MAX_RECORD_BYTES, SessionStore, type SessionRecord } from '../src/server/session-store.js';
 import type { LogLevel } from '../src/util/logger.js';
 
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -115,10 +115,59 @@ describe('SessionStore', () => {
     writeFileSync(join(dir, 'notes.txt'), 'not a record');
     expect((await store.loadAll()).map((r) => r.id)).toEqual(['good']);
     expect(lines).toHaveLength(5);
-    expect(lines.join('\n')).toContain(`skipped session record ${join(dir, 'torn.json')}`);
-    expect(lines.join('\n')).toContain('renamed.json: it names session other');
-    expect(lines.join('\n')).toContain('link.json: not a regular file');
+    expect(lines.join('\n')).toContain('session record torn.json not restored');
+    expect(lines.join('\n')).toContain('renamed.json not restored (it names session other)');
+    expect(lines.join('\n')).toContain('link.json not restored (a symbolic link)');
     expect(readdirSync(dir)).not.toContain('x.json.tmp-1-aa');
+  });
+
+  it('sets a bad record aside (one log line naming where) and keeps the good ones, whatever the bad one says', async () => {
+    const { lines, logger } = quiet();
+    const aside = mkdtempSync(join(tmpdir(), 'tss-q-'));
+    const moved: string[] = [];
+    const store = new SessionStore(dir, logger, async (path) => {
+      const to = join(aside, path.slice(dir.length + 1));
+      await fsp.rename(path, to);
+      moved.push(to);
+      return to;
+    });
+    try {
+      await store.save(record('good'));
+      const output = record('x').limits.output;
+      const bad: Record<string, unknown> = {
+        // A 0 where a positive size belongs: a successor would loop on a zero chunk forever.
+        zerochunk: record('zerochunk', { limits: { ...record('x').limits, output: { ...output, maxChunkBytes: 0 } } }),
+        zerowindow: record('zerowindow', { limits: { ...record('x').limits, output: { ...output, windowBytes: 0 } } }),
+        hugecap: record('hugecap', { limits: { ...record('x').limits, output: { ...output, readCapBytes: 2 ** 60 } } }),
+        newer: { ...record('newer'), version: 2 },
+        older: { ...record('older'), version: 0 },
+      };
+      for (const [id, r] of Object.entries(bad)) writeFileSync(join(dir, `${id}.json`), JSON.stringify(r));
+      // Over the size bound: refused before it is read (here, only just over it).
+      writeFileSync(join(dir, 'big.json'), Buffer.alloc(MAX_RECORD_BYTES + 1, 0x20));
+      expect((await store.loadAll()).map((r) => r.id)).toEqual(['good']);
+      expect(readdirSync(dir)).toEqual(['good.json']);
+      expect(moved.map((p) => p.slice(aside.length + 1)).sort()).toEqual(['big.json', 'hugecap.json', 'newer.json', 'older.json', 'zerochunk.json', 'zerowindow.json']);
+      expect(lines).toHaveLength(6);
+      const text = lines.join('\n');
+      expect(text).toContain('zerochunk.json not restored (not a tether session record (limits.output.maxChunkBytes 0');
+      expect(text).toContain('newer.json not restored (not a tether session record (version 2: this server reads version 1 (written by a newer tether)');
+      expect(text).toContain(`big.json not restored (${MAX_RECORD_BYTES + 1} bytes, over the ${MAX_RECORD_BYTES}`);
+      expect(text).toContain(`set aside as ${aside}/big.json`);
+    } finally {
+      rmSync(aside, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to save a record over the size bound: an error (logged, counted), the old record kept', async () => {
+    const { lines, logger } = quiet();
+    const store = new SessionStore(dir, logger);
+    await store.save(record('s1'));
+    const huge = record('s1', { processes: [{ ...record('s1').processes[0]!, processId: 'p'.repeat(MAX_RECORD_BYTES) }] });
+    await expect(store.save(huge)).rejects.toThrow(/over 4194304 bytes/);
+    expect(store.failures).toBe(1);
+    expect(lines.join('\n')).toContain('could not save session record s1');
+    expect(await store.loadAll()).toEqual([record('s1')]);
   });
 
   it('keeps the processes a restart lost (id → reason), and skips a record whose lost list is malformed', async () => {

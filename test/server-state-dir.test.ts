@@ -5,6 +5,7 @@
  */
 import { spawn } from 'node:child_process';
 import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -61,9 +62,21 @@ describe('openStateDir', () => {
     const sock = s.newKeeperSocketPath();
     expect(sock).toMatch(new RegExp(`^${s.keepersPath}/[a-z2-7]{12}\\.sock$`));
     expect(s.newKeeperSocketPath()).not.toBe(sock);
-    writeFileSync(sock, '');
+    // A real socket is one; a file or a directory named like one is skipped, and said so.
+    const listener = createServer();
+    await new Promise<void>((resolve) => listener.listen(sock, resolve));
+    const file = join(s.keepersPath, 'aaaaaaaaaaaa.sock');
+    const directory = join(s.keepersPath, 'zzzzzzzzzzzz.sock');
+    writeFileSync(file, '');
+    mkdirSync(directory);
     writeFileSync(join(s.keepersPath, 'other.txt'), '');
-    expect(await s.keeperSockets()).toEqual([sock]);
+    const skipped: string[] = [];
+    try {
+      expect(await s.keeperSockets((name, why) => skipped.push(`${name}: ${why}`))).toEqual([sock]);
+    } finally {
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    }
+    expect(skipped).toEqual(['aaaaaaaaaaaa.sock: not a socket', 'zzzzzzzzzzzz.sock: a directory']);
     expect(readFileSync(join(dir, 'server.lock'), 'utf8')).toMatch(new RegExp(`^${process.pid} `));
   });
 
