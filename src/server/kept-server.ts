@@ -221,7 +221,11 @@ export class KeptServer {
       renameSync(tmp, path);
     } catch (err) {
       this.createFailures++;
-      rmSync(tmp, { force: true });
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        // the dir itself is broken (ENOTDIR, EIO): nothing was left there either
+      }
       this.log('error', `state dir: could not write session record ${session.id}: ${(err as Error).message}`);
     }
   }
