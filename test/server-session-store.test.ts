@@ -5,13 +5,13 @@
  * lines and compaction.
  */
 import * as fsp from 'node:fs/promises';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, truncateSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { decodeWatch, encodeWatch } from '../src/server/fs/kept-fs.js';
 import { nativePath } from '../src/server/fs/uri.js';
-import { KeyJournal } from '../src/server/key-journal.js';
+import { KeyJournal, MAX_JOURNAL_BYTES } from '../src/server/key-journal.js';
 import { MAX_RECORD_BYTES, SessionStore, type SessionRecord } from '../src/server/session-store.js';
 import type { LogLevel } from '../src/util/logger.js';
 
@@ -199,6 +199,25 @@ describe('SessionStore', () => {
 });
 
 describe('KeyJournal', () => {
+  it('sets aside a journal over its bound or not a regular file (one log line), never reading it, and starts a new one', () => {
+    const lines: string[] = [];
+    const log = (_l: LogLevel, m: string) => void lines.push(m);
+    const path = join(dir, 'big.keys');
+    writeFileSync(path, '');
+    truncateSync(path, MAX_JOURNAL_BYTES + 1); // sparse: nothing of it is in memory or on disk
+    const j = new KeyJournal(path, 10, log);
+    expect(j.load().size).toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`key journal ${path} not read \\(${MAX_JOURNAL_BYTES + 1} bytes, over ${MAX_JOURNAL_BYTES}\\): set aside as ${path}\\.set-aside-\\d+`));
+    j.started('a');
+    j.close();
+    expect([...new KeyJournal(path, 10).load()]).toEqual([['a', { state: 'unknown', fingerprint: null }]]);
+    const d = join(dir, 'dir.keys');
+    mkdirSync(d);
+    expect(new KeyJournal(d, 10, log).load().size).toBe(0);
+    expect(lines[1]).toMatch(/dir\.keys not read \(not a regular file\)/);
+  });
+
   it('loads answered keys and a started-but-unanswered one as unknown', () => {
     const path = join(dir, 's.keys');
     const j = new KeyJournal(path, 10);

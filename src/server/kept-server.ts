@@ -256,7 +256,7 @@ export class KeptServer {
   /** The idempotency-key journal of `session` (DIR/sessions/<id>.keys), remembering `capacity` keys. */
   journalOf(session: Session, capacity: number): KeyJournal | null {
     if (!isStorableSessionId(session.id)) return null;
-    return new KeyJournal(join(this.dir.sessionsPath, `${session.id}.keys`), capacity);
+    return new KeyJournal(join(this.dir.sessionsPath, `${session.id}.keys`), capacity, this.log);
   }
 
   /** The session ended for good: its record goes. */
