@@ -6,7 +6,8 @@
  *   and the keepers untouched (alive, waiting); a third server adopts everything;
  * - a poisoned state dir (a directory named like a keeper socket, a record whose output limits
  *   hold a 0, a record over the size bound, eight keeper sockets that accept and never
- *   answer, named to sort first, and a fake keeper announcing a huge meta): the successor
+ *   answer, named to sort first, a fake keeper announcing a huge meta, and one whose dump
+ *   claims the healthy session's process, named to sort before the real keeper): the successor
  *   listens within a bound (all keepers adopted at once, each within 5 s), `/readyz` says what
  *   it waits for meanwhile, it names each thing it set aside or skipped, and the healthy
  *   session's `tether exec` exits 7 with every line once, in order.
@@ -92,8 +93,11 @@ async function successorCannotBind(server: RestartableServer): Promise<string> {
 let restartables: RestartableServer[] = [];
 const servers: Array<Server | HttpServer> = [];
 const children: ChildProcess[] = [];
+/** Connections the fake keepers accepted (a successor may hold them open). */
+const accepted: Socket[] = [];
 afterEach(async () => {
   for (const child of children.splice(0)) if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+  for (const socket of accepted.splice(0)) socket.destroy();
   for (const s of servers.splice(0)) await closeServer(s);
   for (const r of restartables.splice(0)) await r.dispose();
 });
@@ -126,11 +130,12 @@ describe.each(serverUsers())('a successor that cannot bind (server runs as %s)',
 
 /** Eight keeper sockets that accept and never answer (named to sort before any real one). */
 async function silentKeepers(kDir: string): Promise<string[]> {
-  const names = 'abcdefgh'.split('').map((c) => `aaaaaaaaaaa${c}.sock`);
+  const names = 'abcdefgh'.split('').map((c) => `22222222222${c}.sock`);
   for (const name of names) {
     const held: Socket[] = [];
     const silent = createServer((socket) => {
       socket.on('error', () => {});
+    accepted.push(socket);
       held.push(socket);
     });
     await new Promise<void>((resolve) => silent.listen(join(kDir, name), resolve));
@@ -145,9 +150,10 @@ async function silentKeepers(kDir: string): Promise<string[]> {
  * grows without bound).
  */
 async function hugeMetaKeeper(kDir: string): Promise<string> {
-  const name = 'aaaaaaaaaaam.sock';
+  const name = '22222222222m.sock';
   const fake = createServer((socket) => {
     socket.on('error', () => {});
+    accepted.push(socket);
     const pairs = [0, 1, 2].map(() => nativeAddon().socketPair(false));
     nativeAddon().sendFds(socketFd(socket)!, pairs.map((p) => p[0]));
     for (const [a, b] of pairs) {
@@ -164,6 +170,29 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
       }
     };
     pump();
+  });
+  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
+  servers.push(fake);
+  return name;
+}
+
+/**
+ * A fake keeper whose dump claims process `processId` of session `sessionId` (a stray or
+ * planted dump, named to sort before the real keeper): with no output, running.
+ */
+async function claimingKeeper(kDir: string, sessionId: string, processId: string): Promise<string> {
+  const name = '222222222222.sock';
+  const meta = JSON.stringify({ v: 1, session: sessionId, process: processId, handle: 0, argv: ['fake'], tty: false, stdin: false });
+  const fake = createServer((socket) => {
+    socket.on('error', () => {});
+    accepted.push(socket);
+    const pairs = [0, 1, 2].map(() => nativeAddon().socketPair(false));
+    nativeAddon().sendFds(socketFd(socket)!, pairs.map((p) => p[0]));
+    for (const [a, b] of pairs) {
+      nativeAddon().closeFd(a);
+      nativeAddon().closeFd(b);
+    }
+    socket.write(`adopted 1\npid ${process.pid} ${process.pid}\nmeta ${Buffer.byteLength(meta)}\n${meta}stream 1 0 0\nstream 2 0 0\ndropped 0\ngone 0\nstdin 0 0\nend\n`);
   });
   await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
   servers.push(fake);
@@ -187,6 +216,9 @@ describe('a successor reading a poisoned state dir', () => {
       await healthy.waitStdout('line 10\n');
       await server.stop('SIGKILL');
 
+      const healthyRecord = readdirSync(sessionsDir).find((n) => n.endsWith('.json') && n !== victimRecord)!;
+      const { id: healthyId, processes } = JSON.parse(readFileSync(join(sessionsDir, healthyRecord), 'utf8')) as { id: string; processes: Array<{ processId: string; socket: string }> };
+
       // The poison.
       mkdirSync(join(kDir, 'zzzzzzzzzzzz.sock'));
       const record = JSON.parse(readFileSync(join(sessionsDir, victimRecord), 'utf8')) as { limits: { output: { maxChunkBytes: number } } };
@@ -195,6 +227,7 @@ describe('a successor reading a poisoned state dir', () => {
       writeFileSync(join(sessionsDir, 'big.json'), Buffer.alloc(MAX_RECORD_BYTES + 1, 0x5b));
       const silent = await silentKeepers(kDir);
       const huge = await hugeMetaKeeper(kDir);
+      const claiming = await claimingKeeper(kDir, healthyId, processes[0]!.processId);
 
       // A taken port: the successor exits 1 before it touched anything.
       const blocker = await takePort(server.port);
@@ -223,7 +256,7 @@ describe('a successor reading a poisoned state dir', () => {
       const successor = await within(server.successor(), 25_000, 'the successor listens');
       await within(poll, 10_000, '/readyz says 200');
       polling = false;
-      expect([...reasons].some((r) => /^adopting \d+ of 11 kept process\(es\) from the state dir/.test(r)), [...reasons].join(' | ')).toBe(true);
+      expect([...reasons].some((r) => /^adopting \d+ of 12 kept process\(es\) from the state dir/.test(r)), [...reasons].join(' | ')).toBe(true);
 
       const { code } = await healthy.closedWithin(30_000, () => `server: ${successor.stderr().slice(-2500)}`);
       expect(code, healthy.stderr()).toBe(7);
@@ -236,6 +269,7 @@ describe('a successor reading a poisoned state dir', () => {
       expect(log).toMatch(new RegExp(`session record big\\.json not restored \\(${MAX_RECORD_BYTES + 1} bytes, over the ${MAX_RECORD_BYTES}`));
       for (const name of silent) expect(log).toMatch(new RegExp(`keeper ${name.replace('.', '\\.')} not adopted: .*\\(left to its own --adopt-within\\)`));
       expect(log).toMatch(new RegExp(`keeper ${huge.replace('.', '\\.')} not adopted: .*a meta of ${1024 ** 3} bytes`));
+      expect(log).toMatch(new RegExp(`keeper ${claiming.replace('.', '\\.')} claims process .* which its record puts under keeper ${processes[0]!.socket.replace('.', '\\.')}`));
       const quarantined = readdirSync(join(server.stateDir, 'quarantine'));
       expect(quarantined.some((n) => n.startsWith(`${victimRecord}.`))).toBe(true);
       expect(quarantined.some((n) => n.startsWith('big.json.'))).toBe(true);

@@ -291,8 +291,19 @@ export class KeptServer {
     }
     for (const a of this.adopted) {
       const session = a.meta ? sessions.get(a.meta.session) : undefined;
-      if (!a.meta || !session || !byId.has(a.meta.session) || session.processes.has(a.meta.process)) {
+      if (!a.meta || !session || !byId.has(a.meta.session)) {
         this.dismiss(a, 'belongs to no recorded session');
+        continue;
+      }
+      // The record names each process's keeper socket: a keeper elsewhere claiming it (a stray
+      // or planted dump) is not taken in place of the real one.
+      const recorded = byId.get(a.meta.session)!.processes.find((p) => p.processId === a.meta!.process);
+      if (recorded && recorded.socket !== basename(a.socketPath)) {
+        this.dismiss(a, `claims process ${JSON.stringify(a.meta.process)} of session ${session.shortId}, which its record puts under keeper ${recorded.socket}`);
+        continue;
+      }
+      if (session.processes.has(a.meta.process)) {
+        this.dismiss(a, `claims process ${JSON.stringify(a.meta.process)} of session ${session.shortId}, adopted from another keeper already`);
         continue;
       }
       let proc: ManagedProcess;
