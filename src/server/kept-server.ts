@@ -42,7 +42,7 @@ import { openStateDir, type StateDir } from './state-dir.js';
  * to its own adopt timer (--adopt-within), its processes alive for a later server.
  */
 export const ADOPT_TIMEOUT_MS = 5_000;
-/** Keepers adopted at once (each waits on its own worker thread for its descriptors: receive-fds.ts). */
+/** Keepers adopted at once (one slow to send its descriptors is waited for on a worker thread: receive-fds.ts). */
 const ADOPT_PARALLEL = 32;
 /** Output a keeper may retain beyond what the server's log can hold (bytes in flight between them). */
 const CAP_SLACK_BYTES = 1024 * 1024;
