@@ -60,16 +60,24 @@ export interface KeptMeta {
   stdin: boolean;
 }
 
-function parseMeta(bytes: Buffer): KeptMeta | null {
+/**
+ * A keeper's meta, or null when it is not one of ours (its keeper is then dismissed). The
+ * handle must be a u32 (binary output frames carry it as one); argv is cut as it is listed.
+ * @internal
+ */
+export function parseMeta(bytes: Buffer): KeptMeta | null {
   try {
     const meta = JSON.parse(bytes.toString()) as Partial<KeptMeta>;
+    if (typeof meta !== 'object' || meta === null) return null;
     if (meta.v !== 1 || typeof meta.session !== 'string' || typeof meta.process !== 'string') return null;
+    const handle = meta.handle ?? 0;
+    if (!Number.isInteger(handle) || handle < 0 || handle > 0xffff_ffff) return null;
     return {
       v: 1,
       session: meta.session,
       process: meta.process,
-      handle: typeof meta.handle === 'number' ? meta.handle : 0,
-      argv: Array.isArray(meta.argv) ? meta.argv.map(String) : [],
+      handle,
+      argv: Array.isArray(meta.argv) ? listedArgv(meta.argv.map(String)).argv : [],
       tty: meta.tty === true,
       stdin: meta.stdin === true,
     };
@@ -304,6 +312,11 @@ export class KeptServer {
       }
       if (session.processes.has(a.meta.process)) {
         this.dismiss(a, `claims process ${JSON.stringify(a.meta.process)} of session ${session.shortId}, adopted from another keeper already`);
+        continue;
+      }
+      const handle = a.meta.handle;
+      if (handle !== 0 && [...session.processes.values()].some((p) => p.handle === handle)) {
+        this.dismiss(a, `claims handle ${a.meta.handle} of session ${session.shortId}, taken by another process already`);
         continue;
       }
       let proc: ManagedProcess;
