@@ -4,7 +4,7 @@
  * the lock that keeps two live servers apart.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { chmodSync, chownSync, truncateSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -143,6 +143,16 @@ describe('openStateDir', () => {
     const second = await open(dir);
     second.releaseSync();
     expect(existsSync(join(dir, 'server.lock'))).toBe(false);
+  });
+
+  it('a huge or foreign lock file is taken as stale (only its first bytes are read)', async () => {
+    const dir = fresh();
+    const lock = join(dir, 'server.lock');
+    writeFileSync(lock, '');
+    truncateSync(lock, 64 * 1024 * 1024); // sparse: what matters is that it is never read whole
+    const s = await open(dir);
+    expect(readFileSync(lock, 'utf8')).toMatch(new RegExp(`^${process.pid} `));
+    await s.release();
   });
 
   it('takes over a stale lock (its pid dead, or reused by another process)', async () => {

@@ -18,8 +18,8 @@
  * once whether the holder is alive. Node has no flock(2).
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
-import { lstat, mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises';
+import { closeSync, constants as fsConstants, openSync, readFileSync, readSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
+import { lstat, mkdir, readdir, rename, unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { listensOnPort } from './port-holder.js';
 
@@ -203,8 +203,7 @@ async function takeLock(lockPath: string, port: number | undefined): Promise<voi
     } catch {
       continue;
     }
-    const moved = await readFile(aside, 'utf8').catch(() => '');
-    const movedHolder = parseLock(moved);
+    const movedHolder = readLock(aside) ?? null;
     if (movedHolder !== null && holderAlive(movedHolder)) {
       await rename(aside, lockPath).catch(() => {});
       continue;
@@ -248,12 +247,26 @@ function createLock(lockPath: string): boolean {
   return true;
 }
 
+/** Longest lock file read: "<pid> <start time>\n" is a few dozen bytes; a bigger one is no lock of ours. */
+const LOCK_MAX_BYTES = 128;
+
 /** The lock's holder; null if the file is unreadable as a lock; undefined if there is no file. */
 function readLock(lockPath: string): LockHolder | null | undefined {
+  let fd: number;
   try {
-    return parseLock(readFileSync(lockPath, 'utf8'));
+    fd = openSync(lockPath, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? undefined : null;
+  }
+  try {
+    // Never more than the bound, whatever the file holds (a lock edited into a huge file).
+    const buffer = Buffer.alloc(LOCK_MAX_BYTES + 1);
+    const length = readSync(fd, buffer, 0, buffer.length, 0);
+    return length > LOCK_MAX_BYTES ? null : parseLock(buffer.toString('utf8', 0, length));
   } catch {
-    return undefined;
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }
 
