@@ -42,8 +42,12 @@ import { openStateDir, type StateDir } from './state-dir.js';
  * to its own adopt timer (--adopt-within), its processes alive for a later server.
  */
 export const ADOPT_TIMEOUT_MS = 5_000;
-/** Keepers adopted at once (one slow to send its descriptors is waited for on a worker thread: receive-fds.ts). */
-const ADOPT_PARALLEL = 32;
+/**
+ * Keepers adopted at once (one slow to send its descriptors is waited for on a worker thread:
+ * receive-fds.ts). It bounds what dumps in flight can make the start hold (16 × the largest
+ * dump) against how long keepers that never answer can delay the others (5 s per 16 of them).
+ */
+const ADOPT_PARALLEL = 16;
 /** Output a keeper may retain beyond what the server's log can hold (bytes in flight between them). */
 const CAP_SLACK_BYTES = 1024 * 1024;
 /** A dump's room besides the retained output: meta, marks, writeIds (4096 of at most 1 KiB). */
