@@ -5,6 +5,7 @@ import { describe, expect, it } from 'vitest';
 import {
   ControlReader,
   DumpReader,
+  DUMP_META_MAX,
   RELEASE_MESSAGE,
   STDIN_EOF,
   dropMessage,
@@ -148,5 +149,17 @@ describe('kept-mode wire encoding', () => {
     expect(() => new DumpReader().push(Buffer.from('adopted 1\nstream 3 0 0\n'))).toThrow(/bad line/);
     expect(() => new DumpReader().push(Buffer.from('adopted 1\nbogus\n'))).toThrow(/unknown line/);
     expect(() => new DumpReader().push(Buffer.from(`adopted 1\n${'x'.repeat(300)}`))).toThrow(/too long/);
+  });
+
+  it('is bounded: a huge meta or part is refused when announced, before anything of it is held, and so is a dump streaming past its bound', () => {
+    expect(() => new DumpReader().push(Buffer.from(`adopted 1\npid 1 2\nmeta ${DUMP_META_MAX + 1}\n`))).toThrow(/a meta of 1048577 bytes/);
+    expect(() => new DumpReader(1000).push(Buffer.from('adopted 1\nstream 1 0 5000\n'))).toThrow(/a part of 5000 bytes, over the 1000/);
+    expect(() => new DumpReader().push(Buffer.from('adopted 1\nstream 1 0 -1\n'))).toThrow(/bad line|a part of -1/);
+    const reader = new DumpReader(1000);
+    expect(() => {
+      for (let i = 1; i < 1000; i++) reader.push(Buffer.from(`mark ${i} x\n`.replace(/^/, i === 1 ? 'adopted 1\n' : '')));
+    }).toThrow(/over 1000 bytes/);
+    // A whole dump within its bound is read as before, its trailing bytes not counted.
+    expect(new DumpReader(dumpBytes().length - 'took 4\n'.length).push(dumpBytes())).not.toBeNull();
   });
 });

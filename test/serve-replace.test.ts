@@ -146,4 +146,23 @@ describe('tether serve --replace', () => {
     expect(() => checkAdminDir(adminSocketPath(dir), process.geteuid!() + 1)).toThrow(/not to us/);
     expect(() => checkAdminDir(adminSocketPath(dir))).not.toThrow();
   });
+
+  it('a second server on the same port is told the port is what conflicts, and how to take over or run beside it', async () => {
+    const dir = stateDir();
+    const first = await startServerProcess({ args: ['--state-dir', dir] });
+    servers.push(first);
+    // The same port, and so the same state dir (per port by default; here given).
+    const same = await runTether(['serve', '--port', String(first.port), '--state-dir', dir]);
+    expect(same.code).toBe(1);
+    expect(same.stderr.trim()).toBe(
+      `tether serve: port ${first.port} and state dir ${dir} are in use by another tether server (pid ${first.pid}): to take over from it, add --replace; ` +
+        'to run a second server beside it, give another --port (or --listen) and another --state-dir',
+    );
+    // Another port on the same state dir: the state dir is what conflicts.
+    const other = await runTether(['serve', '--port', '0', '--state-dir', dir]);
+    expect(other.code).toBe(1);
+    expect(other.stderr.trim()).toBe(
+      `tether serve: state dir ${dir} is in use by another tether server (pid ${first.pid}): stop it, take over from it with --replace, or use --state-dir with another directory`,
+    );
+  });
 });

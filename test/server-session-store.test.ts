@@ -5,14 +5,14 @@
  * lines and compaction.
  */
 import * as fsp from 'node:fs/promises';
-import { appendFileSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
+import { appendFileSync, mkdirSync, mkdtempSync, truncateSync, readdirSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { decodeWatch, encodeWatch } from '../src/server/fs/kept-fs.js';
 import { nativePath } from '../src/server/fs/uri.js';
-import { KeyJournal } from '../src/server/key-journal.js';
-import { SessionStore, type SessionRecord } from '../src/server/session-store.js';
+import { KeyJournal, MAX_JOURNAL_BYTES } from '../src/server/key-journal.js';
+import { MAX_RECORD_BYTES, SessionStore, type SessionRecord } from '../src/server/session-store.js';
 import type { LogLevel } from '../src/util/logger.js';
 
 vi.mock('node:fs/promises', async (importOriginal) => {
@@ -115,10 +115,59 @@ describe('SessionStore', () => {
     writeFileSync(join(dir, 'notes.txt'), 'not a record');
     expect((await store.loadAll()).map((r) => r.id)).toEqual(['good']);
     expect(lines).toHaveLength(5);
-    expect(lines.join('\n')).toContain(`skipped session record ${join(dir, 'torn.json')}`);
-    expect(lines.join('\n')).toContain('renamed.json: it names session other');
-    expect(lines.join('\n')).toContain('link.json: not a regular file');
+    expect(lines.join('\n')).toContain('session record torn.json not restored');
+    expect(lines.join('\n')).toContain('renamed.json not restored (it names session other)');
+    expect(lines.join('\n')).toContain('link.json not restored (a symbolic link)');
     expect(readdirSync(dir)).not.toContain('x.json.tmp-1-aa');
+  });
+
+  it('sets a bad record aside (one log line naming where) and keeps the good ones, whatever the bad one says', async () => {
+    const { lines, logger } = quiet();
+    const aside = mkdtempSync(join(tmpdir(), 'tss-q-'));
+    const moved: string[] = [];
+    const store = new SessionStore(dir, logger, async (path) => {
+      const to = join(aside, path.slice(dir.length + 1));
+      await fsp.rename(path, to);
+      moved.push(to);
+      return to;
+    });
+    try {
+      await store.save(record('good'));
+      const output = record('x').limits.output;
+      const bad: Record<string, unknown> = {
+        // A 0 where a positive size belongs: a successor would loop on a zero chunk forever.
+        zerochunk: record('zerochunk', { limits: { ...record('x').limits, output: { ...output, maxChunkBytes: 0 } } }),
+        zerowindow: record('zerowindow', { limits: { ...record('x').limits, output: { ...output, windowBytes: 0 } } }),
+        hugecap: record('hugecap', { limits: { ...record('x').limits, output: { ...output, readCapBytes: 2 ** 60 } } }),
+        newer: { ...record('newer'), version: 2 },
+        older: { ...record('older'), version: 0 },
+      };
+      for (const [id, r] of Object.entries(bad)) writeFileSync(join(dir, `${id}.json`), JSON.stringify(r));
+      // Over the size bound: refused before it is read (here, only just over it).
+      writeFileSync(join(dir, 'big.json'), Buffer.alloc(MAX_RECORD_BYTES + 1, 0x20));
+      expect((await store.loadAll()).map((r) => r.id)).toEqual(['good']);
+      expect(readdirSync(dir)).toEqual(['good.json']);
+      expect(moved.map((p) => p.slice(aside.length + 1)).sort()).toEqual(['big.json', 'hugecap.json', 'newer.json', 'older.json', 'zerochunk.json', 'zerowindow.json']);
+      expect(lines).toHaveLength(6);
+      const text = lines.join('\n');
+      expect(text).toContain('zerochunk.json not restored (not a tether session record (limits.output.maxChunkBytes 0');
+      expect(text).toContain('newer.json not restored (not a tether session record (version 2: this server reads version 1 (written by a newer tether)');
+      expect(text).toContain(`big.json not restored (${MAX_RECORD_BYTES + 1} bytes, over the ${MAX_RECORD_BYTES}`);
+      expect(text).toContain(`set aside as ${aside}/big.json`);
+    } finally {
+      rmSync(aside, { recursive: true, force: true });
+    }
+  });
+
+  it('refuses to save a record over the size bound: an error (logged, counted), the old record kept', async () => {
+    const { lines, logger } = quiet();
+    const store = new SessionStore(dir, logger);
+    await store.save(record('s1'));
+    const huge = record('s1', { processes: [{ ...record('s1').processes[0]!, processId: 'p'.repeat(MAX_RECORD_BYTES) }] });
+    await expect(store.save(huge)).rejects.toThrow(/over 4194304 bytes/);
+    expect(store.failures).toBe(1);
+    expect(lines.join('\n')).toContain('could not save session record s1');
+    expect(await store.loadAll()).toEqual([record('s1')]);
   });
 
   it('keeps the processes a restart lost (id → reason), and skips a record whose lost list is malformed', async () => {
@@ -150,6 +199,25 @@ describe('SessionStore', () => {
 });
 
 describe('KeyJournal', () => {
+  it('sets aside a journal over its bound or not a regular file (one log line), never reading it, and starts a new one', () => {
+    const lines: string[] = [];
+    const log = (_l: LogLevel, m: string) => void lines.push(m);
+    const path = join(dir, 'big.keys');
+    writeFileSync(path, '');
+    truncateSync(path, MAX_JOURNAL_BYTES + 1); // sparse: nothing of it is in memory or on disk
+    const j = new KeyJournal(path, 10, log);
+    expect(j.load().size).toBe(0);
+    expect(lines).toHaveLength(1);
+    expect(lines[0]).toMatch(new RegExp(`key journal ${path} not read \\(${MAX_JOURNAL_BYTES + 1} bytes, over ${MAX_JOURNAL_BYTES}\\): set aside as ${path}\\.set-aside-\\d+`));
+    j.started('a');
+    j.close();
+    expect([...new KeyJournal(path, 10).load()]).toEqual([['a', { state: 'unknown', fingerprint: null }]]);
+    const d = join(dir, 'dir.keys');
+    mkdirSync(d);
+    expect(new KeyJournal(d, 10, log).load().size).toBe(0);
+    expect(lines[1]).toMatch(/dir\.keys not read \(not a regular file\)/);
+  });
+
   it('loads answered keys and a started-but-unanswered one as unknown', () => {
     const path = join(dir, 's.keys');
     const j = new KeyJournal(path, 10);

@@ -4,7 +4,8 @@
  * the lock that keeps two live servers apart.
  */
 import { spawn } from 'node:child_process';
-import { chmodSync, chownSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { chmodSync, chownSync, truncateSync, mkdirSync, mkdtempSync, readFileSync, rmSync, statSync, symlinkSync, writeFileSync, existsSync } from 'node:fs';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { createInterface } from 'node:readline';
@@ -61,9 +62,21 @@ describe('openStateDir', () => {
     const sock = s.newKeeperSocketPath();
     expect(sock).toMatch(new RegExp(`^${s.keepersPath}/[a-z2-7]{12}\\.sock$`));
     expect(s.newKeeperSocketPath()).not.toBe(sock);
-    writeFileSync(sock, '');
+    // A real socket is one; a file or a directory named like one is skipped, and said so.
+    const listener = createServer();
+    await new Promise<void>((resolve) => listener.listen(sock, resolve));
+    const file = join(s.keepersPath, 'aaaaaaaaaaaa.sock');
+    const directory = join(s.keepersPath, 'zzzzzzzzzzzz.sock');
+    writeFileSync(file, '');
+    mkdirSync(directory);
     writeFileSync(join(s.keepersPath, 'other.txt'), '');
-    expect(await s.keeperSockets()).toEqual([sock]);
+    const skipped: string[] = [];
+    try {
+      expect(await s.keeperSockets((name, why) => skipped.push(`${name}: ${why}`))).toEqual([sock]);
+    } finally {
+      await new Promise<void>((resolve) => listener.close(() => resolve()));
+    }
+    expect(skipped).toEqual(['aaaaaaaaaaaa.sock: not a socket', 'zzzzzzzzzzzz.sock: a directory']);
     expect(readFileSync(join(dir, 'server.lock'), 'utf8')).toMatch(new RegExp(`^${process.pid} `));
   });
 
@@ -130,6 +143,16 @@ describe('openStateDir', () => {
     const second = await open(dir);
     second.releaseSync();
     expect(existsSync(join(dir, 'server.lock'))).toBe(false);
+  });
+
+  it('a huge or foreign lock file is taken as stale (only its first bytes are read)', async () => {
+    const dir = fresh();
+    const lock = join(dir, 'server.lock');
+    writeFileSync(lock, '');
+    truncateSync(lock, 64 * 1024 * 1024); // sparse: what matters is that it is never read whole
+    const s = await open(dir);
+    expect(readFileSync(lock, 'utf8')).toMatch(new RegExp(`^${process.pid} `));
+    await s.release();
   });
 
   it('takes over a stale lock (its pid dead, or reused by another process)', async () => {

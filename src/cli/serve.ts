@@ -8,7 +8,7 @@ import { join, resolve } from 'node:path';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
 import { adminSocketPath, HandoverError, offerHandover, takeOver, type HandoverOffer } from '../server/handover.js';
-import { defaultStateDir } from '../server/state-dir.js';
+import { defaultStateDir, StateDirError } from '../server/state-dir.js';
 import { serveOnStdio } from './serve-stdio.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from './units.js';
@@ -313,7 +313,10 @@ export async function run(argv: string[]): Promise<void> {
       process.exitCode = 1;
       return;
     }
-    process.stderr.write(`tether serve: cannot listen: ${(err as Error).message}\n`);
+    // One line, and the exit: nothing of the start is left holding the process (the state
+    // dir was released and whatever was adopted handed back: server-start.ts).
+    const what = err instanceof StateDirError ? '' : 'cannot listen: ';
+    process.stderr.write(`tether serve: ${what}${(err as Error).message.replace(/\s*\n\s*/g, ' ')}\n`);
     process.exitCode = 1;
     return;
   }

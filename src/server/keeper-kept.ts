@@ -14,6 +14,7 @@ import { Socket } from 'node:net';
 import { adoptedChannels, type KeeperChannels } from './keeper-launch.js';
 import { dropMessage, DumpReader, encodeStdinFrame, markMessage, RELEASE_MESSAGE, STDIN_EOF, type KeeperDump } from './keeper-wire.js';
 import { nativeAddon } from './native.js';
+import { receiveFds } from './receive-fds.js';
 
 export class FramedStdin {
   /** Frames sent so far (the keeper's numbering: an adopted one continues from what it took). */
@@ -127,13 +128,17 @@ export class KeptControl {
 
 /**
  * Connects to the kept keeper at `socketPath` and receives its channels (control socket, then
- * stdin/stdout/stderr by SCM_RIGHTS, output paused) and its dump, within `timeoutMs`.
+ * stdin/stdout/stderr by SCM_RIGHTS, output paused) and its dump, within `timeoutMs` in all
+ * (the descriptors are waited for off the main thread: receive-fds.ts, so several adoptions
+ * run at once). A dump over `maxDumpBytes` is refused as it arrives, never held.
  */
 export async function connectAdoption(
   socketPath: string,
   timeoutMs: number,
+  maxDumpBytes?: number,
 ): Promise<{ channels: Omit<KeeperChannels, 'start'>; dump: KeeperDump; rest: Buffer }> {
-  const { socket: fd, fds } = nativeAddon().connectReceiveFds(socketPath, timeoutMs);
+  const deadline = Date.now() + timeoutMs;
+  const { socket: fd, fds } = await receiveFds(socketPath, timeoutMs);
   const control = new Socket({ fd, readable: true, writable: true });
   if (fds.length < 3) {
     for (const extra of fds) nativeAddon().closeFd(extra);
@@ -146,7 +151,7 @@ export async function connectAdoption(
   channels.stdout.pause();
   channels.stderr.pause();
   try {
-    const { dump, rest } = await readDump(control, timeoutMs, socketPath);
+    const { dump, rest } = await readDump(control, Math.max(1, deadline - Date.now()), socketPath, maxDumpBytes);
     return { channels, dump, rest };
   } catch (err) {
     for (const socket of [channels.stdin, channels.stdout, channels.stderr, control]) socket.destroy();
@@ -155,9 +160,9 @@ export async function connectAdoption(
 }
 
 /** Reads a kept keeper's adoption dump from `control` (Buffers), within `timeoutMs`; leaves it paused. */
-function readDump(control: Socket, timeoutMs: number, socketPath: string): Promise<{ dump: KeeperDump; rest: Buffer }> {
+function readDump(control: Socket, timeoutMs: number, socketPath: string, maxDumpBytes: number | undefined): Promise<{ dump: KeeperDump; rest: Buffer }> {
   return new Promise((resolve, reject) => {
-    const reader = new DumpReader();
+    const reader = new DumpReader(maxDumpBytes);
     const finish = (err: Error | null, done?: { dump: KeeperDump; rest: Buffer }) => {
       clearTimeout(timer);
       control.off('data', onData);

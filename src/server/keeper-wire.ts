@@ -252,6 +252,10 @@ export interface KeeperDump {
 
 /** Longest header line of a dump (the fields are a few numbers). */
 const DUMP_LINE_MAX = 256;
+/** Largest `meta` a dump may carry (the server's own JSON: ids and the listed argv). */
+export const DUMP_META_MAX = 1024 * 1024;
+/** Largest dump by default (its retained output, marks and writeIds included). */
+export const DUMP_MAX_BYTES = 64 * 1024 * 1024;
 
 /**
  * Reads the adoption dump incrementally: push what the control socket gives; once `end\n` has
@@ -259,6 +263,12 @@ const DUMP_LINE_MAX = 256;
  * Malformed input throws (the caller treats the keeper as unusable).
  */
 export class DumpReader {
+  /** Bytes pushed so far (bounded by `maxBytes`). */
+  private total = 0;
+
+  /** `maxBytes`: the whole dump, at most (a keeper streaming more is refused, not held). */
+  constructor(private readonly maxBytes = DUMP_MAX_BYTES) {}
+
   /** The dump, once complete. */
   dump: KeeperDump | null = null;
   /** Bytes after `end\n` (set once complete). */
@@ -285,7 +295,10 @@ export class DumpReader {
   push(chunk: Buffer): { dump: KeeperDump; rest: Buffer } | null {
     if (this.dump) throw new Error('keeper dump: already complete');
     let at = 0;
+    // Counted up to where the dump ends (what follows `end` is the control protocol's).
+    const room = this.maxBytes - this.total;
     while (at < chunk.length) {
+      if (at >= room) throw new Error(`keeper dump: over ${this.maxBytes} bytes`);
       if (this.onBytes) {
         const take = Math.min(this.need, chunk.length - at);
         this.parts.push(chunk.subarray(at, at + take));
@@ -305,15 +318,20 @@ export class DumpReader {
       this.line = [];
       this.lineLength = 0;
       if (this.handleLine(text)) {
+        this.total += at;
         this.dump = this.partial;
         this.rest = Buffer.from(chunk.subarray(at));
         return { dump: this.dump, rest: this.rest };
       }
     }
+    this.total += chunk.length;
     return null;
   }
 
   private expect(length: number, onBytes: (bytes: Buffer) => void): void {
+    // Refused before anything of it is held: what it announces must fit what is left.
+    if (!(length >= 0)) throw new Error(`keeper dump: a part of ${length} bytes`);
+    if (length > this.maxBytes - this.total) throw new Error(`keeper dump: a part of ${length} bytes, over the ${this.maxBytes} a dump may have`);
     this.need = length;
     this.parts = [];
     this.onBytes = onBytes;
@@ -348,6 +366,7 @@ export class DumpReader {
         d.keeperPid = num(2);
         return false;
       case 'meta':
+        if (num(1) > DUMP_META_MAX) throw new Error(`keeper dump: a meta of ${num(1)} bytes, over ${DUMP_META_MAX}`);
         this.expect(num(1), (bytes) => (d.meta = bytes));
         return false;
       case 'stream': {

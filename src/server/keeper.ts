@@ -226,8 +226,9 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     socketPath: string,
     timeoutMs: number,
     shapeOf: (dump: KeeperDump) => { tty: boolean; stdin: boolean },
+    maxDumpBytes?: number,
   ): Promise<{ proc: KeptProcess; dump: KeeperDump }> {
-    const { channels, dump, rest } = await connectAdoption(socketPath, timeoutMs);
+    const { channels, dump, rest } = await connectAdoption(socketPath, timeoutMs, maxDumpBytes);
     let shape: { tty: boolean; stdin: boolean };
     try {
       shape = shapeOf(dump);

@@ -2,12 +2,16 @@
  * A server with a state dir (issue #27): its processes run under kept keepers that outlive
  * it, its sessions are recorded there, and a successor adopts both.
  *
- * - At start (`openKept`, before the server listens): the state dir is opened (checked and
- *   locked: a refusal stops the start), every keeper socket in `k/` is adopted (one that
- *   refuses or does not answer in time is skipped with a log line), and the session records
- *   are loaded. `restore` (once the server exists) rebuilds each recorded session, detached
- *   with a fresh TTL, around the processes of its keepers; a keeper whose session has no
- *   record is told to kill its tree.
+ * - At start: the state dir is opened (checked and locked: a refusal stops the start) before
+ *   the server binds; once it listens (answering 503 with what it waits for meanwhile,
+ *   starting-gate.ts), `adoptAll` reads the session records (a bad one is set aside in
+ *   DIR/quarantine/ and costs only its session) and adopts every keeper socket in `k/` at
+ *   once, each within ADOPT_TIMEOUT_MS (one that refuses or does not answer in time is left
+ *   to its own adopt timer, with a log line; anything in `k/` that is no socket is skipped).
+ *   `restore` (once the server exists) rebuilds each recorded session, detached with a fresh
+ *   TTL, around the processes of its keepers; a keeper whose session has no record is told to
+ *   kill its tree. A start that fails after adopting hands every keeper back alive
+ *   (`handBack`) and releases the lock.
  * - While serving: every spawn is kept (`keepOptions`: its socket and the meta a successor
  *   rebuilds the process from), and each session's record follows its changes (`save`,
  *   `remove`).
@@ -15,6 +19,7 @@
  */
 import { randomBytes } from 'node:crypto';
 import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { KeyJournal } from './key-journal.js';
 import { KEEPER_GONE, LostProcesses } from './lost-processes.js';
@@ -22,17 +27,31 @@ import type { ExtensionName } from '../protocol/index.js';
 import type { Logger } from '../util/logger.js';
 import type { KeepOptions } from './keeper.js';
 import type { ServerState } from './methods.js';
+import { listedArgv } from './listed-argv.js';
 import { ManagedProcess } from './process.js';
+import type { OutputLimits } from './process-host.js';
 import type { AdoptedChild } from './process-kept.js';
 import { Session } from './session.js';
-import { isStorableSessionId, SessionStore, type SessionRecord } from './session-store.js';
+import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
 import { adoptChild } from './spawn.js';
 import { openStateDir, type StateDir } from './state-dir.js';
 
-/** How long one keeper has to hand itself over (connect, descriptors, dump) at start. */
-const ADOPT_TIMEOUT_MS = 10_000;
+/**
+ * How long one keeper has to hand itself over (connect, descriptors, dump) at start. All are
+ * adopted at once, so this bounds the whole adoption; a keeper that does not make it is left
+ * to its own adopt timer (--adopt-within), its processes alive for a later server.
+ */
+export const ADOPT_TIMEOUT_MS = 5_000;
+/**
+ * Keepers adopted at once (one slow to send its descriptors is waited for on a worker thread:
+ * receive-fds.ts). It bounds what dumps in flight can make the start hold (16 × the largest
+ * dump) against how long keepers that never answer can delay the others (5 s per 16 of them).
+ */
+const ADOPT_PARALLEL = 16;
 /** Output a keeper may retain beyond what the server's log can hold (bytes in flight between them). */
 const CAP_SLACK_BYTES = 1024 * 1024;
+/** A dump's room besides the retained output: meta, marks, writeIds (4096 of at most 1 KiB). */
+const DUMP_SLACK_BYTES = 8 * 1024 * 1024;
 
 /** What a kept keeper is given at spawn and returns at adoption (its `meta`). */
 export interface KeptMeta {
@@ -45,16 +64,24 @@ export interface KeptMeta {
   stdin: boolean;
 }
 
-function parseMeta(bytes: Buffer): KeptMeta | null {
+/**
+ * A keeper's meta, or null when it is not one of ours (its keeper is then dismissed). The
+ * handle must be a u32 (binary output frames carry it as one); argv is cut as it is listed.
+ * @internal
+ */
+export function parseMeta(bytes: Buffer): KeptMeta | null {
   try {
     const meta = JSON.parse(bytes.toString()) as Partial<KeptMeta>;
+    if (typeof meta !== 'object' || meta === null) return null;
     if (meta.v !== 1 || typeof meta.session !== 'string' || typeof meta.process !== 'string') return null;
+    const handle = meta.handle ?? 0;
+    if (!Number.isInteger(handle) || handle < 0 || handle > 0xffff_ffff) return null;
     return {
       v: 1,
       session: meta.session,
       process: meta.process,
-      handle: typeof meta.handle === 'number' ? meta.handle : 0,
-      argv: Array.isArray(meta.argv) ? meta.argv.map(String) : [],
+      handle,
+      argv: Array.isArray(meta.argv) ? listedArgv(meta.argv.map(String)).argv : [],
       tty: meta.tty === true,
       stdin: meta.stdin === true,
     };
@@ -73,58 +100,112 @@ export interface KeptServerOptions {
   stateDir: string;
   adoptWithinMs: number;
   log: Logger;
+  /** The TCP port the server is to listen on (a refused lock says whether its holder listens there too). */
+  port?: number;
+  /** The server's own output limits: what a keeper named by no record may retain. */
+  output: OutputLimits;
 }
 
 export class KeptServer {
   /** Recorded processes the restore could not adopt, per session: a resuming client is told (lost-processes.ts). */
   readonly lost = new LostProcesses();
 
+  private adopted: Adopted[] = [];
+  private records: SessionRecord[] = [];
+  /** What the start waits for, for `/readyz` (null once adopted). */
+  private waiting: string | null = null;
+  /** Session records that could not be written at creation (the store counts the others). */
+  private createFailures = 0;
+
   private constructor(
     readonly dir: StateDir,
     private readonly store: SessionStore,
     readonly adoptWithinMs: number,
     private readonly log: Logger,
-    private adopted: Adopted[],
-    private records: SessionRecord[],
+    private readonly output: OutputLimits,
   ) {}
 
-  /** Opens the state dir and adopts what a predecessor left (see the file's comment). */
+  /** Opens (checks and locks) the state dir; nothing is adopted yet (`adoptAll`). */
   static async open(opts: KeptServerOptions): Promise<KeptServer> {
-    const dir = await openStateDir(opts.stateDir);
-    const store = new SessionStore(dir.sessionsPath, opts.log);
-    const adopted: Adopted[] = [];
-    try {
-      for (const socketPath of await dir.keeperSockets()) {
-        let meta: KeptMeta | null = null;
-        try {
-          const child = await adoptChild(socketPath, ADOPT_TIMEOUT_MS, (dump) => {
+    const dir = await openStateDir(opts.stateDir, opts.port !== undefined ? { port: opts.port } : {});
+    const store = new SessionStore(dir.sessionsPath, opts.log, (path) => dir.quarantine(path));
+    return new KeptServer(dir, store, opts.adoptWithinMs, opts.log, opts.output);
+  }
+
+  /** What the start waits for (`/readyz` while it adopts), or null. */
+  get waitingFor(): string | null {
+    return this.waiting;
+  }
+
+  /** Session records that could not be saved (written or removed) since the start: `/metrics`. */
+  get saveFailures(): number {
+    return this.store.failures + this.createFailures;
+  }
+
+  /**
+   * Reads the session records (a bad one is set aside) and adopts every keeper in `k/` at
+   * once, each within ADOPT_TIMEOUT_MS. A keeper that fails is logged and left to its own
+   * adopt timer; a stale socket (nothing listens) is removed; anything in `k/` that is no
+   * socket is skipped. Never throws for what the dir holds.
+   */
+  async adoptAll(): Promise<void> {
+    const log = this.log;
+    this.waiting = 'reading the session records of the state dir';
+    const records = await this.store.loadAll();
+    // What each keeper may retain: its session's output limits as recorded, else ours.
+    const limitsOf = new Map<string, OutputLimits>();
+    for (const r of records) for (const p of r.processes) if (r.limits.output) limitsOf.set(p.socket, r.limits.output);
+    const sockets = await this.dir.keeperSockets((name, why) => log('warn', `state dir: k/${name} skipped: ${why}, not a keeper socket`));
+    let left = sockets.length;
+    const say = () => (this.waiting = `adopting ${left} of ${sockets.length} kept process(es) from the state dir (each within ${ADOPT_TIMEOUT_MS / 1000} s)`);
+    say();
+    const adopted = new Map<string, Adopted>();
+    await forEachAtOnce(sockets, ADOPT_PARALLEL, async (socketPath) => {
+      const limits = limitsOf.get(basename(socketPath)) ?? this.output;
+      const maxDump = limits.windowBytes + limits.retentionBytes + limits.readAheadBytes + CAP_SLACK_BYTES + DUMP_SLACK_BYTES;
+      let meta: KeptMeta | null = null;
+      try {
+        const child = await adoptChild(
+          socketPath,
+          ADOPT_TIMEOUT_MS,
+          (dump) => {
             meta = parseMeta(dump.meta);
             return { tty: meta?.tty ?? false, pipeStdin: meta?.stdin ?? false };
-          });
-          adopted.push({ socketPath, meta, child });
-        } catch (err) {
-          // Nothing listens there (its keeper was killed outright): a stale file, removed.
-          const stale = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED';
-          if (stale) rmSync(socketPath, { force: true });
-          opts.log('warn', `state dir: keeper ${basename(socketPath)} not adopted: ${(err as Error).message}${stale ? ' (stale socket removed)' : ''}`);
-        }
+          },
+          maxDump,
+        );
+        adopted.set(socketPath, { socketPath, meta, child });
+      } catch (err) {
+        // Nothing listens there (its keeper was killed outright): a stale file, removed.
+        const stale = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED' && (await unlink(socketPath).then(() => true, () => false));
+        log('warn', `state dir: keeper ${basename(socketPath)} not adopted: ${(err as Error).message}${stale ? ' (stale socket removed)' : ' (left to its own --adopt-within)'}`);
+      } finally {
+        left--;
+        say();
       }
-      const records = await store.loadAll();
-      return new KeptServer(dir, store, opts.adoptWithinMs, opts.log, adopted, records);
-    } catch (err) {
-      for (const a of adopted) {
-        a.child.child.killTree();
-        a.child.child.kept?.release();
-      }
-      await dir.release();
-      throw err;
-    }
+    });
+    // In the order of their sockets, as before (restore is deterministic).
+    this.adopted = sockets.flatMap((path) => adopted.get(path) ?? []);
+    this.records = records;
+    this.waiting = null;
+  }
+
+  /**
+   * The start failed after adopting (no server will use them): every adopted keeper is let go
+   * of alive, as a kept stop does (each waits its --adopt-within again for a later server),
+   * and the lock is released.
+   */
+  handBack(): void {
+    for (const a of this.adopted.splice(0)) a.child.child.kept?.handOver();
+    this.records = [];
+    this.dir.releaseSync();
   }
 
   /** How a new process of `session` is kept: its keeper's socket, timer, cap and meta. */
   keepOptions(session: Session, p: { processId: string; handle: number; argv: string[]; tty: boolean; pipeStdin: boolean }): KeepOptions {
     const limits = session.limits.output;
-    const meta: KeptMeta = { v: 1, session: session.id, process: p.processId, handle: p.handle, argv: p.argv, tty: p.tty, stdin: p.pipeStdin };
+    // The argv as it is listed (what an adopted process is listed with): a meta stays small.
+    const meta: KeptMeta = { v: 1, session: session.id, process: p.processId, handle: p.handle, argv: listedArgv(p.argv).argv, tty: p.tty, stdin: p.pipeStdin };
     return {
       path: this.dir.newKeeperSocketPath(),
       meta: Buffer.from(JSON.stringify(meta)),
@@ -148,10 +229,15 @@ export class KeptServer {
     const path = join(this.dir.sessionsPath, `${session.id}.json`);
     const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
     try {
-      writeFileSync(tmp, JSON.stringify(this.record(session)), { mode: 0o600, flag: 'wx' });
+      writeFileSync(tmp, serializeRecord(this.record(session)), { mode: 0o600, flag: 'wx' });
       renameSync(tmp, path);
     } catch (err) {
-      rmSync(tmp, { force: true });
+      this.createFailures++;
+      try {
+        rmSync(tmp, { force: true });
+      } catch {
+        // the dir itself is broken (ENOTDIR, EIO): nothing was left there either
+      }
       this.log('error', `state dir: could not write session record ${session.id}: ${(err as Error).message}`);
     }
   }
@@ -182,7 +268,7 @@ export class KeptServer {
   /** The idempotency-key journal of `session` (DIR/sessions/<id>.keys), remembering `capacity` keys. */
   journalOf(session: Session, capacity: number): KeyJournal | null {
     if (!isStorableSessionId(session.id)) return null;
-    return new KeyJournal(join(this.dir.sessionsPath, `${session.id}.keys`), capacity);
+    return new KeyJournal(join(this.dir.sessionsPath, `${session.id}.keys`), capacity, this.log);
   }
 
   /** The session ended for good: its record goes. */
@@ -217,8 +303,24 @@ export class KeptServer {
     }
     for (const a of this.adopted) {
       const session = a.meta ? sessions.get(a.meta.session) : undefined;
-      if (!a.meta || !session || !byId.has(a.meta.session) || session.processes.has(a.meta.process)) {
+      if (!a.meta || !session || !byId.has(a.meta.session)) {
         this.dismiss(a, 'belongs to no recorded session');
+        continue;
+      }
+      // The record names each process's keeper socket: a keeper elsewhere claiming it (a stray
+      // or planted dump) is not taken in place of the real one.
+      const recorded = byId.get(a.meta.session)!.processes.find((p) => p.processId === a.meta!.process);
+      if (recorded && recorded.socket !== basename(a.socketPath)) {
+        this.dismiss(a, `claims process ${JSON.stringify(a.meta.process)} of session ${session.shortId}, which its record puts under keeper ${recorded.socket}`);
+        continue;
+      }
+      if (session.processes.has(a.meta.process)) {
+        this.dismiss(a, `claims process ${JSON.stringify(a.meta.process)} of session ${session.shortId}, adopted from another keeper already`);
+        continue;
+      }
+      const handle = a.meta.handle;
+      if (handle !== 0 && [...session.processes.values()].some((p) => p.handle === handle)) {
+        this.dismiss(a, `claims handle ${a.meta.handle} of session ${session.shortId}, taken by another process already`);
         continue;
       }
       let proc: ManagedProcess;
@@ -293,4 +395,13 @@ export class KeptServer {
     await this.store.flush();
     await this.dir.release();
   }
+}
+
+/** Runs `work` on every item, at most `limit` at once; resolves when all are done (`work` must not reject). */
+async function forEachAtOnce<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  const lane = async (): Promise<void> => {
+    while (next < items.length) await work(items[next++]!);
+  };
+  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }

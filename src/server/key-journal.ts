@@ -13,7 +13,16 @@
  * rewritten (temporary file + rename) with the newest `capacity` keys, the number ResultMemory
  * remembers; the slack makes the rewrite happen once per `capacity` keys at most.
  */
-import { closeSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import { closeSync, constants as fsConstants, fstatSync, openSync, readFileSync, renameSync, unlinkSync, writeFileSync, writeSync } from 'node:fs';
+import type { Logger } from '../util/logger.js';
+
+/**
+ * The largest journal read back. Compaction keeps it to 4 × capacity lines of small answers
+ * (mutating fs requests answer a few bytes): one bigger than this was not written by us, or
+ * was torn apart; it is set aside (renamed `<id>.keys.set-aside-<time>`) with a log line,
+ * and the session starts a new one (its earlier keys forgotten), rather than be read whole.
+ */
+export const MAX_JOURNAL_BYTES = 64 * 1024 * 1024;
 
 /** What the journal knows of one key. */
 export type KeyOutcome =
@@ -28,6 +37,7 @@ export class KeyJournal {
   constructor(
     readonly path: string,
     readonly capacity: number,
+    private readonly log?: Logger,
   ) {}
 
   /** Records that the operation of `key` is about to run; call before running it. */
@@ -43,11 +53,21 @@ export class KeyJournal {
   /** The keys on file, oldest first (a Map iterates in insertion order), at most `capacity`. */
   load(): Map<string, KeyOutcome> {
     let text: string;
+    let fd: number;
     try {
-      text = readFileSync(this.path, 'utf8');
+      // No symlink, and not a FIFO to block on: what is checked below is what is read.
+      fd = openSync(this.path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
     } catch (err) {
       if ((err as NodeJS.ErrnoException).code === 'ENOENT') return new Map();
-      throw err;
+      return this.setAside((err as Error).message);
+    }
+    try {
+      const st = fstatSync(fd);
+      if (!st.isFile()) return this.setAside('not a regular file');
+      if (st.size > MAX_JOURNAL_BYTES) return this.setAside(`${st.size} bytes, over ${MAX_JOURNAL_BYTES}`);
+      text = readFileSync(fd, 'utf8');
+    } finally {
+      closeSync(fd);
     }
     const keys = new Map<string, KeyOutcome>();
     const lines = text.split('\n');
@@ -71,6 +91,20 @@ export class KeyJournal {
     while (keys.size > this.capacity) keys.delete(keys.keys().next().value!);
     this.lines = lines.filter((l) => l !== '').length;
     return keys;
+  }
+
+  /** A journal that cannot be read is moved out of the way (one log line); its keys are forgotten. */
+  private setAside(why: string): Map<string, KeyOutcome> {
+    const to = `${this.path}.set-aside-${Date.now()}`;
+    let where = `set aside as ${to}`;
+    try {
+      renameSync(this.path, to);
+    } catch (err) {
+      where = `could not be set aside (${(err as Error).message})`;
+    }
+    this.log?.('warn', `state dir: key journal ${this.path} not read (${why}): ${where}; its idempotency keys are forgotten (a re-sent request runs again)`);
+    this.lines = 0;
+    return new Map();
   }
 
   /** Closes the file (appending again reopens it). */

@@ -27,6 +27,8 @@ export interface MetricsSource {
   capacity?: ProcessCapacity;
   /** Fair shares of the budget's output (issue 22): sessions paused for being over theirs. */
   shares?: OutputShares;
+  /** With a state dir: session records that could not be saved (the record on disk is stale). */
+  stateDirSaveFailures?: () => number;
 }
 
 /** Labels of the hold reasons (fair-share.ts) in `/metrics`. */
@@ -93,6 +95,14 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
     },
   });
   totalCounter(registry, 'tether_sessions_created_total', 'Sessions created', count('sessionsCreated'));
+  if (source.stateDirSaveFailures) {
+    totalCounter(
+      registry,
+      'tether_state_dir_save_failures_total',
+      'Session records that could not be written to the state dir (each also logged): a successor would find them stale',
+      source.stateDirSaveFailures,
+    );
+  }
   totalCounter(registry, 'tether_session_resumes_total', 'Sessions resumed by a returning client', count('sessionResumes'));
   new Counter({
     name: 'tether_sessions_ended_total',

@@ -14,7 +14,8 @@ import { invalidDuration } from '../util/timeouts.js';
 import type { ServerBackend } from './backend.js';
 import { KeptServer } from './kept-server.js';
 import { localBackend } from './local-backend.js';
-import { Defaults, type TetherServerOptions } from './options.js';
+import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
+import { answerWhileStarting } from './starting-gate.js';
 import { TetherServer } from './server.js';
 
 /** `startServer` refused an unsafe configuration (before listening). */
@@ -55,31 +56,75 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
     if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
     bindAddress = resolved.address;
   }
-  // A state dir (issue #27): opened and locked (a refusal stops the start), and what a
-  // predecessor left adopted, before anything listens.
-  const kept = opts.stateDir ? await KeptServer.open({ stateDir: opts.stateDir, adoptWithinMs: opts.adoptWithinMs ?? Defaults.adoptWithinMs, log: opts.logger ?? stderrLogger('warn') }) : null;
+  // A state dir (issue #27): opened and locked (a refusal stops the start) before anything
+  // listens; what a predecessor left is adopted only once the port is bound, so a server that
+  // cannot bind has touched no keeper (they go on waiting for the next one).
+  const kept = opts.stateDir
+    ? await KeptServer.open({
+        stateDir: opts.stateDir,
+        adoptWithinMs: opts.adoptWithinMs ?? Defaults.adoptWithinMs,
+        log: opts.logger ?? stderrLogger('warn'),
+        output: outputLimits(opts),
+        ...(opts.listenFd === undefined ? { port: opts.port ?? Defaults.port } : {}),
+      })
+    : null;
   const initializeTimeoutMs = opts.initializeTimeoutMs ?? Defaults.initializeTimeoutMs;
   const checkEvery = Math.max(50, Math.min(1000, Math.floor(initializeTimeoutMs / 4)));
   const http: HttpServer = opts.tls
     ? // A TLS handshake that never finishes is an idle socket too.
       createHttpsServer({ ...opts.tls, handshakeTimeout: initializeTimeoutMs, connectionsCheckingInterval: checkEvery })
     : createServer({ connectionsCheckingInterval: checkEvery });
-  await new Promise<void>((resolve, reject) => {
-    http.once('error', reject);
-    const listening = () => {
-      http.off('error', reject);
-      resolve();
-    };
-    if (opts.listenFd !== undefined) http.listen({ fd: opts.listenFd }, listening);
-    else http.listen(opts.port ?? Defaults.port, bindAddress, listening);
-  });
-  // And once more on what was actually bound.
-  const bound = (http.address() as AddressInfo | null)?.address ?? '';
-  if (!guarded && !isLoopbackName(bound)) {
-    await new Promise<void>((resolve) => http.close(() => resolve()));
-    throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
+  // A listening socket handed over (--replace) is bound already, and what connects meanwhile
+  // waits in its backlog: it is adopted into before it is listened on, as no answer is due.
+  const adoptFirst = kept !== null && opts.listenFd !== undefined;
+  try {
+    if (adoptFirst) await kept.adoptAll();
+    await new Promise<void>((resolve, reject) => {
+      http.once('error', reject);
+      const listening = () => {
+        http.off('error', reject);
+        resolve();
+      };
+      if (opts.listenFd !== undefined) http.listen({ fd: opts.listenFd }, listening);
+      else http.listen(opts.port ?? Defaults.port, bindAddress, listening);
+    });
+  } catch (err) {
+    kept?.handBack();
+    throw bindError(err as NodeJS.ErrnoException, kept && !adoptFirst ? kept : null);
   }
-  const server = new TetherServer(http, opts, host, backend);
-  if (kept) server.useStateDir(kept);
-  return server;
+  try {
+    // And once more on what was actually bound.
+    const bound = (http.address() as AddressInfo | null)?.address ?? '';
+    if (!guarded && !isLoopbackName(bound)) throw refuse(`${host} (bound to ${bound}, not a loopback address)`);
+    if (kept && !adoptFirst) {
+      // Listening already: every request is told what the start waits for (starting-gate.ts).
+      const detach = answerWhileStarting(http, () => kept.waitingFor ?? 'starting');
+      try {
+        await kept.adoptAll();
+      } finally {
+        detach();
+      }
+    }
+    const server = new TetherServer(http, opts, host, backend);
+    if (kept) server.useStateDir(kept);
+    return server;
+  } catch (err) {
+    // Whatever was adopted is handed back alive, the lock released: a later server adopts it.
+    kept?.handBack();
+    await new Promise<void>((resolve) => http.close(() => resolve()));
+    throw err;
+  }
+}
+
+/**
+ * A failed bind, in one line saying what conflicts and what to do; with a state dir, that it
+ * was released with nothing adopted (its processes wait for the next server, as before).
+ */
+function bindError(err: NodeJS.ErrnoException, kept: KeptServer | null): Error {
+  const hint =
+    err.code === 'EADDRINUSE'
+      ? ': another server listens there (a tether server on the same state dir is taken over with --replace; else stop it or choose another --port)'
+      : '';
+  const dir = kept ? `; state dir ${kept.dir.path} released, nothing adopted (its processes wait --adopt-within for the next server)` : '';
+  return Object.assign(new Error(`${err.message}${hint}${dir}`), { code: err.code });
 }

@@ -187,6 +187,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       memory: capacity.memory,
       capacity: capacity.processes,
       shares: this.state.shares,
+      stateDirSaveFailures: () => this.kept?.saveFailures ?? 0,
     });
 
     this.gate.serveRequests(metrics);

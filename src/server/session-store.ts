@@ -10,11 +10,16 @@
  * the records must survive the server's crash, which the page cache does; a machine crash
  * ends the keepers too.
  *
- * Loading never crashes on a bad file: a corrupt record, a foreign file or a symlink is
- * skipped with a log line (stderr by default).
+ * Loading reads the dir as untrusted input (a disk that filled mid-write, a bug in another
+ * version, an edit): a record is bounded in size before it is read (MAX_RECORD_BYTES), then
+ * checked against a schema whose limits make sense (a 0 where a positive size belongs is
+ * refused). A bad record costs its own session only: it is set aside (`setAside`, the state
+ * dir's quarantine) with one log line, never fatal. A record too big to be read back is
+ * refused at save too, as an error, rather than written for the successor to set aside.
  */
 import { randomBytes } from 'node:crypto';
-import { lstat, readdir, readFile, rename, unlink, writeFile } from 'node:fs/promises';
+import { constants as fsConstants } from 'node:fs';
+import { open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
 import { checkKeptFs, type KeptFsRecord } from './fs/kept-fs.js';
 import type { SessionLimits } from './session.js';
@@ -32,6 +37,22 @@ export interface SessionProcessRecord {
   /** Date.now() at its start. */
   startedAt: number;
 }
+
+/**
+ * The record format this server writes and reads. A record of another version is set aside,
+ * never guessed at: an older server meeting a newer record, or a newer one an older record it
+ * can no longer read (docs/serve.md, "What a successor reads").
+ */
+export const RECORD_VERSION = 1;
+
+/**
+ * The largest session record read back (and written). A record holds its session's process
+ * list (ids and keeper sockets, no argv), its lost processes and its fs watch: far below this.
+ */
+export const MAX_RECORD_BYTES = 4 * 1024 * 1024;
+
+/** Largest size a record's output limit may name (1 TiB): a bigger one is no limit of ours. */
+const MAX_LIMIT_BYTES = 2 ** 40;
 
 export interface SessionRecord {
   version: 1;
@@ -79,10 +100,17 @@ interface Slot {
 export class SessionStore {
   private readonly slots = new Map<string, Slot>();
 
-  /** `dir`: DIR/sessions of an opened state dir (state-dir.ts). */
+  /** Saves (or removes) that failed: the operator sees them (`/metrics`, besides the log line). */
+  failures = 0;
+
+  /**
+   * `dir`: DIR/sessions of an opened state dir (state-dir.ts). `setAside`: moves a bad record
+   * out of the way and says where (the state dir's quarantine); without it a bad record stays.
+   */
   constructor(
     readonly dir: string,
     private readonly logger: Logger = stderrLogger('warn'),
+    private readonly setAside?: (path: string) => Promise<string>,
   ) {}
 
   /**
@@ -104,7 +132,11 @@ export class SessionStore {
     await Promise.all([...this.slots.values()].map((s) => s.idle?.promise));
   }
 
-  /** Every valid record in the dir; bad files are skipped with a log line, leftover temporary files removed. */
+  /**
+   * Every valid record in the dir, in name order. A bad one (too big, not JSON, not a record,
+   * another version, named for another session, not a regular file) is set aside with one log
+   * line; leftover temporary files are removed; anything else is left alone.
+   */
   async loadAll(): Promise<SessionRecord[]> {
     const names = await readdir(this.dir);
     const records: SessionRecord[] = [];
@@ -116,13 +148,13 @@ export class SessionStore {
       }
       if (!name.endsWith('.json')) continue;
       try {
-        const st = await lstat(path);
-        if (!st.isFile()) throw new Error('not a regular file');
-        const record = parseRecord(JSON.parse(await readFile(path, 'utf8')));
+        const record = parseRecord(JSON.parse(await readBounded(path, MAX_RECORD_BYTES)));
         if (`${record.id}.json` !== name) throw new Error(`it names session ${record.id}`);
         records.push(record);
       } catch (err) {
-        this.logger('warn', `state dir: skipped session record ${path}: ${(err as Error).message}`);
+        let where = 'left in place';
+        if (this.setAside) where = await this.setAside(path).then((to) => `set aside as ${to}`, (e: Error) => `left in place (${e.message})`);
+        this.logger('warn', `state dir: session record ${name} not restored (${(err as Error).message}): ${where}; that session is lost, the others are not`);
       }
     }
     return records;
@@ -152,6 +184,7 @@ export class SessionStore {
         await this.apply(id, op);
         done.resolve();
       } catch (err) {
+        this.failures++;
         this.logger('error', `state dir: could not ${op.kind} session record ${id}: ${(err as Error).message}`);
         done.reject(err);
       }
@@ -170,9 +203,10 @@ export class SessionStore {
       }
       return;
     }
+    const text = serializeRecord(op.record);
     const tmp = `${path}.tmp-${process.pid}-${randomBytes(4).toString('hex')}`;
     try {
-      await writeFile(tmp, JSON.stringify(op.record), { mode: 0o600, flag: 'wx' });
+      await writeFile(tmp, text, { mode: 0o600, flag: 'wx' });
       await rename(tmp, path);
     } catch (err) {
       await unlink(tmp).catch(() => {});
@@ -192,6 +226,51 @@ function deferred(): Deferred {
   return { promise, resolve, reject };
 }
 
+/**
+ * A record as written to the file; throws when it would be too big to be read back (the old
+ * record then stays, and the failure is the operator's to see, never a silent drop).
+ */
+export function serializeRecord(record: SessionRecord): string {
+  const text = JSON.stringify(record);
+  // Characters bound the bytes from below, so a text this long is surely too big.
+  if (text.length > MAX_RECORD_BYTES || Buffer.byteLength(text) > MAX_RECORD_BYTES) {
+    throw new Error(`the record is over ${MAX_RECORD_BYTES} bytes, more than a successor reads back`);
+  }
+  return text;
+}
+
+/**
+ * A regular file's text, refused (without reading it) when it is over `max` bytes, a symlink
+ * or not a regular file. One descriptor from open to read: what is checked is what is read.
+ */
+export async function readBounded(path: string, max: number): Promise<string> {
+  const handle = await open(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK).catch((err: NodeJS.ErrnoException) => {
+    throw new Error(err.code === 'ELOOP' ? 'a symbolic link' : err.message);
+  });
+  try {
+    const st = await handle.stat();
+    if (!st.isFile()) throw new Error('not a regular file');
+    if (st.size > max) throw new Error(`${st.size} bytes, over the ${max} a record may have`);
+    const buffer = Buffer.alloc(st.size + 1);
+    let length = 0;
+    // Read to the end (or one byte past the size seen: it grew meanwhile, refused).
+    while (length < buffer.length) {
+      const { bytesRead } = await handle.read(buffer, length, buffer.length - length, length);
+      if (bytesRead === 0) break;
+      length += bytesRead;
+    }
+    if (length > max || length > st.size) throw new Error(`over the ${max} bytes a record may have (it grew while read)`);
+    return buffer.toString('utf8', 0, length);
+  } finally {
+    await handle.close();
+  }
+}
+
+/** A positive safe integer no bigger than `max`; with `zero`, 0 too. */
+function sizeOk(value: unknown, zero = false, max = MAX_LIMIT_BYTES): boolean {
+  return Number.isSafeInteger(value) && (value as number) >= (zero ? 0 : 1) && (value as number) <= max;
+}
+
 /** Checks the shape of a parsed record (throws saying what is wrong). */
 export function parseRecord(value: unknown): SessionRecord {
   const r = value as Record<string, unknown>;
@@ -199,13 +278,27 @@ export function parseRecord(value: unknown): SessionRecord {
     throw new Error(`not a tether session record (${what})`);
   };
   if (typeof r !== 'object' || r === null || Array.isArray(r)) fail('not an object');
-  if (r.version !== 1) fail(`version ${JSON.stringify(r.version)}, expected 1`);
+  if (r.version !== RECORD_VERSION) {
+    const v = r.version;
+    const newer = typeof v === 'number' && v > RECORD_VERSION;
+    fail(`version ${JSON.stringify(v)}: this server reads version ${RECORD_VERSION}${newer ? ' (written by a newer tether)' : ''}`);
+  }
   if (typeof r.id !== 'string' || !SAFE_ID.test(r.id)) fail('id');
   if (typeof r.credential !== 'string' || !/^([0-9a-f]{64})?$/.test(r.credential)) fail('credential');
   if (!Array.isArray(r.extensions) || !r.extensions.every((e) => typeof e === 'string')) fail('extensions');
-  if (typeof r.limits !== 'object' || r.limits === null) fail('limits');
+  if (typeof r.limits !== 'object' || r.limits === null || Array.isArray(r.limits)) fail('limits');
+  const output = (r.limits as { output?: unknown }).output;
+  if (output !== undefined) {
+    // What the successor rebuilds each process's log with: a 0 chunk would never advance.
+    const o = output as Record<string, unknown>;
+    if (typeof o !== 'object' || o === null) fail('limits.output');
+    for (const key of ['windowBytes', 'readAheadBytes', 'maxChunkBytes', 'readCapBytes'] as const) {
+      if (!sizeOk(o[key])) fail(`limits.output.${key} ${JSON.stringify(o[key])}: a size of 1 to ${MAX_LIMIT_BYTES} bytes`);
+    }
+    if (!sizeOk(o.retentionBytes, true)) fail(`limits.output.retentionBytes ${JSON.stringify(o.retentionBytes)}: a size of 0 to ${MAX_LIMIT_BYTES} bytes`);
+  }
   if (!Number.isSafeInteger(r.nextHandle) || (r.nextHandle as number) < 1) fail('nextHandle');
-  if (typeof r.createdAt !== 'number') fail('createdAt');
+  if (typeof r.createdAt !== 'number' || !Number.isFinite(r.createdAt)) fail('createdAt');
   if (!Array.isArray(r.processes)) fail('processes');
   for (const p of r.processes as Array<Record<string, unknown>>) {
     const ok =

@@ -138,12 +138,18 @@ export async function adoptChild(
   socketPath: string,
   timeoutMs: number,
   shapeOf: (dump: KeeperDump) => { tty: boolean; pipeStdin: boolean },
+  maxDumpBytes?: number,
 ): Promise<AdoptedChild> {
   let shape = { tty: false, pipeStdin: false };
-  const { proc, dump } = await KeptProcess.adopt(socketPath, timeoutMs, (d) => {
-    shape = shapeOf(d);
-    return { tty: shape.tty, stdin: shape.pipeStdin };
-  });
+  const { proc, dump } = await KeptProcess.adopt(
+    socketPath,
+    timeoutMs,
+    (d) => {
+      shape = shapeOf(d);
+      return { tty: shape.tty, stdin: shape.pipeStdin };
+    },
+    maxDumpBytes,
+  );
   let target: ChildEvents | null = null;
   const events: ChildEvents = {
     output: (stream, data) => target?.output(stream, data),

@@ -6,6 +6,7 @@
  *     DIR/k/<12 base32>.sock     one listening Unix socket per kept keeper
  *     DIR/sessions/<id>.json     session records (session-store.ts)
  *     DIR/sessions/<id>.keys     idempotency-key journals (session-store.ts)
+ *     DIR/quarantine/            what a successor could not read, set aside (0700, made when needed)
  *
  * It is refused (never adopted from) unless DIR, DIR/k and DIR/sessions are real directories
  * (not symlinks) owned by our euid with no group/other permission bits: another user's dir
@@ -17,9 +18,10 @@
  * once whether the holder is alive. Node has no flock(2).
  */
 import { randomBytes } from 'node:crypto';
-import { closeSync, openSync, readFileSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
-import { lstat, mkdir, readdir, readFile, rename, unlink } from 'node:fs/promises';
-import { join } from 'node:path';
+import { closeSync, constants as fsConstants, openSync, readFileSync, readSync, statSync, unlinkSync, writeSync, type Stats } from 'node:fs';
+import { lstat, mkdir, readdir, rename, unlink } from 'node:fs/promises';
+import { basename, join } from 'node:path';
+import { listensOnPort } from './port-holder.js';
 
 /** Longest Unix socket path (sun_path is 108 bytes with the terminating NUL). */
 export const MAX_SOCKET_PATH_BYTES = 107;
@@ -68,8 +70,14 @@ export interface StateDir {
   readonly sessionsPath: string;
   /** A fresh keeper socket path, DIR/k/<12 random base32 chars>.sock (not created). */
   newKeeperSocketPath(): string;
-  /** The keeper sockets present now (absolute paths, sorted): what a starting server adopts. */
-  keeperSockets(): Promise<string[]>;
+  /**
+   * The keeper sockets present now (absolute paths, sorted): what a starting server adopts.
+   * Anything else in `k/` (a directory or a file named like a socket, a foreign name) is
+   * skipped, and told to `skipped` when it is named like a socket.
+   */
+  keeperSockets(skipped?: (name: string, why: string) => void): Promise<string[]>;
+  /** Moves `path` (in this state dir) into DIR/quarantine/ under a fresh name; resolves with the new path. */
+  quarantine(path: string): Promise<string>;
   /** Lets go of the lock (idempotent). The directory and its contents stay. */
   release(): Promise<void>;
   /** The same, synchronously (for a process 'exit' handler). */
@@ -84,6 +92,8 @@ export class StateDirError extends Error {
 export interface OpenStateDirOptions {
   /** Our effective uid (default process.geteuid()); injectable for tests. */
   euid?: number;
+  /** The TCP port this server is to listen on: a refusal says when the lock's holder listens on it too. */
+  port?: number;
 }
 
 /**
@@ -111,7 +121,7 @@ export async function openStateDir(path: string, options: OpenStateDirOptions = 
     await checkOwnDir(sub, euid);
   }
   const lockPath = join(path, 'server.lock');
-  await takeLock(lockPath);
+  await takeLock(lockPath, options.port);
   let released = false;
   const releaseSync = (): void => {
     if (released) return;
@@ -130,11 +140,26 @@ export async function openStateDir(path: string, options: OpenStateDirOptions = 
     keepersPath,
     sessionsPath,
     newKeeperSocketPath: () => join(keepersPath, `${randomBase32(KEEPER_NAME_CHARS)}.sock`),
-    keeperSockets: async () =>
-      (await readdir(keepersPath))
-        .filter((name) => /^[a-z2-7]{12}\.sock$/.test(name))
-        .sort()
-        .map((name) => join(keepersPath, name)),
+    keeperSockets: async (skipped) => {
+      const sockets: string[] = [];
+      for (const name of (await readdir(keepersPath)).sort()) {
+        if (!/^[a-z2-7]{12}\.sock$/.test(name)) continue;
+        const st = await lstat(join(keepersPath, name)).catch(() => null);
+        if (st?.isSocket()) sockets.push(join(keepersPath, name));
+        else if (st) skipped?.(name, st.isDirectory() ? 'a directory' : st.isSymbolicLink() ? 'a symbolic link' : 'not a socket');
+      }
+      return sockets;
+    },
+    quarantine: async (from) => {
+      const dir = join(path, 'quarantine');
+      await mkdir(dir, { mode: 0o700 }).catch((err: NodeJS.ErrnoException) => {
+        if (err.code !== 'EEXIST') throw err;
+      });
+      await checkOwnDir(dir, euid);
+      const to = join(dir, `${basename(from)}.${Date.now()}-${randomBase32(4)}`);
+      await rename(from, to);
+      return to;
+    },
     release: async () => releaseSync(),
     releaseSync,
   };
@@ -164,16 +189,12 @@ interface LockHolder {
   start: string | null;
 }
 
-async function takeLock(lockPath: string): Promise<void> {
+async function takeLock(lockPath: string, port: number | undefined): Promise<void> {
   for (let attempt = 0; attempt < 5; attempt++) {
     if (createLock(lockPath)) return;
     const holder = readLock(lockPath);
     if (holder === undefined) continue; // gone meanwhile: try again
-    if (holder !== null && holderAlive(holder)) {
-      throw new StateDirError(
-        `state dir ${lockPath.slice(0, -'/server.lock'.length)} is in use by another tether server (pid ${holder.pid}): stop it, or use --state-dir with another directory`,
-      );
-    }
+    if (holder !== null && holderAlive(holder)) throw inUse(lockPath.slice(0, -'/server.lock'.length), holder.pid, port);
     // Stale (its server died) or unreadable: move it aside, and remove it only if it is still
     // the stale one (a racing server may have replaced it meanwhile: then put that one back).
     const aside = `${lockPath}.stale-${process.pid}-${randomBase32(6)}`;
@@ -182,8 +203,7 @@ async function takeLock(lockPath: string): Promise<void> {
     } catch {
       continue;
     }
-    const moved = await readFile(aside, 'utf8').catch(() => '');
-    const movedHolder = parseLock(moved);
+    const movedHolder = readLock(aside) ?? null;
     if (movedHolder !== null && holderAlive(movedHolder)) {
       await rename(aside, lockPath).catch(() => {});
       continue;
@@ -191,6 +211,23 @@ async function takeLock(lockPath: string): Promise<void> {
     await unlink(aside).catch(() => {});
   }
   throw new StateDirError(`could not lock ${lockPath} (other servers are starting on it at the same time): try again`);
+}
+
+/**
+ * The refusal when a live server holds the lock. When it listens on our port too (a second
+ * `tether serve` on the same port: the default state dir is per port), the port is what
+ * conflicts, and another state dir alone would only end in EADDRINUSE: both are named.
+ */
+function inUse(dir: string, pid: number, port: number | undefined): StateDirError {
+  if (port !== undefined && port !== 0 && listensOnPort(pid, port)) {
+    return new StateDirError(
+      `port ${port} and state dir ${dir} are in use by another tether server (pid ${pid}): to take over from it, add --replace; ` +
+        `to run a second server beside it, give another --port (or --listen) and another --state-dir`,
+    );
+  }
+  return new StateDirError(
+    `state dir ${dir} is in use by another tether server (pid ${pid}): stop it, take over from it with --replace, or use --state-dir with another directory`,
+  );
 }
 
 /** Creates the lock file with our pid (O_EXCL); false if it exists. */
@@ -210,12 +247,26 @@ function createLock(lockPath: string): boolean {
   return true;
 }
 
+/** Longest lock file read: "<pid> <start time>\n" is a few dozen bytes; a bigger one is no lock of ours. */
+const LOCK_MAX_BYTES = 128;
+
 /** The lock's holder; null if the file is unreadable as a lock; undefined if there is no file. */
 function readLock(lockPath: string): LockHolder | null | undefined {
+  let fd: number;
   try {
-    return parseLock(readFileSync(lockPath, 'utf8'));
+    fd = openSync(lockPath, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW | fsConstants.O_NONBLOCK);
+  } catch (err) {
+    return (err as NodeJS.ErrnoException).code === 'ENOENT' ? undefined : null;
+  }
+  try {
+    // Never more than the bound, whatever the file holds (a lock edited into a huge file).
+    const buffer = Buffer.alloc(LOCK_MAX_BYTES + 1);
+    const length = readSync(fd, buffer, 0, buffer.length, 0);
+    return length > LOCK_MAX_BYTES ? null : parseLock(buffer.toString('utf8', 0, length));
   } catch {
-    return undefined;
+    return null;
+  } finally {
+    closeSync(fd);
   }
 }
 
