@@ -7,10 +7,12 @@
  * Connection, environment and cwd flags are those of `tether exec` (remote-options.ts).
  */
 import type { ExecClient } from '../client/index.js';
+import type { Logger } from '../util/logger.js';
 import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
 import { connectClient } from './connect.js';
 import { catchEarlySignals } from './early-signals.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
+import { endStdio, flushed, SIGNAL_FLUSH_MS, stopOnSignals } from './stdio-stop.js';
 import { UsageError } from './usage.js';
 
 const USAGE = `usage: tether mcp [options] <command> [args…]
@@ -40,6 +42,14 @@ ${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the ser
 session is lost for good; 2 for usage errors.`;
 
 const say = (line: string) => process.stderr.write(`tether mcp: ${line}\n`);
+/** The stop's own notices (stdio-stop.ts), on stderr as the rest. */
+const log: Logger = (_level, message) => say(message);
+/**
+ * Without a signal (stdin ended, the remote server exited, the session lost), how long a
+ * host may take to read the last protocol messages before they are dropped: a host that
+ * stopped reading must not keep the bridge alive for ever.
+ */
+const EXIT_FLUSH_MS = 30_000;
 
 /**
  * The flags of `tether exec` (a bare `--env NAME` forwards a secret the MCP host put in our
@@ -86,10 +96,12 @@ export async function run(argv: string[]): Promise<void> {
     say(`cannot read the server's environment: ${(error as Error).message}`);
     return exit(EXIT_SESSION_LOST);
   }
-  // From here on a signal stops the bridge, which stops the remote server first.
+  // From here on a signal stops the bridge, which stops the remote server first; the whole
+  // stop, the flush of stdout included, is bounded (stdio-stop.ts) even when the host no
+  // longer reads our stdout.
   early.release();
   const aborter = new AbortController();
-  for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP'] as const) process.once(sig, () => aborter.abort(sig));
+  const signals = stopOnSignals({ log, stop: (signal) => aborter.abort(signal) });
   // The host went away without closing our stdin first (EPIPE): stop the remote server
   // now rather than crash and leave it to the session TTL.
   process.stdout.on('error', () => aborter.abort('SIGPIPE'));
@@ -106,15 +118,18 @@ export async function run(argv: string[]): Promise<void> {
     signal: aborter.signal,
   });
   await client.close().catch(() => {});
-  return exit(result.exitCode);
+  // Stopped by a signal, the host gets a short grace to read the last messages (the signal's
+  // deadline still covers it); otherwise as long as EXIT_FLUSH_MS.
+  return exit(result.exitCode, signals.signal ? SIGNAL_FLUSH_MS : EXIT_FLUSH_MS);
 }
 
 /**
- * Exit once stdout has been flushed: the last protocol message must reach the host, and
- * local stdin (still open when the remote side ended first) must not keep us alive.
+ * Exit once stdout has been flushed: the last protocol message must reach a host that reads,
+ * and local stdin (still open when the remote side ended first) must not keep us alive. A
+ * host that does not read gets `withinMs`, then what it left unread is dropped (endStdio).
  */
-async function exit(code: number): Promise<void> {
-  await new Promise<void>((resolve) => process.stdout.write('', () => resolve()));
-  await new Promise<void>((resolve) => process.stderr.write('', () => resolve()));
+async function exit(code: number, withinMs = SIGNAL_FLUSH_MS): Promise<void> {
+  process.exitCode = code;
+  await Promise.all([endStdio(process.stdout, withinMs, log), flushed(process.stderr, withinMs)]);
   process.exit(code);
 }

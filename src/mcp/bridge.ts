@@ -194,7 +194,18 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       if (settled) return;
       closingFor = 'aborted';
       abortCode = signalExitCode(options.signal?.reason);
-      void stopNow().then(() => settle({ exitCode: abortCode, reason: 'aborted' }));
+      void stopNow().then(() => {
+        // A host that has stopped reading will not get what the remote server still sends
+        // before we exit: drop it, so that its flow control no longer holds the session's
+        // answers back and closing the session is not left to time out.
+        if (output.writableNeedDrain) {
+          for (const stream of [proc.stdout, proc.stderr]) {
+            stream.unpipe();
+            stream.resume();
+          }
+        }
+        settle({ exitCode: abortCode, reason: 'aborted' });
+      });
     }
     if (options.signal?.aborted) onAbort();
     else options.signal?.addEventListener('abort', onAbort, { once: true });
