@@ -1,9 +1,10 @@
 /**
- * A start that fails leaves nothing behind, with a state dir (kept mode) too: no keeper (a
+ * A start that fails leaves nothing behind, with a state dir (kept mode) or without: no keeper (a
  * kept keeper whose command could not start used to wait for an adopter, its channels held by
  * the server, for as long as the server ran), no descriptor, and a SIGTERM that is not held up
- * by either. 20 failed starts of each kind — command not found, missing cwd, permission
- * denied — as the test's user and as nobody.
+ * by either; and no descriptor without a state dir either (the stdin socket of a keeper that
+ * ended was never closed). 20 failed starts of each kind — command not found, missing cwd,
+ * permission denied — as the test's user and as nobody.
  */
 import { chownSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -73,11 +74,13 @@ function descendants(root: number): { pid: number; argv: string }[] {
 const keepersOf = (pid: number) => descendants(pid).filter((p) => p.argv.includes('tether-keeper'));
 const descriptorsOf = (pid: number) => readdirSync(`/proc/${pid}/fd`).length;
 
-describe('a failed start leaves nothing behind (state dir)', () => {
-  for (const user of serverUsers()) {
-    it(`${RUNS} failed starts of each kind, as ${user === 'self' ? 'the test user' : 'nobody'}: no keeper left, descriptors back, a prompt SIGTERM`, async () => {
-      const stateDir = makeStateDir(user);
-      stateDirs.push(stateDir);
+describe('a failed start leaves nothing behind', () => {
+  const cases = [...serverUsers().map((user) => ({ user, kept: true })), { user: 'self' as const, kept: false }];
+  for (const { user, kept: withStateDir } of cases) {
+    const who = user === 'self' ? 'the test user' : 'nobody';
+    it(`${RUNS} failed starts of each kind, ${withStateDir ? 'with a state dir' : 'without one'}, as ${who}: no keeper left, descriptors back, a prompt SIGTERM`, async () => {
+      const stateDir = withStateDir ? makeStateDir(user) : 'none';
+      if (withStateDir) stateDirs.push(stateDir);
       const work = mkdtempSync(join(tmpdir(), 'tether-fail-'));
       dirs.push(work);
       const notExecutable = join(work, 'not-executable');
@@ -105,8 +108,8 @@ describe('a failed start leaves nothing behind (state dir)', () => {
       await client.waitClosed('ran');
       // Kept mode: the closed process keeps its keeper (for a successor) until it is removed.
       const keepers = keepersOf(server.pid).length; // and the zygote, and its idle keeper
-      const listening = keeperPids(stateDir).sort();
-      expect(listening).toHaveLength(1);
+      const listening = withStateDir ? keeperPids(stateDir).sort() : [];
+      expect(listening).toHaveLength(withStateDir ? 1 : 0);
       const baseline = descriptorsOf(server.pid);
 
       for (const [kind, what] of Object.entries(failures)) {
@@ -116,14 +119,15 @@ describe('a failed start leaves nothing behind (state dir)', () => {
         }
       }
       // Every keeper of a failed start ends (a bounded wait for an event: the keepers' exits).
-      const settled = () => keepersOf(server!.pid).length === keepers && keeperPids(stateDir).sort().join() === listening.join();
+      const listeningNow = () => (withStateDir ? keeperPids(stateDir).sort() : []);
+      const settled = () => keepersOf(server!.pid).length === keepers && listeningNow().join() === listening.join();
       const keepersGone = await eventually(settled, 10_000);
-      expect({ keepersGone, keepers: keepersOf(server.pid).map((p) => p.argv.trim()), listening: keeperPids(stateDir) }).toEqual({
+      expect({ keepersGone, keepers: keepersOf(server.pid).map((p) => p.argv.trim()), listening: listeningNow() }).toEqual({
         keepersGone: true,
         keepers: expect.toSatisfy((k: string[]) => k.length === keepers),
         listening,
       });
-      expect(keeperSocketFiles(stateDir)).toHaveLength(1);
+      if (withStateDir) expect(keeperSocketFiles(stateDir)).toHaveLength(1);
       // Every descriptor a start took is back: no tolerance needed, the same client and the same
       // idle keeper are there as at the baseline (a leak was two per failed start).
       await eventually(() => descriptorsOf(server!.pid) <= baseline, 10_000);
@@ -138,13 +142,13 @@ describe('a failed start leaves nothing behind (state dir)', () => {
       await client.drop();
       client = undefined;
       server.child.kill('SIGTERM');
-      const kept = keeperPids(stateDir); // the two processes that ran, kept for a successor
-      expect(kept).toHaveLength(2);
+      const kept = listeningNow(); // the two processes that ran, kept for a successor
+      expect(kept).toHaveLength(withStateDir ? 2 : 0);
       const exit = await server.exited;
       expect(server.stderr()).toMatch(/SIGTERM: shutting down/);
       expect(server.stderr()).not.toMatch(/shutdown did not finish/);
       expect(exit).toEqual({ code: 0, signal: null });
-      expect(keeperPids(stateDir).filter((pid) => !kept.includes(pid))).toEqual([]);
+      expect(listeningNow().filter((pid) => !kept.includes(pid))).toEqual([]);
     });
   }
 });
