@@ -107,6 +107,7 @@ describe('a failed start leaves nothing behind', () => {
       expect(ran.error).toBeUndefined();
       await client.waitClosed('ran');
       // Kept mode: the closed process keeps its keeper (for a successor) until it is removed.
+      // (Without a state dir its keeper may still be ending: the count only gets lower.)
       const keepers = keepersOf(server.pid).length; // and the zygote, and its idle keeper
       const listening = withStateDir ? keeperPids(stateDir).sort() : [];
       expect(listening).toHaveLength(withStateDir ? 1 : 0);
@@ -120,18 +121,20 @@ describe('a failed start leaves nothing behind', () => {
       }
       // Every keeper of a failed start ends (a bounded wait for an event: the keepers' exits).
       const listeningNow = () => (withStateDir ? keeperPids(stateDir).sort() : []);
-      const settled = () => keepersOf(server!.pid).length === keepers && listeningNow().join() === listening.join();
+      const settled = () => keepersOf(server!.pid).length <= keepers && listeningNow().join() === listening.join();
       const keepersGone = await eventually(settled, 10_000);
       expect({ keepersGone, keepers: keepersOf(server.pid).map((p) => p.argv.trim()), listening: listeningNow() }).toEqual({
         keepersGone: true,
-        keepers: expect.toSatisfy((k: string[]) => k.length === keepers),
+        keepers: expect.toSatisfy((k: string[]) => k.length <= keepers),
         listening,
       });
       if (withStateDir) expect(keeperSocketFiles(stateDir)).toHaveLength(1);
-      // Every descriptor a start took is back: no tolerance needed, the same client and the same
-      // idle keeper are there as at the baseline (a leak was two per failed start).
+      // Every descriptor a start took is back: the same client and the same idle keeper are there
+      // as at the baseline, so no tolerance above it (a leak was one or two per failed start, 60
+      // to 120 here). Below it is fine: the baseline may still count the channels of the process
+      // that ran, closing as its keeper ends.
       await eventually(() => descriptorsOf(server!.pid) <= baseline, 10_000);
-      expect(descriptorsOf(server.pid)).toBe(baseline);
+      expect(descriptorsOf(server.pid)).toBeLessThanOrEqual(baseline);
       // The server still serves, and a failed start did not cost a later one anything.
       const after = await start('after', { argv: ['true'], cwd });
       expect(after.error).toBeUndefined();
