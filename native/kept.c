@@ -396,6 +396,22 @@ static void write_pending(void) {
   pend_len = pend_off = 0;
 }
 
+/*
+ * Takes frames and writes their data to the command until the input read so far is used up or
+ * the command's pipe is full (POLLOUT then). Input stays unparsed only while a frame waits to
+ * be written: the loop polls fd 0 only once it is all used, so stopping with input left and
+ * nothing to write would wait for an event that may never come (an eof read together with the
+ * frame before it, that frame written at once: the command would never see its end of file).
+ */
+static void pump_stdin(void) {
+  for (;;) {
+    if (pend) write_pending(); /* discarded at once if the command's stdin is gone */
+    if (pend) return;
+    parse_frames();
+    if (!pend) return;
+  }
+}
+
 /* ---- control lines (kept mode) ------------------------------------------------------- */
 
 /* mark / drop / release; returns 1 if the line was one of them. */
@@ -633,7 +649,7 @@ static int kept_loop(void) {
 
     struct pollfd fds[10];
     int n = 0;
-    int ctl_i = -1, listen_i = -1, in_i = -1, cmd_i = -1, src_i[3] = {-1, -1, -1}, dst_i[3] = {-1, -1, -1};
+    int ctl_i = -1, listen_i = -1, in_i = -1, src_i[3] = {-1, -1, -1}, dst_i[3] = {-1, -1, -1};
     fds[n++] = (struct pollfd){.fd = self_pipe[0], .events = POLLIN};
     if (ctl_open) {
       ctl_i = n;
@@ -656,7 +672,7 @@ static int kept_loop(void) {
       fds[n++] = (struct pollfd){.fd = srv_in, .events = POLLIN};
     }
     if (pend && cmd_in >= 0) {
-      cmd_i = n;
+      /* Room in the command's pipe: pump_stdin below writes on. */
       fds[n++] = (struct pollfd){.fd = cmd_in, .events = POLLOUT};
     }
     long long timeout = -1;
@@ -669,7 +685,6 @@ static int kept_loop(void) {
       if (left < 0) left = 0;
       if (timeout < 0 || left < timeout) timeout = left;
     }
-    if (pend && cmd_in < 0) timeout = 0; /* nowhere to write: discard at once */
     int ready = poll(fds, (nfds_t)n, timeout > INT_MAX ? INT_MAX : (int)timeout);
     if (ready < 0) {
       if (errno == EINTR) continue;
@@ -685,11 +700,8 @@ static int kept_loop(void) {
       if (src_i[s] >= 0 && fds[src_i[s]].revents && kst[s].src >= 0) kept_read(s);
       if (kst[s].dst >= 0 && (dst_i[s] < 0 || fds[dst_i[s]].revents)) kept_forward(s);
     }
-    if (cmd_i >= 0 && fds[cmd_i].revents) write_pending();
-    if (pend && cmd_in < 0) write_pending();
     if (in_i >= 0 && fds[in_i].revents) read_frames();
-    parse_frames();
-    if (pend && cmd_in >= 0) write_pending(); /* a frame just taken: try at once */
+    pump_stdin();
     if (ctl_open && taken != took_sent) {
       send_ctl("took %llu\n", taken);
       took_sent = taken;

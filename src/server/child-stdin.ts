@@ -15,6 +15,13 @@ export class ChildStdin {
   private framed: FramedStdin | null = null;
   private open = false;
   private readonly writeIds = new WriteIds();
+  /**
+   * The writes not answered yet, by writeId. A write re-sent because its answer was lost at a
+   * cut gets the same answer, when the first one gets it: 'accepted' at once would let a
+   * client whose link is cut at every write run ahead of what the child (or its keeper) took,
+   * its input piling up in the server unbounded.
+   */
+  private readonly unanswered = new Map<string, Promise<WriteStatus>>();
   private inputBytes = 0;
 
   /** `tty`: a terminal, which has no end of file to send. */
@@ -47,10 +54,22 @@ export class ChildStdin {
    * `data`; on a terminal it is ignored (closing it would hang the child up).
    */
   async write(data: Buffer, writeId: string, closeStdin: boolean, exited: boolean): Promise<WriteStatus> {
+    const first = this.unanswered.get(writeId);
+    if (first) return first; // a re-send while the first is still waiting: its answer
     if (this.writeIds.has(writeId)) return 'accepted'; // a re-send after a reconnect: already written
     if (!this.open || exited) return 'stdinClosed';
     this.writeIds.add(writeId);
     this.inputBytes += data.length;
+    const answer = this.apply(data, writeId, closeStdin);
+    this.unanswered.set(writeId, answer);
+    try {
+      return await answer;
+    } finally {
+      this.unanswered.delete(writeId);
+    }
+  }
+
+  private async apply(data: Buffer, writeId: string, closeStdin: boolean): Promise<WriteStatus> {
     const framed = this.framed;
     if (framed) {
       const taken = data.length > 0 ? framed.write(data, writeId) : Promise.resolve();

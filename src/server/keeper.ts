@@ -93,6 +93,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private closeEmitted = false;
   private keeperRunning = true;
   private starting = true;
+  private startFailed = false;
   /** 'exit' and 'close' wait until the start is known (see settleStart). */
   private reportsHeld = true;
   private settleStarted!: (err?: Error) => void;
@@ -161,6 +162,11 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     const gone = () => {
       if (--pending > 0) return;
       this.keeperRunning = false;
+      // Nothing can take input any more. (Its output sockets close at their end of file, once
+      // what the keeper forwarded is read; its stdin socket writes only, and would never see
+      // the keeper's end: it would stay open for as long as the server runs.)
+      channels.stdin.destroy();
+      channels.start?.destroy();
       this.resolveGone();
       this.emit('gone');
     };
@@ -340,14 +346,12 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private abandonStart(err: KeeperSpawnError): void {
     this.pickedUp();
     if (!this.starting) return;
-    this.settleStart(err);
+    this.settleStart(err); // which lets go of every channel
     try {
       this.spawnedKeeper?.kill('SIGKILL');
     } catch {
       /* gone */
     }
-    const { stdin, stdout, stderr, control, start } = this.channels;
-    for (const socket of [stdin, stdout, stderr, control, start]) socket?.destroy();
   }
 
   private settleStart(err?: Error): void {
@@ -355,7 +359,10 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     this.starting = false;
     this.pickedUp();
     this.settleStarted(err);
-    if (err) return; // as with ChildProcess: a command that never ran reports no exit
+    if (err) {
+      this.letGoOfFailedStart();
+      return; // as with ChildProcess: a command that never ran reports no exit
+    }
     // The channels are read in no fixed order: the exit of a quick command may be known
     // before its start. Report it once whoever awaited `started` has run (and could listen).
     setImmediate(() => {
@@ -367,10 +374,29 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     });
   }
 
+  /**
+   * A start that failed, whichever way (the command could not be run, the keeper ended or did
+   * not answer in time): nothing of it may run on, and nothing of it may be held. The keeper
+   * is told to kill what it may have started — a kept keeper takes that as its release, so it
+   * ends as without keep instead of waiting for an adopter — and then sees its control socket
+   * end; every other channel is closed now (nobody will read or write them).
+   */
+  private letGoOfFailedStart(): void {
+    this.startFailed = true;
+    this.kept?.release();
+    this.send(KILL_MESSAGE);
+    // Closed once that is written, not once the keeper answers: one that never will (stopped,
+    // wedged) must not hold the descriptor.
+    if (!this.control.destroyed) this.control.end(() => this.control.destroy());
+    const { stdin, stdout, stderr, start } = this.channels;
+    for (const socket of [stdin, stdout, stderr, start]) socket?.destroy();
+  }
+
   /** The keeper stopped talking: it exited (or was killed) — the command cannot report anything more. */
   private onControlClosed(): void {
-    // (How the start went is the start channel's to say: it reaches end of file too.)
-    if (this.exited || this.pid === 0 || this.kept?.handedOver) return;
+    // (How the start went is the start channel's to say: it reaches end of file too. A command
+    // whose start failed is no process to kill: its pid may already be another's.)
+    if (this.exited || this.pid === 0 || this.startFailed || this.kept?.handedOver) return;
     // Killed without reporting (someone SIGKILLed the keeper): nothing watches the command
     // any more. Kill what is left of its group and report it as killed.
     try {

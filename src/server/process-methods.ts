@@ -123,7 +123,9 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
       // Its room on the server is taken until its keeper is gone (descendants included).
       void proc.whenGone.then(admitted.ticket);
       if (session.isExpired) {
+        // Nothing will ever read it, or release its keeper: both now, as an expiry does.
         proc.killTree();
+        proc.release();
         throw invalidRequest(Messages.unknownSession(session.id));
       }
       session.processes.set(p.processId, proc);

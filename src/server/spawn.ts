@@ -119,9 +119,7 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
   try {
     await child.started;
   } catch (err) {
-    // Nothing will read them: let them drain to end of file and close, as before the pause.
-    child.stdout.resume();
-    child.stderr?.resume();
+    // The keeper was told to end and every channel is closed (keeper.ts): nothing is left.
     throw spawnError(err, spec);
   }
   wrapped.begin();
