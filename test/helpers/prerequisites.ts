@@ -43,6 +43,8 @@ export const PREREQUISITES = {
     },
   },
   openssl: { package: 'openssl', usedBy: 'tls (a test CA and certificates)', present: runs('openssl', 'version') },
+  nginx: { package: 'nginx', usedBy: 'fleet-nginx (the front door of docs/fleet.md)', present: runs('nginx', '-v') },
+  haproxy: { package: 'haproxy', usedBy: 'fleet-haproxy (the front door of docs/fleet.md)', present: runs('haproxy', '-v') },
   pgrep: { package: 'procps', usedBy: 'server-stop-stuck (finding the children left running)', present: runs('pgrep', '-V') },
 } satisfies Record<string, Prerequisite>;
 

@@ -1,0 +1,229 @@
+/**
+ * A fleet behind one front door (docs/fleet.md): nginx from the Debian package, with the
+ * shipped deploy/nginx/tether.conf (the file docs/fleet.md shows), terminating TLS in front
+ * of three `tether serve` with state dirs, routed by path (/h/box1/ …). Through it:
+ * `tether exec` reaches each host byte-exact; two `nginx -s reload` (which cut every
+ * WebSocket the old workers hold) during a 64 MiB stream and during 60 MCP calls through
+ * `tether mcp` lose nothing and repeat nothing; a host killed -9 and its successor during a
+ * stream: the stream completes exactly, with its exit code.
+ *
+ * Every cut is made to land mid-stream by events, not timing: the test stops reading the
+ * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
+ * worker exited (the link is cut), reads on, and waits for the host to log the resume.
+ */
+import { createHash, randomUUID } from 'node:crypto';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { spawnTether } from './helpers/cli.js';
+import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFrontDir, startNginx, substitute, type FrontDoor } from './helpers/front-door.js';
+import { KEYSTREAM, keystreamDigest } from './helpers/keystream.js';
+import { node, repoRoot } from './helpers/mcp-peers.js';
+import { requireProgram } from './helpers/prerequisites.js';
+import { startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { eventually, freePort, serverUsers } from './helpers/server-process.js';
+
+const TEST_TIMEOUT_MS = 180_000;
+const MiB = 1024 * 1024;
+const SLOW_MCP = join(repoRoot, 'test/fixtures/slow-mcp-server.mjs');
+/** The hosts run as nobody when the suite runs as root (as a fleet's would), else as ourselves. */
+const USER = serverUsers().at(-1)!;
+
+let dir: string;
+let ca: string;
+let front: FrontDoor | undefined;
+const hosts: RestartableServer[] = [];
+let base: string;
+
+beforeAll(async () => {
+  requireProgram('nginx');
+  requireProgram('openssl');
+  dir = frontDir('tether-fleet-nginx-');
+  const pem = makeFrontCertificates(dir);
+  ca = pem.ca;
+  // Each host on loopback here accepts the Host nginx sends it (the upstream's name); a host
+  // listening on its network address with a token checks no Host at all.
+  for (const name of ['box1', 'box2', 'box3']) hosts.push(await startRestartableServer(USER, ['--allow-host', name]));
+  const port = await freePort();
+  const site = substitute(deployFile('nginx/tether.conf'), [
+    ['listen 443 ssl;', `listen 127.0.0.1:${port} ssl;`],
+    ['/etc/ssl/tether/front.pem', pem.cert],
+    ['/etc/ssl/tether/front.key', pem.key],
+    ...hosts.map((h, i): [string, string] => [`server 10.0.0.1${i + 1}:8765;`, `server 127.0.0.1:${h.port};`]),
+  ]);
+  front = await startNginx(dir, port, site);
+  base = `wss://127.0.0.1:${port}`;
+}, 90_000);
+
+afterAll(async () => {
+  await front?.stop();
+  for (const h of hosts.splice(0)) await h.dispose();
+  if (dir) removeFrontDir(dir);
+});
+
+const count = (text: string, pattern: RegExp) => (text.match(new RegExp(pattern.source, 'g')) ?? []).length;
+/** Sessions a host created, and resumes it served, so far (across its successors). */
+const created = (h: RestartableServer) => h.servers.reduce((n, s) => n + count(s.stderr(), / created for /), 0);
+const resumes = (h: RestartableServer) => h.servers.reduce((n, s) => n + count(s.stderr(), / resumed by /), 0);
+/** Old workers nginx saw exit (after a reload: the links they held are cut). */
+const exitedWorkers = () => count(front!.log(), /worker process \d+ exited/);
+
+async function waitFor(what: string, cond: () => boolean, context: () => string = () => ''): Promise<void> {
+  if (!(await eventually(cond, 60_000, 25))) throw new Error(`timed out waiting for ${what}; ${context()}`);
+}
+
+/**
+ * `tether exec` of the keystream fixture (`bytes` bytes, then exit `exit`) through `path`.
+ * `at(received)` is awaited with the stream paused whenever the bytes received cross one of
+ * `marks`: the client cannot finish while the test acts.
+ */
+async function stream(path: string, bytes: number, exit: number, marks: number[], at: (mark: number) => Promise<void>) {
+  const seed = randomUUID();
+  const child = spawnTether(['exec', '--url', `${base}${path}`, '--ca', ca, '--recovery-deadline', '120s', node, KEYSTREAM, String(bytes), seed, String(exit)], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const hash = createHash('sha256');
+  let received = 0;
+  const pending = [...marks];
+  const acting: Promise<void>[] = [];
+  child.stdout!.on('data', (d: Buffer) => {
+    hash.update(d);
+    received += d.length;
+    if (pending.length > 0 && received >= pending[0]!) {
+      const mark = pending.shift()!;
+      child.stdout!.pause();
+      acting.push(at(mark).then(() => void child.stdout!.resume()));
+    }
+  });
+  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+  const code = await closed;
+  await Promise.all(acting);
+  return { code, received, digest: hash.digest('hex'), expected: keystreamDigest(bytes, seed), stderr, marksLeft: pending };
+}
+
+describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
+  it('docs/fleet.md shows deploy/nginx/tether.conf whole, as the file this test runs', () => {
+    expect(fleetDocShows(deployFile('nginx/tether.conf'))).toBe(true);
+  });
+
+  it(
+    'tether exec streams through each host path, byte-exact, to that host only',
+    async () => {
+      for (const [i, h] of hosts.entries()) {
+        const before = hosts.map(created);
+        const result = await stream(`/h/box${i + 1}/`, 4 * MiB, 10 + i, [], async () => {});
+        expect(result.code, result.stderr).toBe(10 + i);
+        expect(result.received).toBe(4 * MiB);
+        expect(result.digest).toBe(result.expected);
+        expect(hosts.map(created), `box${i + 1} only`).toEqual(before.map((n, j) => (j === i ? n + 1 : n)));
+        expect(h.current.stderr()).not.toMatch(/refused upgrade/);
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'nginx -s reload twice during a 64 MiB stream: both cut the link, the stream resumes, byte-exact, exit code kept',
+    async () => {
+      const box2 = hosts[1]!;
+      const resumesBefore = resumes(box2);
+      let reloads = 0;
+      const result = await stream('/h/box2/', 64 * MiB, 7, [16 * MiB, 40 * MiB], async () => {
+        // The previous reload's resume is done (the bytes since then came through it).
+        await waitFor('the previous resume', () => resumes(box2) >= resumesBefore + reloads, () => box2.current.stderr().slice(-2000));
+        const workers = exitedWorkers();
+        await front!.reload();
+        reloads++;
+        // The old worker is gone, so is the link it held; reading on, the client resumes.
+        await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+      });
+      expect(result.code, result.stderr).toBe(7);
+      expect(result.marksLeft).toEqual([]);
+      expect(result.received).toBe(64 * MiB);
+      expect(result.digest).toBe(result.expected);
+      expect(resumes(box2) - resumesBefore, `each reload cut the link and the client resumed; ${box2.current.stderr().slice(-2000)}`).toBe(2);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'nginx -s reload twice during 60 MCP calls through tether mcp: every call answered once, run once',
+    async () => {
+      const box3 = hosts[2]!;
+      const resumesBefore = resumes(box3);
+      const bridge = spawnTether(['mcp', '--url', `${base}/h/box3/`, '--ca', ca, '--recovery-deadline', '120s', '--', node, SLOW_MCP], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const out = watchOutput(bridge);
+      try {
+        const send = (m: object) => bridge.stdin!.write(`${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`);
+        const answered = (id: number) => out.waitStdout(new RegExp(`"id":${id}[,}]`), 60_000);
+        const tag = randomUUID().slice(0, 8);
+        send({ id: 1, method: 'initialize', params: { protocolVersion: '2025-06-18', capabilities: {}, clientInfo: { name: 'host', version: '0' } } });
+        await answered(1);
+        send({ method: 'notifications/initialized' });
+        const call = (i: number, ms: number) => send({ id: 100 + i, method: 'tools/call', params: { name: 'slow', arguments: { ms, tag: `${tag}-${i}` } } });
+        for (let i = 1; i <= 60; i++) {
+          if (i === 20 || i === 40) {
+            // A call in flight when the link is cut, and the next one written while it is down.
+            const had = resumes(box3);
+            const workers = exitedWorkers();
+            call(i, 1500);
+            await out.waitStderr(`slow-start ${tag}-${i} `, 60_000);
+            await front!.reload();
+            await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+            call(i + 1, 10);
+            await waitFor('the resume through the new worker', () => resumes(box3) > had, () => box3.current.stderr().slice(-2000) + out.stderr());
+            await answered(100 + i);
+            await answered(100 + i + 1);
+            i++;
+            continue;
+          }
+          call(i, 10);
+          await answered(100 + i);
+        }
+        send({ id: 2, method: 'tools/call', params: { name: 'calls', arguments: {} } });
+        await answered(2);
+        const replies = out
+          .stdout()
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as { id?: number; result?: { content: { text: string }[] } })
+          .filter((m) => m.id !== undefined);
+        const ids = replies.map((r) => r.id!).sort((a, b) => a - b);
+        expect(ids, 'every request answered exactly once').toEqual([1, 2, ...Array.from({ length: 60 }, (_, i) => 101 + i)]);
+        const texts = replies.filter((r) => r.id! > 100).map((r) => r.result!.content[0]!.text);
+        const runs = texts.map((t) => /^slow \S+ done: call (\d+) of pid (\d+)$/.exec(t)!);
+        expect(runs.every(Boolean), texts.join('\n')).toBe(true);
+        expect(new Set(runs.map((m) => m[2])).size, 'one MCP server process throughout').toBe(1);
+        expect(runs.map((m) => Number(m[1])).sort((a, b) => a - b), 'each call ran once').toEqual(Array.from({ length: 60 }, (_, i) => i + 1));
+        const total = replies.find((r) => r.id === 2)!.result!.content[0]!.text;
+        expect(total).toBe(`slow calls 60 pid ${runs[0]![2]}`);
+        expect(resumes(box3) - resumesBefore, 'each reload cut the link').toBe(2);
+        bridge.stdin!.end();
+        const { code } = await out.closedWithin(30_000);
+        expect(code, out.stderr()).toBe(0);
+      } finally {
+        if (bridge.exitCode === null) bridge.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'a host killed -9 and its successor started during a stream through nginx: the stream completes exactly, with its exit code',
+    async () => {
+      const box1 = hosts[0]!;
+      const result = await stream('/h/box1/', 24 * MiB, 5, [4 * MiB], async () => {
+        await box1.stop('SIGKILL');
+        await box1.successor();
+      });
+      expect(result.code, result.stderr).toBe(5);
+      expect(result.marksLeft).toEqual([]);
+      expect(result.received).toBe(24 * MiB);
+      expect(result.digest).toBe(result.expected);
+      expect(box1.servers.length).toBe(2);
+      expect(box1.current.stderr(), 'the successor adopted the session').toMatch(/ resumed by /);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
