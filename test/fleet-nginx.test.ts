@@ -5,15 +5,19 @@
  * `tether exec` reaches each host byte-exact; two `nginx -s reload` (which cut every
  * WebSocket the old workers hold) during a 64 MiB stream and during 60 MCP calls through
  * `tether mcp` lose nothing and repeat nothing; a host killed -9 and its successor during a
- * stream: the stream completes exactly, with its exit code.
+ * stream: the stream completes exactly, with its exit code; `tether ps --fleet` over the
+ * front door lists every host's sessions.
  *
  * Every cut is made to land mid-stream by events, not timing: the test stops reading the
  * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
  * worker exited (the link is cut), reads on, and waits for the host to log the resume.
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { once } from 'node:events';
+import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecClient } from '../src/client/index.js';
 import { spawnTether } from './helpers/cli.js';
 import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFrontDir, startNginx, substitute, type FrontDoor } from './helpers/front-door.js';
 import { KEYSTREAM, keystreamDigest } from './helpers/keystream.js';
@@ -204,6 +208,31 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         expect(code, out.stderr()).toBe(0);
       } finally {
         if (bridge.exitCode === null) bridge.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'tether ps --fleet over the front door lists every host\'s sessions, with a HOST column',
+    async () => {
+      const fleet = join(dir, 'fleet');
+      writeFileSync(fleet, hosts.map((_, i) => `box${i + 1} ${base}/h/box${i + 1}/\n`).join(''));
+      const clients = await Promise.all(hosts.map((_, i) => ExecClient.connect(`${base}/h/box${i + 1}/`, { ca: readFileSync(ca, 'utf8'), clientName: `agent-${i + 1}` })));
+      try {
+        await Promise.all(clients.map((c, i) => once(c.spawn(['sleep', String(51 + i)]), 'spawn')));
+        const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
+          const child = spawnTether(['ps', '--fleet', fleet, '--ca', ca], { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
+          const o = watchOutput(child);
+          void o.closed.then(({ code }) => resolve({ code, stdout: o.stdout(), stderr: o.stderr() }));
+        });
+        expect(code, stderr).toBe(0);
+        expect(stdout.split('\n')[0]).toMatch(/^HOST\s+SESSION\s+CLIENT/);
+        for (const [i, c] of clients.entries()) {
+          expect(stdout).toMatch(new RegExp(`^box${i + 1}\\s+${c.sessionId.slice(0, 8)}\\s+agent-${i + 1}\\s+attached\\s.*sleep ${51 + i}$`, 'm'));
+        }
+      } finally {
+        await Promise.all(clients.map((c) => c.close()));
       }
     },
     TEST_TIMEOUT_MS,
