@@ -12,7 +12,7 @@
  * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
  * worker exited (the link is cut), reads on, and waits for the host to log the resume.
  */
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,7 +20,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient } from '../src/client/index.js';
 import { spawnTether } from './helpers/cli.js';
 import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFrontDir, startNginx, substitute, type FrontDoor } from './helpers/front-door.js';
-import { KEYSTREAM, keystreamDigest } from './helpers/keystream.js';
+import { streamThrough } from './helpers/fleet-stream.js';
 import { node, repoRoot } from './helpers/mcp-peers.js';
 import { requireProgram } from './helpers/prerequisites.js';
 import { startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
@@ -75,36 +75,8 @@ async function waitFor(what: string, cond: () => boolean, context: () => string 
   if (!(await eventually(cond, 60_000, 25))) throw new Error(`timed out waiting for ${what}; ${context()}`);
 }
 
-/**
- * `tether exec` of the keystream fixture (`bytes` bytes, then exit `exit`) through `path`.
- * `at(received)` is awaited with the stream paused whenever the bytes received cross one of
- * `marks`: the client cannot finish while the test acts.
- */
-async function stream(path: string, bytes: number, exit: number, marks: number[], at: (mark: number) => Promise<void>) {
-  const seed = randomUUID();
-  const child = spawnTether(['exec', '--url', `${base}${path}`, '--ca', ca, '--recovery-deadline', '120s', node, KEYSTREAM, String(bytes), seed, String(exit)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  let stderr = '';
-  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const hash = createHash('sha256');
-  let received = 0;
-  const pending = [...marks];
-  const acting: Promise<void>[] = [];
-  child.stdout!.on('data', (d: Buffer) => {
-    hash.update(d);
-    received += d.length;
-    if (pending.length > 0 && received >= pending[0]!) {
-      const mark = pending.shift()!;
-      child.stdout!.pause();
-      acting.push(at(mark).then(() => void child.stdout!.resume()));
-    }
-  });
-  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  const code = await closed;
-  await Promise.all(acting);
-  return { code, received, digest: hash.digest('hex'), expected: keystreamDigest(bytes, seed), stderr, marksLeft: pending };
-}
+const stream = (path: string, bytes: number, exit: number, marks: number[], at: (mark: number) => Promise<void>) =>
+  streamThrough(`${base}${path}`, ca, bytes, exit, marks, at);
 
 describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
   it('docs/fleet.md shows deploy/nginx/tether.conf whole, as the file this test runs', () => {
