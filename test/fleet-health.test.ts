@@ -5,6 +5,7 @@
  * not ready (an embedding application's setReady(false)), 200 otherwise.
  */
 import { afterEach, describe, expect, it } from 'vitest';
+import { ExecClient } from '../src/client/index.js';
 import { startServer, type TetherServer } from '../src/server/index.js';
 
 let server: TetherServer | undefined;
@@ -27,6 +28,20 @@ describe('/livez and /readyz for a proxy', () => {
     }
     expect((await fetch(`${base}/metrics`)).status, 'the token still guards the rest').toBe(401);
     expect((await fetch(`${base}/livez`, { method: 'POST' })).status).toBe(404);
+  });
+
+  it('answers the WebSocket upgrade on any path (a front door that does not strip its prefix works too)', async () => {
+    server = await startServer({ port: 0 });
+    const client = await ExecClient.connect(`${server.url}/h/box1/`);
+    try {
+      const proc = client.spawn(['sh', '-c', 'echo through a path']);
+      let out = '';
+      proc.stdout.on('data', (d: Buffer) => (out += d.toString()));
+      expect(await proc.exited).toBe(0);
+      expect(out).toBe('through a path\n');
+    } finally {
+      await client.close();
+    }
   });
 
   it('/livez stays 200 while /readyz says 503 and why (not ready: adopting, or an application loading)', async () => {

@@ -6,7 +6,8 @@
  * WebSocket the old workers hold) during a 64 MiB stream and during 60 MCP calls through
  * `tether mcp` lose nothing and repeat nothing; a host killed -9 and its successor during a
  * stream: the stream completes exactly, with its exit code; `tether ps --fleet` over the
- * front door lists every host's sessions.
+ * front door lists every host's sessions; `tether gateway` with exec entries on two hosts
+ * behind it lists and calls the tools of both.
  *
  * Every cut is made to land mid-stream by events, not timing: the test stops reading the
  * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
@@ -15,8 +16,11 @@
 import { randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
+import { get as httpsGet } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client } from '@modelcontextprotocol/sdk/client/index.js';
+import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ExecClient } from '../src/client/index.js';
 import { spawnTether } from './helpers/cli.js';
 import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFrontDir, startNginx, substitute, type FrontDoor } from './helpers/front-door.js';
@@ -24,6 +28,7 @@ import { streamThrough } from './helpers/fleet-stream.js';
 import { node, repoRoot } from './helpers/mcp-peers.js';
 import { requireProgram } from './helpers/prerequisites.js';
 import { startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { TETHER_BIN } from './helpers/serve-process.js';
 import { eventually, freePort, serverUsers } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 180_000;
@@ -75,6 +80,17 @@ async function waitFor(what: string, cond: () => boolean, context: () => string 
   if (!(await eventually(cond, 60_000, 25))) throw new Error(`timed out waiting for ${what}; ${context()}`);
 }
 
+/** The HTTP status nginx answers for `path` (over TLS, trusting the test CA). */
+function statusOf(path: string): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const req = httpsGet(`${base.replace(/^wss/, 'https')}${path}`, { ca: readFileSync(ca) }, (res) => {
+      res.resume();
+      resolve(res.statusCode!);
+    });
+    req.on('error', reject);
+  });
+}
+
 const stream = (path: string, bytes: number, exit: number, marks: number[], at: (mark: number) => Promise<void>) =>
   streamThrough(`${base}${path}`, ca, bytes, exit, marks, at);
 
@@ -94,7 +110,10 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         expect(result.digest).toBe(result.expected);
         expect(hosts.map(created), `box${i + 1} only`).toEqual(before.map((n, j) => (j === i ? n + 1 : n)));
         expect(h.current.stderr()).not.toMatch(/refused upgrade/);
+        // The host's health, through its path with the prefix stripped, without a token.
+        for (const probe of ['livez', 'readyz']) expect(await statusOf(`/h/box${i + 1}/${probe}`), probe).toBe(200);
       }
+      expect(await statusOf('/h/nobox/readyz'), 'no route, no host').toBe(404);
     },
     TEST_TIMEOUT_MS,
   );
@@ -205,6 +224,40 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         }
       } finally {
         await Promise.all(clients.map((c) => c.close()));
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'tether gateway with exec entries on two hosts behind the front door: one MCP endpoint lists and calls the tools of both',
+    async () => {
+      const config = join(dir, 'gateway.json');
+      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/` } });
+      writeFileSync(config, JSON.stringify({ mcpServers: { box1: entry('box1'), box2: entry('box2') } }));
+      const before = hosts.map(created);
+      // The gateway's exec entries take no CA file: Node's own NODE_EXTRA_CA_CERTS trusts the front door's CA.
+      const transport = new StdioClientTransport({ command: node, args: [TETHER_BIN, 'gateway', config, '--stdio'], env: { ...(process.env as Record<string, string>), NODE_EXTRA_CA_CERTS: ca, TETHER_TOKEN: '' }, stderr: 'pipe' });
+      let gatewayStderr = '';
+      transport.stderr?.on('data', (d: Buffer) => (gatewayStderr += d.toString()));
+      const client = new Client({ name: 'fleet-test', version: '0' });
+      try {
+        await client.connect(transport);
+        const names = (await client.listTools()).tools.map((t) => t.name);
+        expect(names, gatewayStderr).toEqual(expect.arrayContaining(['box1__slow', 'box1__calls', 'box2__slow', 'box2__calls']));
+        const text = async (name: string, args: Record<string, unknown>) => {
+          const result = (await client.callTool({ name, arguments: args })) as { content: { text: string }[] };
+          return result.content[0]!.text;
+        };
+        const one = await text('box1__slow', { ms: 10, tag: 'one' });
+        const two = await text('box2__slow', { ms: 10, tag: 'two' });
+        expect(one).toMatch(/^slow one done: call 1 of pid \d+$/);
+        expect(two).toMatch(/^slow two done: call 1 of pid \d+$/);
+        expect(await text('box1__calls', {})).toBe(`slow calls 1 pid ${/pid (\d+)$/.exec(one)![1]}`);
+        // Each entry's server runs on its own host, through its own path.
+        expect(hosts.map(created).map((n, i) => n - before[i]!)).toEqual([1, 1, 0]);
+      } finally {
+        await client.close();
       }
     },
     TEST_TIMEOUT_MS,
