@@ -13,7 +13,7 @@
  * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
  * worker exited (the link is cut), reads on, and waits for the host to log the resume.
  */
-import { randomUUID } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
 import { readFileSync, writeFileSync } from 'node:fs';
 import { get as httpsGet } from 'node:https';
@@ -114,6 +114,31 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         for (const probe of ['livez', 'readyz']) expect(await statusOf(`/h/box${i + 1}/${probe}`), probe).toBe(200);
       }
       expect(await statusOf('/h/nobox/readyz'), 'no route, no host').toBe(404);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'tether cp through a host path, both ways',
+    async () => {
+      const box3 = hosts[2]!;
+      const local = join(dir, 'payload');
+      writeFileSync(local, randomBytes(3 * MiB));
+      const remote = join(box3.current.home, `payload-${randomUUID()}`);
+      const cp = (...args: string[]) =>
+        new Promise<{ code: number | null; stdout: Buffer; stderr: string }>((resolve) => {
+          const child = spawnTether(['cp', '--url', `${base}/h/box3/`, '--ca', ca, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+          const chunks: Buffer[] = [];
+          let stderr = '';
+          child.stdout!.on('data', (d: Buffer) => chunks.push(d));
+          child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+          child.once('close', (code) => resolve({ code, stdout: Buffer.concat(chunks), stderr }));
+        });
+      const up = await cp(local, `:${remote}`);
+      expect(up.code, up.stderr).toBe(0);
+      const down = await cp(`:${remote}`, '-');
+      expect(down.code, down.stderr).toBe(0);
+      expect(down.stdout.equals(readFileSync(local)), 'the copy back is the file sent').toBe(true);
     },
     TEST_TIMEOUT_MS,
   );
