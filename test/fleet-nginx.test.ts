@@ -5,9 +5,9 @@
  * `tether exec` reaches each host byte-exact; two `nginx -s reload` (which cut every
  * WebSocket the old workers hold) during a 64 MiB stream and during 60 MCP calls through
  * `tether mcp` lose nothing and repeat nothing; a host killed -9 and its successor during a
- * stream: the stream completes exactly, with its exit code; `tether ps --fleet` over the
- * front door lists every host's sessions; `tether gateway` with exec entries on two hosts
- * behind it lists and calls the tools of both.
+ * stream, or its `tether serve --replace`: the stream completes exactly, with its exit code;
+ * `tether ps --fleet` over the front door lists every host's sessions; `tether gateway` with
+ * exec entries on two hosts behind it lists and calls the tools of both.
  *
  * Every cut is made to land mid-stream by events, not timing: the test stops reading the
  * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
@@ -27,9 +27,9 @@ import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFront
 import { streamThrough } from './helpers/fleet-stream.js';
 import { node, repoRoot } from './helpers/mcp-peers.js';
 import { requireProgram } from './helpers/prerequisites.js';
-import { startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { ADOPT_WITHIN, startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
 import { TETHER_BIN } from './helpers/serve-process.js';
-import { eventually, freePort, serverUsers } from './helpers/server-process.js';
+import { eventually, freePort, serverUsers, startServerProcess } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 180_000;
 const MiB = 1024 * 1024;
@@ -284,6 +284,26 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
       } finally {
         await client.close();
       }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'tether serve --replace on a host during a stream through nginx: the old server exits 0, the stream completes exactly, with its exit code',
+    async () => {
+      const box3 = hosts[2]!;
+      const old = box3.current;
+      const result = await stream('/h/box3/', 24 * MiB, 6, [4 * MiB], async () => {
+        const next = await startServerProcess({ user: USER, port: box3.port, stateDir: box3.stateDir, args: ['--adopt-within', ADOPT_WITHIN, '--allow-host', 'box3', '--replace'] });
+        box3.servers.push(next); // disposed with the host
+        expect(await old.exited, old.stderr().slice(-2000)).toEqual({ code: 0, signal: null });
+      });
+      expect(result.code, result.stderr).toBe(6);
+      expect(result.marksLeft).toEqual([]);
+      expect(result.received).toBe(24 * MiB);
+      expect(result.digest).toBe(result.expected);
+      expect(box3.current).not.toBe(old);
+      expect(box3.current.stderr(), 'the new server adopted the session').toMatch(/ resumed by /);
     },
     TEST_TIMEOUT_MS,
   );
