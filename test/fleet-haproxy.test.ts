@@ -64,7 +64,7 @@ describe(`a fleet behind HAProxy (docs/fleet.md; hosts run as ${USER})`, () => {
     async () => {
       for (const [i] of hosts.entries()) {
         const before = hosts.map(created);
-        const result = await streamThrough(`${base}/h/box${i + 1}/`, ca, 4 * MiB, 20 + i);
+        const result = await streamThrough(`${base}/h/box${i + 1}/`, { ca }, 4 * MiB, 20 + i);
         expect(result.code, result.stderr).toBe(20 + i);
         expect(result.received).toBe(4 * MiB);
         expect(result.digest).toBe(result.expected);
@@ -79,7 +79,7 @@ describe(`a fleet behind HAProxy (docs/fleet.md; hosts run as ${USER})`, () => {
     async () => {
       const box2 = hosts[1]!;
       const resumesBefore = resumes(box2);
-      const result = await streamThrough(`${base}/h/box2/`, ca, 64 * MiB, 9, [16 * MiB], async () => {
+      const result = await streamThrough(`${base}/h/box2/`, { ca }, 64 * MiB, 9, [16 * MiB], async () => {
         const workers = exitedWorkers();
         await front!.reload();
         if (!(await eventually(() => exitedWorkers() > workers, 60_000, 25))) throw new Error(`the old HAProxy worker never exited: ${front!.log()}`);

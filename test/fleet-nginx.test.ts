@@ -42,6 +42,10 @@ let ca: string;
 let front: FrontDoor | undefined;
 const hosts: RestartableServer[] = [];
 let base: string;
+/** box1's, box2's and box3's token files. */
+const tokenFiles: string[] = [];
+/** The --token-file argument for the host a path names (/h/box2/ → box2's). */
+const tokenFor = (path: string) => tokenFiles[Number(/\/h\/box(\d)\//.exec(path)![1]) - 1]!;
 
 beforeAll(async () => {
   requireProgram('nginx');
@@ -51,7 +55,14 @@ beforeAll(async () => {
   ca = pem.ca;
   // Each host on loopback here accepts the Host nginx sends it (the upstream's name); a host
   // listening on its network address with a token checks no Host at all.
-  for (const name of ['box1', 'box2', 'box3']) hosts.push(await startRestartableServer(USER, ['--allow-host', name]));
+  // Each host its own token (tokens are per host): the front door holds none and passes
+  // Authorization on.
+  for (const name of ['box1', 'box2', 'box3']) {
+    const file = join(dir, `${name}.token`);
+    writeFileSync(file, `${name}-${randomUUID()}\n`, { mode: 0o644 });
+    tokenFiles.push(file);
+    hosts.push(await startRestartableServer(USER, ['--allow-host', name, '--token-file', file]));
+  }
   const port = await freePort();
   const site = substitute(deployFile('nginx/tether.conf'), [
     ['listen 443 ssl;', `listen 127.0.0.1:${port} ssl;`],
@@ -92,7 +103,7 @@ function statusOf(path: string): Promise<number> {
 }
 
 const stream = (path: string, bytes: number, exit: number, marks: number[], at: (mark: number) => Promise<void>) =>
-  streamThrough(`${base}${path}`, ca, bytes, exit, marks, at);
+  streamThrough(`${base}${path}`, { ca, tokenFile: tokenFor(path) }, bytes, exit, marks, at);
 
 describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
   it('docs/fleet.md shows deploy/nginx/tether.conf whole, as the file this test runs', () => {
@@ -119,6 +130,32 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
   );
 
   it(
+    'Authorization reaches each host through the front door: no token, or another host\'s, is refused by the host (401)',
+    async () => {
+      const exec = (token: string[]) =>
+        new Promise<{ code: number | null; stderr: string }>((resolve) => {
+          const child = spawnTether(['exec', '--url', `${base}/h/box1/`, '--ca', ca, ...token, '--recovery-deadline', '2s', 'true'], {
+            stdio: ['ignore', 'ignore', 'pipe'],
+            env: { ...process.env, TETHER_TOKEN: '' },
+          });
+          let stderr = '';
+          child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+          child.once('close', (code) => resolve({ code, stderr }));
+        });
+      const refusals = () => count(hosts[0]!.current.stderr(), /refused upgrade .*: 401/);
+      const before = refusals();
+      for (const token of [[], ['--token-file', tokenFiles[1]!]]) {
+        const { code, stderr } = await exec(token);
+        expect(code, stderr).toBe(255);
+        expect(stderr).toMatch(/401/);
+      }
+      expect(refusals() - before, 'refused by box1 itself, not by the proxy').toBe(2);
+      expect((await exec(['--token-file', tokenFiles[0]!])).code).toBe(0);
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
     'tether cp through a host path, both ways',
     async () => {
       const box3 = hosts[2]!;
@@ -127,7 +164,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
       const remote = join(box3.current.home, `payload-${randomUUID()}`);
       const cp = (...args: string[]) =>
         new Promise<{ code: number | null; stdout: Buffer; stderr: string }>((resolve) => {
-          const child = spawnTether(['cp', '--url', `${base}/h/box3/`, '--ca', ca, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
+          const child = spawnTether(['cp', '--url', `${base}/h/box3/`, '--ca', ca, '--token-file', tokenFiles[2]!, ...args], { stdio: ['ignore', 'pipe', 'pipe'] });
           const chunks: Buffer[] = [];
           let stderr = '';
           child.stdout!.on('data', (d: Buffer) => chunks.push(d));
@@ -172,7 +209,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
     async () => {
       const box3 = hosts[2]!;
       const resumesBefore = resumes(box3);
-      const bridge = spawnTether(['mcp', '--url', `${base}/h/box3/`, '--ca', ca, '--recovery-deadline', '120s', '--', node, SLOW_MCP], { stdio: ['pipe', 'pipe', 'pipe'] });
+      const bridge = spawnTether(['mcp', '--url', `${base}/h/box3/`, '--ca', ca, '--token-file', tokenFiles[2]!, '--recovery-deadline', '120s', '--', node, SLOW_MCP], { stdio: ['pipe', 'pipe', 'pipe'] });
       const out = watchOutput(bridge);
       try {
         const send = (m: object) => bridge.stdin!.write(`${JSON.stringify({ jsonrpc: '2.0', ...m })}\n`);
@@ -233,8 +270,11 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
     'tether ps --fleet over the front door lists every host\'s sessions, with a HOST column',
     async () => {
       const fleet = join(dir, 'fleet');
-      writeFileSync(fleet, hosts.map((_, i) => `box${i + 1} ${base}/h/box${i + 1}/\n`).join(''));
-      const clients = await Promise.all(hosts.map((_, i) => ExecClient.connect(`${base}/h/box${i + 1}/`, { ca: readFileSync(ca, 'utf8'), clientName: `agent-${i + 1}` })));
+      // Each host with its own token file, named relative to the fleet file.
+      writeFileSync(fleet, hosts.map((_, i) => `box${i + 1} ${base}/h/box${i + 1}/ box${i + 1}.token\n`).join(''));
+      const clients = await Promise.all(
+        hosts.map((_, i) => ExecClient.connect(`${base}/h/box${i + 1}/`, { ca: readFileSync(ca, 'utf8'), token: readFileSync(tokenFiles[i]!, 'utf8').trim(), clientName: `agent-${i + 1}` })),
+      );
       try {
         await Promise.all(clients.map((c, i) => once(c.spawn(['sleep', String(51 + i)]), 'spawn')));
         const { code, stdout, stderr } = await new Promise<{ code: number | null; stdout: string; stderr: string }>((resolve) => {
@@ -258,7 +298,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
     'tether gateway with exec entries on two hosts behind the front door: one MCP endpoint lists and calls the tools of both',
     async () => {
       const config = join(dir, 'gateway.json');
-      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/` } });
+      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/`, tokenFile: tokenFor(`/h/${box}/`) } });
       writeFileSync(config, JSON.stringify({ mcpServers: { box1: entry('box1'), box2: entry('box2') } }));
       const before = hosts.map(created);
       // The gateway's exec entries take no CA file: Node's own NODE_EXTRA_CA_CERTS trusts the front door's CA.
@@ -294,7 +334,8 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
       const box3 = hosts[2]!;
       const old = box3.current;
       const result = await stream('/h/box3/', 24 * MiB, 6, [4 * MiB], async () => {
-        const next = await startServerProcess({ user: USER, port: box3.port, stateDir: box3.stateDir, args: ['--adopt-within', ADOPT_WITHIN, '--allow-host', 'box3', '--replace'] });
+        const args = ['--adopt-within', ADOPT_WITHIN, '--allow-host', 'box3', '--token-file', tokenFiles[2]!, '--replace'];
+        const next = await startServerProcess({ user: USER, port: box3.port, stateDir: box3.stateDir, args });
         box3.servers.push(next); // disposed with the host
         expect(await old.exited, old.stderr().slice(-2000)).toEqual({ code: 0, signal: null });
       });

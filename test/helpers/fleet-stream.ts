@@ -18,11 +18,18 @@ export interface StreamResult {
   marksLeft: number[];
 }
 
-export async function streamThrough(url: string, ca: string, bytes: number, exit: number, marks: number[] = [], at: (mark: number) => Promise<void> = async () => {}): Promise<StreamResult> {
+export async function streamThrough(
+  url: string,
+  access: { ca: string; tokenFile?: string },
+  bytes: number,
+  exit: number,
+  marks: number[] = [],
+  at: (mark: number) => Promise<void> = async () => {},
+): Promise<StreamResult> {
   const seed = randomUUID();
-  const child = spawnTether(['exec', '--url', url, '--ca', ca, '--recovery-deadline', '120s', process.execPath, KEYSTREAM, String(bytes), seed, String(exit)], {
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
+  const token = access.tokenFile !== undefined ? ['--token-file', access.tokenFile] : [];
+  const argv = ['exec', '--url', url, '--ca', access.ca, ...token, '--recovery-deadline', '120s', process.execPath, KEYSTREAM, String(bytes), seed, String(exit)];
+  const child = spawnTether(argv, { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
   const hash = createHash('sha256');
