@@ -82,8 +82,10 @@ export function parseLeadingOptions(
   environment: NodeJS.ProcessEnv,
   own: FlagHandler,
   unknownHint = '',
-): { connection: ConnectionOptions; operands: string[] } | 'help' {
+): { connection: ConnectionOptions; operands: string[]; urls: string[] } | 'help' {
   const out: Omit<ConnectionOptions, 'url'> & { url?: string } = {};
+  /** Every --url given, in order (the last one is `connection.url`; `tether ps` asks them all). */
+  const urls: string[] = [];
   let i = 0;
   for (; i < argv.length; i++) {
     const flag = argv[i]!;
@@ -109,6 +111,7 @@ export function parseLeadingOptions(
         return 'help';
       case '--url':
         out.url = value();
+        urls.push(out.url);
         break;
       case '--token-file':
         out.tokenFile = value();
@@ -129,8 +132,13 @@ export function parseLeadingOptions(
     }
   }
   const url = out.url ?? (environment.TETHER_URL || DEFAULT_URL);
-  if (!/^wss?:\/\/[^/]/.test(url)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${url}')`);
-  return { connection: { ...out, url }, operands: argv.slice(i) };
+  for (const u of [url, ...urls]) if (!isWebSocketUrl(u)) throw new UsageError(`--url must be a ws:// or wss:// URL (got '${u}')`);
+  return { connection: { ...out, url }, operands: argv.slice(i), urls };
+}
+
+/** A ws:// or wss:// URL with a host (a path is fine: a front door routes by it, docs/fleet.md). */
+export function isWebSocketUrl(url: string): boolean {
+  return /^wss?:\/\/[^/]/.test(url);
 }
 
 /**

@@ -1,7 +1,7 @@
 /**
  * The server's HTTP side, before any WebSocket exists: the connection cap (every accepted
  * socket counts; one too many is answered 503 at once), the Host / Origin / token gate of an
- * upgrade, and the plain HTTP routes (`/readyz`, `/metrics`, 404 for the rest).
+ * upgrade, and the plain HTTP routes (`/livez`, `/readyz`, `/metrics`, 404 for the rest).
  */
 import { STATUS_CODES, type IncomingMessage, type Server as HttpServer } from 'node:http';
 import { isIP, type Socket } from 'node:net';
@@ -80,7 +80,7 @@ export class HttpGate {
     this.notReadyReason = reason;
   }
 
-  /** Serves the plain HTTP requests: `/metrics` (from `metrics`), `/readyz`, 404 for the rest. */
+  /** Serves the plain HTTP requests: `/metrics` (from `metrics`), `/livez`, `/readyz`, 404 for the rest. */
   serveRequests(metrics: Registry): void {
     const log = this.o.log;
     this.http.on('request', (req, res) => {
@@ -100,7 +100,14 @@ export class HttpGate {
         });
         return;
       }
-      const ready = path === '/readyz' && (req.method === 'GET' || req.method === 'HEAD');
+      const probe = req.method === 'GET' || req.method === 'HEAD';
+      // Alive: the process answers HTTP, ready or not (adopting, told not ready).
+      if (path === '/livez' && probe) {
+        res.writeHead(200, { 'content-length': '0' });
+        res.end();
+        return;
+      }
+      const ready = path === '/readyz' && probe;
       if (ready && this.notReadyReason !== null) {
         const body = JSON.stringify({ ready: false, reason: this.notReadyReason });
         res.writeHead(503, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });

@@ -43,6 +43,9 @@ export const PREREQUISITES = {
     },
   },
   openssl: { package: 'openssl', usedBy: 'tls (a test CA and certificates)', present: runs('openssl', 'version') },
+  nginx: { package: 'nginx', usedBy: 'fleet-nginx (the front door of docs/fleet.md)', present: runs('nginx', '-v') },
+  haproxy: { package: 'haproxy', usedBy: 'fleet-haproxy (the front door of docs/fleet.md)', present: runs('haproxy', '-v') },
+  'systemd-analyze': { package: 'systemd', usedBy: 'fleet-systemd (verifies the unit docs/fleet.md ships)', present: runs('systemd-analyze', '--version') },
   pgrep: { package: 'procps', usedBy: 'server-stop-stuck (finding the children left running)', present: runs('pgrep', '-V') },
 } satisfies Record<string, Prerequisite>;
 
