@@ -5,7 +5,9 @@
  */
 import { execFileSync } from 'node:child_process';
 import { closeSync, constants as fsConstants, openSync, writeSync } from 'node:fs';
+import { Socket } from 'node:net';
 import path from 'node:path';
+import { blockedWriting } from './procs.js';
 
 export interface Fifo {
   path: string;
@@ -56,4 +58,27 @@ export function tryWrite(fd: number, data: string | Buffer): boolean {
  */
 export function unreadPipeFull(fifo: Fifo): boolean {
   return !tryWrite(fifo.writer, '\n');
+}
+
+/** The test's read end of `fifo`, as a stream (destroy it to stop reading for good). */
+export function readFifo(fifo: Fifo): Socket {
+  return new Socket({ fd: openSync(fifo.path, fsConstants.O_RDONLY | fsConstants.O_NONBLOCK), readable: true, writable: false });
+}
+
+/**
+ * Waits (bounded, polling: /proc and a full pipe have no event) until a child's stdout, which
+ * nobody reads any more, is really full, and then until `producer` (a process whose output
+ * the child forwards to that stdout) is asleep in write(2) on its fd 1: held back because
+ * the stdout is full, not merely caught while its server is slow.
+ */
+export async function untilHeldBack(stdout: Fifo, producer: number, timeoutMs = 20_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const until = async (cond: () => boolean, what: string) => {
+    while (!cond()) {
+      if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
+      await new Promise((r) => setTimeout(r, 10));
+    }
+  };
+  await until(() => unreadPipeFull(stdout), 'the stdout pipe is full');
+  await until(() => blockedWriting(producer, 1), 'the producer is held back');
 }
