@@ -4,8 +4,8 @@
  * The chaos proxy sits between the bridge and the tether server.
  */
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { execFileSync, spawn } from 'node:child_process';
-import { closeSync, constants as fsConstants, existsSync, mkdtempSync, openSync, readFileSync, rmSync, writeFileSync, writeSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
@@ -14,7 +14,8 @@ import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 import { ChaosProxy } from '../src/chaos/proxy.js';
 import type { Target } from './helpers/target.js';
 import { everything, memoryServer, node, repoRoot, tetherBin, text } from './helpers/mcp-peers.js';
-import { blockedWriting, running } from './helpers/procs.js';
+import { makeFifo, untilHeldBack } from './helpers/fifo.js';
+import { running } from './helpers/procs.js';
 import { EXIT_SESSION_LOST } from '../src/mcp/index.js';
 import { parseMcpArgs } from '../src/cli/mcp.js';
 
@@ -262,29 +263,13 @@ describe('tether mcp bridge', () => {
     const dir = mkdtempSync(path.join(tmpdir(), 'tether-mcp-flood-'));
     cleanups.push(() => rmSync(dir, { recursive: true, force: true }));
     const pidFile = path.join(dir, 'pid');
-    // The bridge's stdout is a FIFO nobody reads: one descriptor for the bridge, and a
-    // non-blocking one for the test to see it full (a write refused with EAGAIN). Once full it
-    // stays full, so whatever the bridge writes after that waits in its own buffer.
-    const fifo = path.join(dir, 'stdout');
-    execFileSync('mkfifo', [fifo]);
-    const bridgeOut = openSync(fifo, fsConstants.O_RDWR);
-    const probe = openSync(fifo, fsConstants.O_WRONLY | fsConstants.O_NONBLOCK);
-    cleanups.push(() => {
-      closeSync(probe);
-      closeSync(bridgeOut);
-    });
-    const full = () => {
-      try {
-        writeSync(probe, '\n');
-        return false;
-      } catch (error) {
-        if ((error as NodeJS.ErrnoException).code === 'EAGAIN') return true;
-        throw error;
-      }
-    };
+    // The bridge's stdout is a FIFO nobody reads (see fifo.ts). Once full it stays full, so
+    // whatever the bridge writes after that waits in its own buffer.
+    const stdout = makeFifo(dir, 'stdout');
+    cleanups.push(() => stdout.close());
     // A remote "server" that floods its stdout with notifications, faster than anyone reads.
     const flood = `echo $$ > '${pidFile}'; exec yes '{"jsonrpc":"2.0","method":"notifications/message","params":{}}'`;
-    const child = spawn(node, [tetherBin, 'mcp', '--url', server.url, '--', 'sh', '-c', flood], { cwd: repoRoot, stdio: ['pipe', bridgeOut, 'pipe'] });
+    const child = spawn(node, [tetherBin, 'mcp', '--url', server.url, '--', 'sh', '-c', flood], { cwd: repoRoot, stdio: ['pipe', stdout.fd, 'pipe'] });
     cleanups.push(() => {
       if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
       child.stdin!.destroy();
@@ -296,10 +281,9 @@ describe('tether mcp bridge', () => {
     );
     await expect.poll(() => existsSync(pidFile) && readFileSync(pidFile, 'utf8').trim() !== '', { timeout: 20_000 }).toBe(true);
     const pid = Number(readFileSync(pidFile, 'utf8'));
-    await expect.poll(full, { timeout: 20_000, interval: 20 }).toBe(true);
-    // Then the producer asleep in write(2): the bridge can hand nothing on, so the chain
-    // behind it (the client's acks, the server's window) holds the producer back.
-    await expect.poll(() => blockedWriting(pid, 1), { timeout: 20_000, interval: 20 }).toBe(true);
+    // The pipe full, then the producer asleep in write(2): the bridge can hand nothing on, so
+    // the chain behind it (the client's acks, the server's window) holds the producer back.
+    await untilHeldBack(stdout, pid);
     child.kill('SIGTERM');
     // Within the 10 s the docs promise (the test's timeout bounds it).
     expect(await exited).toEqual({ code: 143, signal: null });

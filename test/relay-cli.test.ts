@@ -14,16 +14,8 @@ import { ExecClient } from '../src/client/index.js';
 import { startServer, type TetherServer } from '../src/server/index.js';
 import { runTether, tetherArgs } from './helpers/cli.js';
 import { collect } from './helpers/client-util.js';
-import { blockedWriting, waitGone } from './helpers/procs.js';
-
-/** Waits (bounded) for a condition read from /proc, which has no event to listen for. */
-async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
+import { makeFifo, readFifo, untilHeldBack } from './helpers/fifo.js';
+import { waitGone } from './helpers/procs.js';
 
 let upstream: TetherServer;
 let dir: string;
@@ -150,35 +142,43 @@ describe('tether relay (CLI)', () => {
     expect(err).toMatch(/upstream session was closed/);
   });
   it('--listen stdio: stops on SIGTERM while its client does not read stdout (the pipe full): exits 0, the upstream process killed', async () => {
-    const child = spawn(process.execPath, tetherArgs(['relay', '--to', upstream.url, '--listen', 'stdio']), { stdio: ['pipe', 'pipe', 'pipe'] });
-    let err = '';
-    child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    let out = '';
-    let firstLine: (line: string) => void = () => {};
-    const pidLine = new Promise<string>((resolve) => (firstLine = resolve));
-    const lines = createInterface({ input: child.stdout! });
-    lines.on('line', (line) => {
-      const frame = JSON.parse(line) as Record<string, any>;
-      if (frame.method !== 'process/output') return;
-      out += Buffer.from(frame.params.chunk as string, 'base64').toString();
-      if (out.includes('\n')) firstLine(out.split('\n')[0]!);
-    });
-    const send = (message: object) => child.stdin!.write(`${JSON.stringify(message)}\n`);
-    send({ id: 1, method: 'initialize', params: { clientName: 'stdio-relay' } });
-    send({ method: 'initialized', params: {} });
-    send({ id: 2, method: 'process/start', params: { processId: 'y', argv: ['sh', '-c', 'echo $$; exec yes producer'], cwd: 'file:///', env: { PATH: '/usr/bin:/bin' }, tty: false } });
-    const pid = Number(await pidLine);
-    lines.close();
-    child.stdout!.pause(); // the client stops reading
-    // The producer asleep in write(2): held back upstream because the relay's stdout is full.
-    await until(() => blockedWriting(pid, 1), 'the producer is held back');
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0); // within the 10 s the docs promise (the test's timeout bounds it)
-    expect(err).toMatch(/stdout was not read for 2 s/);
-    expect(await waitGone([pid], 10_000)).toEqual([]); // its upstream session closed
-    child.stdin!.destroy();
-    child.stdout!.destroy();
+    // The relay's stdout is a FIFO: read by the test at first, then by nobody (see fifo.ts).
+    const stdout = makeFifo(dir, 'relay-stdout');
+    const child = spawn(process.execPath, tetherArgs(['relay', '--to', upstream.url, '--listen', 'stdio']), { stdio: ['pipe', stdout.fd, 'pipe'] });
+    const reader = readFifo(stdout);
+    try {
+      let err = '';
+      child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      let out = '';
+      let firstLine: (line: string) => void = () => {};
+      const pidLine = new Promise<string>((resolve) => (firstLine = resolve));
+      const lines = createInterface({ input: reader });
+      lines.on('line', (line) => {
+        const frame = JSON.parse(line) as Record<string, any>;
+        if (frame.method !== 'process/output') return;
+        out += Buffer.from(frame.params.chunk as string, 'base64').toString();
+        if (out.includes('\n')) firstLine(out.split('\n')[0]!);
+      });
+      const send = (message: object) => child.stdin!.write(`${JSON.stringify(message)}\n`);
+      send({ id: 1, method: 'initialize', params: { clientName: 'stdio-relay' } });
+      send({ method: 'initialized', params: {} });
+      send({ id: 2, method: 'process/start', params: { processId: 'y', argv: ['sh', '-c', 'echo $$; exec yes producer'], cwd: 'file:///', env: { PATH: '/usr/bin:/bin' }, tty: false } });
+      const pid = Number(await pidLine);
+      lines.close();
+      reader.destroy(); // the client stops reading
+      // The stdout pipe really full, then the producer asleep in write(2): held back upstream.
+      await untilHeldBack(stdout, pid);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0); // within the 10 s the docs promise (the test's timeout bounds it)
+      expect(err).toMatch(/stdout was not read for 2 s/);
+      expect(await waitGone([pid], 10_000)).toEqual([]); // its upstream session closed
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      child.stdin!.destroy();
+      reader.destroy();
+      stdout.close();
+    }
   });
   it('says at once that it cannot reach its upstream, and keeps saying it while it retries', async () => {
     // An upstream that is down: it takes each connection and drops it at once.

@@ -7,27 +7,21 @@
 import { EventEmitter } from 'node:events';
 import { createInterface } from 'node:readline';
 import { PassThrough } from 'node:stream';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import path from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import type { TetherServer } from '../src/server/index.js';
 import { serveStdio, startStdioServer } from '../src/server/stdio-listener.js';
 import { spawnTether } from './helpers/cli.js';
-import { blockedWriting, running } from './helpers/procs.js';
+import { makeFifo, readFifo, untilHeldBack } from './helpers/fifo.js';
+import { running } from './helpers/procs.js';
 import { RawClientPool, type Frame } from './helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from './helpers/tether.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
-
-/** Waits (bounded) for a condition read from /proc, which has no event to listen for. */
-async function until(cond: () => boolean, what: string, timeoutMs = 20_000): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!cond()) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting until ${what}`);
-    await new Promise((r) => setTimeout(r, 10));
-  }
-}
 
 /** A JSON-RPC peer over two streams, one message a line (what a parent process does). */
 class LinePeer extends EventEmitter {
@@ -254,24 +248,34 @@ describe('tether serve --listen stdio', () => {
   });
 
   it('stops on SIGTERM while its client does not read stdout (the pipe full): exits 0, its processes killed', async () => {
-    const child = spawnTether(['serve', '--listen', 'stdio'], { stdio: ['pipe', 'pipe', 'pipe'] });
-    let stderr = '';
-    child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-    const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
-    const peer = new LinePeer(child.stdin!, child.stdout!);
-    await peer.handshake();
-    await peer.call('process/start', { processId: 'y', argv: ['sh', '-c', 'echo $$; exec yes producer'], cwd: CWD, env: ENV, tty: false });
-    await peer.waitFor((f) => f.method === 'process/output' && f.params.processId === 'y' && peer.output('y').includes('\n'));
-    const pid = Number(peer.output('y').split('\n')[0]);
-    child.stdout!.pause(); // the client stops reading
-    // The producer asleep in write(2): the server holds it back because its stdout is full.
-    await until(() => blockedWriting(pid, 1), 'the producer is held back');
-    child.kill('SIGTERM');
-    expect(await exited).toBe(0); // within the 10 s the docs promise (the test's timeout bounds it)
-    expect(running(pid)).toBe(false);
-    expect(stderr).toMatch(/stdout was not read for 2 s/);
-    child.stdin!.destroy();
-    child.stdout!.destroy();
+    // The server's stdout is a FIFO: read by the test at first, then by nobody (see fifo.ts).
+    const dir = mkdtempSync(path.join(tmpdir(), 'tether-stdio-full-'));
+    const stdout = makeFifo(dir, 'stdout');
+    const child = spawnTether(['serve', '--listen', 'stdio'], { stdio: ['pipe', stdout.fd, 'pipe'] });
+    const reader = readFifo(stdout);
+    try {
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));
+      const peer = new LinePeer(child.stdin!, reader);
+      await peer.handshake();
+      await peer.call('process/start', { processId: 'y', argv: ['sh', '-c', 'echo $$; exec yes producer'], cwd: CWD, env: ENV, tty: false });
+      await peer.waitFor((f) => f.method === 'process/output' && f.params.processId === 'y' && peer.output('y').includes('\n'));
+      const pid = Number(peer.output('y').split('\n')[0]);
+      reader.destroy(); // the client stops reading
+      // The stdout pipe really full, then the producer asleep in write(2): the server holds it back.
+      await untilHeldBack(stdout, pid);
+      child.kill('SIGTERM');
+      expect(await exited).toBe(0); // within the 10 s the docs promise (the test's timeout bounds it)
+      expect(running(pid)).toBe(false);
+      expect(stderr).toMatch(/stdout was not read for 2 s/);
+    } finally {
+      if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
+      child.stdin!.destroy();
+      reader.destroy();
+      stdout.close();
+      rmSync(dir, { recursive: true, force: true });
+    }
   });
 
   it('refuses options that only mean something on a port', async () => {

@@ -194,7 +194,10 @@ export async function run(argv: string[]): Promise<void> {
   if (values.stdio) {
     // The host's first message picks the era (2025-11-25 or 2026-07-28): not awaited, so the
     // servers start connecting meanwhile.
-    serveGatewayStdio(gateway, { onClose: () => void shutdown('stdin closed') }).then(
+    // While the host leaves more than a mark unread on stdout, stdin is not read.
+    const onHold = (held: boolean, unread: number) =>
+      logger('debug', held ? `stdout: ${unread} bytes not read by the host: stdin paused` : 'stdout drained: reading stdin again');
+    serveGatewayStdio(gateway, { onClose: () => void shutdown('stdin closed'), onHold }).then(
       (era) => logger('debug', `stdio host: ${era === 'modern' ? '2026-07-28' : '2025'} era`),
       (err: unknown) => logger('error', `stdio: ${(err as Error).message}`),
     );

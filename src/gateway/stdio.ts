@@ -5,7 +5,7 @@
  * `_meta` envelope → its 2026-07-28 server (modern-host.ts) under the SDK v2's `serveStdio`.
  * The first line is read, then replayed to the chosen server with everything after it.
  */
-import { PassThrough, type Readable, type Writable } from 'node:stream';
+import { PassThrough, Writable, type Readable } from 'node:stream';
 import { StdioServerTransport } from '@modelcontextprotocol/sdk/server/stdio.js';
 import type { Gateway } from './gateway.js';
 import { createGatewayServer } from './mcp-server.js';
@@ -14,6 +14,12 @@ import { createModernGatewayServer } from './modern-host.js';
 const PROTOCOL_VERSION_META_KEY = 'io.modelcontextprotocol/protocolVersion';
 /** A first line longer than this is not a JSON-RPC opening we could read: served as 2025 (which answers it). */
 const MAX_FIRST_LINE = 1 << 20;
+/**
+ * What stdout may hold unread by the host before the gateway stops reading stdin: above it,
+ * stdin is paused (further requests wait in the host's pipe) until stdout drains. The answers
+ * to requests already read still come on top of it.
+ */
+const STDOUT_HIGH_MARK = 1 << 20;
 
 export type HostEra = 'legacy' | 'modern';
 
@@ -22,6 +28,8 @@ export interface GatewayStdioOptions {
   output?: Writable;
   /** The host closed stdin (either era). */
   onClose?: () => void;
+  /** stdout went over STDOUT_HIGH_MARK (`held`, stdin paused) or drained (stdin read again). */
+  onHold?: (held: boolean, unread: number) => void;
 }
 
 /** The era a host's first message opens (pure). */
@@ -44,19 +52,70 @@ export async function serveGatewayStdio(gateway: Gateway, opts: GatewayStdioOpti
   const { head, ended } = await readFirstLine(input);
   const replay = new PassThrough();
   replay.write(head);
+  const gated = gateInput(input, replay, output, opts.onHold);
   if (ended) replay.end();
-  else input.pipe(replay);
+  else gated.start();
   replay.once('end', () => opts.onClose?.());
   const era = eraOfOpening(head.toString('utf8').split('\n')[0] ?? '');
   if (era === 'modern') {
     const { serveStdio, StdioServerTransport: ModernStdio } = await import('@modelcontextprotocol/server/stdio');
-    serveStdio(() => createModernGatewayServer(gateway), { transport: new ModernStdio(replay, output), legacy: 'reject' });
+    serveStdio(() => createModernGatewayServer(gateway), { transport: new ModernStdio(replay, gated.output), legacy: 'reject' });
   } else {
     const server = createGatewayServer(gateway);
-    const transport = new StdioServerTransport(replay, output);
+    const transport = new StdioServerTransport(replay, gated.output);
     await server.connect(transport);
   }
   return era;
+}
+
+/**
+ * Backpressure from stdout to stdin. The transports are handed `output`, which takes every
+ * message at once (so they never wait for 'drain': one listener each would pile up on stdout)
+ * and passes it on; while stdout holds more than STDOUT_HIGH_MARK, stdin is paused, with one
+ * 'drain' listener to read it again. stdin is also paused while the replay stream is full.
+ */
+function gateInput(input: Readable, replay: PassThrough, stdout: Writable, onHold?: (held: boolean, unread: number) => void) {
+  let outputHeld = false;
+  let replayHeld = false;
+  const update = () => {
+    if (outputHeld || replayHeld) input.pause();
+    else input.resume();
+  };
+  const onStdoutDrain = () => {
+    outputHeld = false;
+    onHold?.(false, stdout.writableLength);
+    update();
+  };
+  const onReplayDrain = () => {
+    replayHeld = false;
+    update();
+  };
+  const output = new Writable({
+    write(chunk: Buffer, _encoding, callback) {
+      stdout.write(chunk);
+      if (!outputHeld && stdout.writableLength > STDOUT_HIGH_MARK) {
+        outputHeld = true;
+        stdout.once('drain', onStdoutDrain);
+        onHold?.(true, stdout.writableLength);
+        update();
+      }
+      callback();
+    },
+  });
+  // stdout's errors (EPIPE: the host went away) reach the transports as before.
+  stdout.on('error', (err) => output.destroy(err));
+  const start = () => {
+    input.on('data', (chunk: Buffer) => {
+      if (!replay.write(chunk) && !replayHeld) {
+        replayHeld = true;
+        replay.once('drain', onReplayDrain);
+        update();
+      }
+    });
+    input.once('end', () => replay.end());
+    update();
+  };
+  return { output, start };
 }
 
 /** Reads until the first newline (or the end, or MAX_FIRST_LINE); leaves the rest unread. */
