@@ -272,6 +272,45 @@ describe('tether-keeper in kept mode', () => {
     expect(gone(k.pid)).toBe(true);
   });
 
+  it("adopts a successor that connects before the keeper has read its dead server's last lines and hang-up", async () => {
+    const k = await startKept(['-e', ECHO]);
+    await k.watch.until(() => k.watch.stdout.toString() === 'one' && k.watch.stderr.toString() === 'err1', 'the first output');
+    // Not scheduled (a loaded machine; here SIGSTOP) across the server's last line, its death
+    // and the successor's connect: on waking, one poll reports all three, and a read of the
+    // control socket takes the line but not yet the end of file behind it.
+    process.kill(k.keeperPid, 'SIGSTOP');
+    const successor = new Socket();
+    successor.on('error', () => {});
+    try {
+      k.ch.control.write(markMessage(1, 1, 3));
+      k.ch.control.destroy(); // as a kept stop hands over, or a kill -9 closes
+      k.ch.stdin.destroy();
+      successor.connect(k.path);
+      await once(successor, 'connect'); // queued on the keeper's listening socket
+    } finally {
+      process.kill(k.keeperPid, 'SIGCONT');
+    }
+    // A plain socket: the descriptors that come with the first byte are discarded, the dump
+    // follows it. A refused successor sees the connection closed without a byte.
+    let first: Buffer | null = null;
+    const reader = new DumpReader();
+    const dump = await new Promise<KeeperDump | null>((resolve) => {
+      successor.on('data', (d: Buffer) => {
+        if (!first) [first, d] = [d.subarray(0, 1), d.subarray(1)];
+        const done = d.length > 0 && !reader.dump ? reader.push(d) : undefined;
+        if (done) resolve(done.dump);
+      });
+      successor.on('close', () => resolve(null));
+    });
+    expect(first).toEqual(Buffer.from([1]));
+    // What the dead server said last was taken before the dump was written.
+    expect(dump).toMatchObject({ pid: k.pid, keeperPid: k.keeperPid, marks: [{ seq: 1, stream: 1, end: 3 }], exited: null });
+    const exited = once(k.child, 'exit');
+    successor.write('kill\n');
+    await exited;
+    expect(gone(k.pid)).toBe(true);
+  });
+
   it('keeps an ended command for its successor: exit status, output and gone', async () => {
     const k = await startKept(['-e', 'process.stdout.write("bye"); process.stderr.write("e"); process.exitCode = 7']);
     await k.watch.until(() => k.watch.messages.some((m) => m.kind === 'exit'), 'the exit');
