@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -187,6 +187,14 @@ async function adopt(sock: string): Promise<Adopted> {
   return { control, stdin, stdout, stderr, dump, watch };
 }
 
+/** Resolves once `pid` is stopped (state T in /proc/PID/stat), checked every 5 ms for at most 5 s. */
+async function stopped(pid: number): Promise<void> {
+  for (let waited = 0; !/\) T /.test(readFileSync(`/proc/${pid}/stat`, 'latin1')); waited += 5) {
+    if (waited >= 5_000) throw new Error(`pid ${pid} not stopped after 5 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 function gone(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -279,6 +287,7 @@ describe('tether-keeper in kept mode', () => {
     // and the successor's connect: on waking, one poll reports all three, and a read of the
     // control socket takes the line but not yet the end of file behind it.
     process.kill(k.keeperPid, 'SIGSTOP');
+    await stopped(k.keeperPid); // else it might take the line before the signal stops it
     const successor = new Socket();
     successor.on('error', () => {});
     try {
