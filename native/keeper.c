@@ -80,7 +80,9 @@
  *     While attached, a command whose tree is gone keeps its keeper until release or control
  *     end of file (+ timer). SIGTERM, SIGINT, SIGHUP: kill the tree and exit, as above.
  *   - Adoption: a connection on PATH is taken only while no server is attached and only from
- *     a peer of the keeper's own uid (SO_PEERCRED); any other is closed at once. It receives
+ *     a peer of the keeper's own uid (SO_PEERCRED); any other is closed at once. A server
+ *     whose control socket has hung up counts as gone even before its end of file is read
+ *     (its last lines are handled first): a successor that connects meanwhile is taken. It receives
  *     one byte 0x01 carrying three descriptors (SCM_RIGHTS): the server's ends of new stdin,
  *     stdout and stderr socket pairs (fds 0-2 again), then the dump below (written blocking,
  *     10 s at most: a successor that fails mid-dump is a control end of file), and is the

@@ -15,6 +15,8 @@
 enum { MAX_ID_BYTES = 1024, ID_RING = 4096, MAX_FRAME_BYTES = 64 * 1024 * 1024, MAX_MARKS = 1 << 20 };
 /* A successor that does not read its dump for this long is dropped (the adopt timer restarts). */
 enum { DUMP_SEND_TIMEOUT_S = 10 };
+/* Reads (of at most 4 KiB) of a hung-up control socket's last lines at an accept: far more than any socket buffer holds. */
+enum { CTL_DRAIN_READS = 1 << 16 };
 
 static int released = 0; /* "release" (or kill, or a signal): behave as without keep */
 static unsigned long long adopt_ms = 0, cap_bytes = 0;
@@ -530,15 +532,42 @@ static int write_dump(void) {
 }
 
 /*
+ * Whether the attached server is gone though its end of file was not read yet. When the keeper
+ * was not scheduled across that server's last lines, its death and a successor's connect, one
+ * poll reports them all, and one read takes the lines but not the end of file behind them:
+ * the successor's connection would be refused as if a second live server asked. The socket
+ * says it (POLLHUP: the peer closed, nothing more can come), so the lines left are read and
+ * handled here — a successor's dump includes what its predecessor said last — up to the end
+ * of file. A server still attached (a second live server connecting) is no hang-up.
+ */
+static int ctl_hung_up(void) {
+  struct pollfd p = {.fd = CTL_FD, .events = POLLIN};
+  if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLHUP | POLLERR))) return 0;
+  /* What the dead peer left queued is finite (its receive buffer at most): read_ctl returns 0 at
+     its end (end of file, or the reset of a peer that closed with our lines unread). The bound
+     only guards against a loop should a read of a hung-up socket ever say EAGAIN. */
+  for (int i = 0; i < CTL_DRAIN_READS; i++)
+    if (!read_ctl()) return 1;
+  return 0;
+}
+
+/*
  * A connection on the listening socket. Taken only while no server is attached and only from
  * our own uid (anything else is closed at once): it receives three new channels (stdin,
  * stdout, stderr: one byte 0x01 with their fds), then the dump, and becomes the control socket.
+ * A server whose hang-up is pending is detached first (ctl_hung_up): its successor is taken.
  */
 static void kept_accept(void) {
   int c = accept(listen_fd, NULL, NULL);
   if (c < 0) return;
   set_cloexec(c);
-  if (ctl_open || released || !peer_is_us(c)) {
+  if (released || !peer_is_us(c)) {
+    close(c);
+    return;
+  }
+  if (ctl_open && ctl_hung_up()) kept_detach();
+  /* Still attached, or the last lines said release or kill (the loop's top acts on them). */
+  if (ctl_open || released || stop_requested) {
     close(c);
     return;
   }

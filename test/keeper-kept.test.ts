@@ -7,7 +7,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { EventEmitter, once } from 'node:events';
-import { chmodSync, existsSync, mkdtempSync, rmSync, statSync } from 'node:fs';
+import { chmodSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { createServer, Socket } from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
@@ -187,6 +187,14 @@ async function adopt(sock: string): Promise<Adopted> {
   return { control, stdin, stdout, stderr, dump, watch };
 }
 
+/** Resolves once `pid` is stopped (state T in /proc/PID/stat), checked every 5 ms for at most 5 s. */
+async function stopped(pid: number): Promise<void> {
+  for (let waited = 0; !/\) T /.test(readFileSync(`/proc/${pid}/stat`, 'latin1')); waited += 5) {
+    if (waited >= 5_000) throw new Error(`pid ${pid} not stopped after 5 s`);
+    await new Promise((resolve) => setTimeout(resolve, 5));
+  }
+}
+
 function gone(pid: number): boolean {
   try {
     process.kill(pid, 0);
@@ -269,6 +277,46 @@ describe('tether-keeper in kept mode', () => {
     b.control.write('release\n');
     await exited;
     expect(existsSync(k.path)).toBe(false);
+    expect(gone(k.pid)).toBe(true);
+  });
+
+  it("adopts a successor that connects before the keeper has read its dead server's last lines and hang-up", async () => {
+    const k = await startKept(['-e', ECHO]);
+    await k.watch.until(() => k.watch.stdout.toString() === 'one' && k.watch.stderr.toString() === 'err1', 'the first output');
+    // Not scheduled (a loaded machine; here SIGSTOP) across the server's last line, its death
+    // and the successor's connect: on waking, one poll reports all three, and a read of the
+    // control socket takes the line but not yet the end of file behind it.
+    process.kill(k.keeperPid, 'SIGSTOP');
+    await stopped(k.keeperPid); // else it might take the line before the signal stops it
+    const successor = new Socket();
+    successor.on('error', () => {});
+    try {
+      k.ch.control.write(markMessage(1, 1, 3));
+      k.ch.control.destroy(); // as a kept stop hands over, or a kill -9 closes
+      k.ch.stdin.destroy();
+      successor.connect(k.path);
+      await once(successor, 'connect'); // queued on the keeper's listening socket
+    } finally {
+      process.kill(k.keeperPid, 'SIGCONT');
+    }
+    // A plain socket: the descriptors that come with the first byte are discarded, the dump
+    // follows it. A refused successor sees the connection closed without a byte.
+    let first: Buffer | null = null;
+    const reader = new DumpReader();
+    const dump = await new Promise<KeeperDump | null>((resolve) => {
+      successor.on('data', (d: Buffer) => {
+        if (!first) [first, d] = [d.subarray(0, 1), d.subarray(1)];
+        const done = d.length > 0 && !reader.dump ? reader.push(d) : undefined;
+        if (done) resolve(done.dump);
+      });
+      successor.on('close', () => resolve(null));
+    });
+    expect(first).toEqual(Buffer.from([1]));
+    // What the dead server said last was taken before the dump was written.
+    expect(dump).toMatchObject({ pid: k.pid, keeperPid: k.keeperPid, marks: [{ seq: 1, stream: 1, end: 3 }], exited: null });
+    const exited = once(k.child, 'exit');
+    successor.write('kill\n');
+    await exited;
     expect(gone(k.pid)).toBe(true);
   });
 
