@@ -298,11 +298,13 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
     'tether gateway with exec entries on two hosts behind the front door: one MCP endpoint lists and calls the tools of both',
     async () => {
       const config = join(dir, 'gateway.json');
-      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/`, tokenFile: tokenFor(`/h/${box}/`) } });
+      // Each entry trusts the front door's CA through its own caFile (relative: the config's directory).
+      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/`, tokenFile: tokenFor(`/h/${box}/`), caFile: 'ca.pem' } });
       writeFileSync(config, JSON.stringify({ mcpServers: { box1: entry('box1'), box2: entry('box2') } }));
       const before = hosts.map(created);
-      // The gateway's exec entries take no CA file: Node's own NODE_EXTRA_CA_CERTS trusts the front door's CA.
-      const transport = new StdioClientTransport({ command: node, args: [TETHER_BIN, 'gateway', config, '--stdio'], env: { ...(process.env as Record<string, string>), NODE_EXTRA_CA_CERTS: ca, TETHER_TOKEN: '' }, stderr: 'pipe' });
+      const env: Record<string, string> = { ...(process.env as Record<string, string>), TETHER_TOKEN: '' };
+      delete env.NODE_EXTRA_CA_CERTS;
+      const transport = new StdioClientTransport({ command: node, args: [TETHER_BIN, 'gateway', config, '--stdio'], env, stderr: 'pipe' });
       let gatewayStderr = '';
       transport.stderr?.on('data', (d: Buffer) => (gatewayStderr += d.toString()));
       const client = new Client({ name: 'fleet-test', version: '0' });
