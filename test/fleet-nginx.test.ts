@@ -202,7 +202,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         await front!.reload();
         reloads++;
         // The old worker is gone, so is the link it held; reading on, the client resumes.
-        await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+        await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log().slice(-3000));
       });
       expect(result.code, result.stderr).toBe(7);
       expect(result.marksLeft).toEqual([]);
@@ -236,7 +236,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
             call(i, 1500);
             await out.waitStderr(`slow-start ${tag}-${i} `, 60_000);
             await front!.reload();
-            await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+            await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log().slice(-3000));
             call(i + 1, 10);
             await waitFor('the resume through the new worker', () => resumes(box3) > had, () => box3.current.stderr().slice(-2000) + out.stderr());
             await answered(100 + i);
@@ -397,7 +397,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         const result = await streamThrough(relayUrl, { ca, tokenFile: relayToken }, 32 * MiB, 9, [8 * MiB], async () => {
           const workers = exitedWorkers();
           await front!.reload();
-          await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+          await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log().slice(-3000));
         });
         expect(result.code, result.stderr).toBe(9);
         expect(result.marksLeft).toEqual([]);
@@ -439,7 +439,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         expect(out.stdout()).toBe('idle done\n');
         expect(created(box1) - createdBefore).toBe(1);
         // The exit came through the link: any cut nginx made before it was resumed (and logged) by then.
-        expect(resumes(box1) - resumesBefore, `nginx cut the idle link; ${idleFront.log()}\n${out.stderr()}`).toBe(0);
+        expect(resumes(box1) - resumesBefore, `nginx cut the idle link; ${idleFront.log().slice(-3000)}\n${out.stderr()}`).toBe(0);
       } finally {
         await idleFront.stop();
       }
