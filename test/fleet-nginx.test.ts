@@ -7,7 +7,9 @@
  * `tether mcp` lose nothing and repeat nothing; a host killed -9 and its successor during a
  * stream, or its `tether serve --replace`: the stream completes exactly, with its exit code;
  * `tether ps --fleet` over the front door lists every host's sessions; `tether gateway` with
- * exec entries on two hosts behind it lists and calls the tools of both.
+ * exec entries on two hosts behind it lists and calls the tools of both; `tether relay` with
+ * a host path as its upstream serves a client byte-exact across a reload; an idle command
+ * outlives a shortened proxy_read_timeout because the client's pings keep the link open.
  *
  * Every cut is made to land mid-stream by events, not timing: the test stops reading the
  * client's stdout (so the stream cannot finish), reloads, waits for nginx to say the old
@@ -15,7 +17,7 @@
  */
 import { randomBytes, randomUUID } from 'node:crypto';
 import { once } from 'node:events';
-import { readFileSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { get as httpsGet } from 'node:https';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -39,6 +41,7 @@ const USER = serverUsers().at(-1)!;
 
 let dir: string;
 let ca: string;
+let certs: { cert: string; key: string };
 let front: FrontDoor | undefined;
 const hosts: RestartableServer[] = [];
 let base: string;
@@ -63,16 +66,22 @@ beforeAll(async () => {
     tokenFiles.push(file);
     hosts.push(await startRestartableServer(USER, ['--allow-host', name, '--token-file', file]));
   }
+  certs = pem;
   const port = await freePort();
-  const site = substitute(deployFile('nginx/tether.conf'), [
-    ['listen 443 ssl;', `listen 127.0.0.1:${port} ssl;`],
-    ['/etc/ssl/tether/front.pem', pem.cert],
-    ['/etc/ssl/tether/front.key', pem.key],
-    ...hosts.map((h, i): [string, string] => [`server 10.0.0.1${i + 1}:8765;`, `server 127.0.0.1:${h.port};`]),
-  ]);
-  front = await startNginx(dir, port, site);
+  front = await startNginx(dir, port, fleetSite(port));
   base = `wss://127.0.0.1:${port}`;
 }, 90_000);
+
+/** The shipped deploy/nginx/tether.conf for this test's hosts on `port`, with `more` substitutions. */
+function fleetSite(port: number, more: [string, string][] = []): string {
+  return substitute(deployFile('nginx/tether.conf'), [
+    ['listen 443 ssl;', `listen 127.0.0.1:${port} ssl;`],
+    ['/etc/ssl/tether/front.pem', certs.cert],
+    ['/etc/ssl/tether/front.key', certs.key],
+    ...hosts.map((h, i): [string, string] => [`server 10.0.0.1${i + 1}:8765;`, `server 127.0.0.1:${h.port};`]),
+    ...more,
+  ]);
+}
 
 afterAll(async () => {
   await front?.stop();
@@ -193,7 +202,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
         await front!.reload();
         reloads++;
         // The old worker is gone, so is the link it held; reading on, the client resumes.
-        await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+        await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log().slice(-3000));
       });
       expect(result.code, result.stderr).toBe(7);
       expect(result.marksLeft).toEqual([]);
@@ -227,7 +236,7 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
             call(i, 1500);
             await out.waitStderr(`slow-start ${tag}-${i} `, 60_000);
             await front!.reload();
-            await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log());
+            await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log().slice(-3000));
             call(i + 1, 10);
             await waitFor('the resume through the new worker', () => resumes(box3) > had, () => box3.current.stderr().slice(-2000) + out.stderr());
             await answered(100 + i);
@@ -298,11 +307,13 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
     'tether gateway with exec entries on two hosts behind the front door: one MCP endpoint lists and calls the tools of both',
     async () => {
       const config = join(dir, 'gateway.json');
-      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/`, tokenFile: tokenFor(`/h/${box}/`) } });
+      // Each entry trusts the front door's CA through its own caFile (relative: the config's directory).
+      const entry = (box: string) => ({ command: node, args: [SLOW_MCP], tether: { url: `${base}/h/${box}/`, tokenFile: tokenFor(`/h/${box}/`), caFile: 'ca.pem' } });
       writeFileSync(config, JSON.stringify({ mcpServers: { box1: entry('box1'), box2: entry('box2') } }));
       const before = hosts.map(created);
-      // The gateway's exec entries take no CA file: Node's own NODE_EXTRA_CA_CERTS trusts the front door's CA.
-      const transport = new StdioClientTransport({ command: node, args: [TETHER_BIN, 'gateway', config, '--stdio'], env: { ...(process.env as Record<string, string>), NODE_EXTRA_CA_CERTS: ca, TETHER_TOKEN: '' }, stderr: 'pipe' });
+      const env: Record<string, string> = { ...(process.env as Record<string, string>), TETHER_TOKEN: '' };
+      delete env.NODE_EXTRA_CA_CERTS;
+      const transport = new StdioClientTransport({ command: node, args: [TETHER_BIN, 'gateway', config, '--stdio'], env, stderr: 'pipe' });
       let gatewayStderr = '';
       transport.stderr?.on('data', (d: Buffer) => (gatewayStderr += d.toString()));
       const client = new Client({ name: 'fleet-test', version: '0' });
@@ -363,6 +374,75 @@ describe(`a fleet behind nginx (docs/fleet.md; hosts run as ${USER})`, () => {
       expect(result.digest).toBe(result.expected);
       expect(box1.servers.length).toBe(2);
       expect(box1.current.stderr(), 'the successor adopted the session').toMatch(/ resumed by /);
+    },
+    TEST_TIMEOUT_MS,
+  );
+  it(
+    'tether relay with its upstream a host path through nginx (wss, --ca): a client through the relay streams byte-exact across an nginx -s reload',
+    async () => {
+      const box2 = hosts[1]!;
+      const resumesBefore = resumes(box2);
+      const relayToken = join(dir, `relay-${randomUUID()}.token`);
+      const relay = spawnTether(['relay', '--to', `${base}/h/box2/`, '--ca', ca, '--token-file', tokenFiles[1]!, '--listen-token-file', relayToken], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+        env: { ...process.env, TETHER_TOKEN: '' },
+      });
+      const out = watchOutput(relay);
+      try {
+        await out.waitStdout('\n', 60_000);
+        const relayUrl = out.stdout().split('\n')[0]!;
+        expect(relayUrl).toMatch(/^ws:\/\/127\.0\.0\.1:\d+$/);
+        // The relay's upstream link is the one through nginx: the reload cuts it, the relay's
+        // client resumes its session on box2, and the client downstream sees nothing of it.
+        const result = await streamThrough(relayUrl, { ca, tokenFile: relayToken }, 32 * MiB, 9, [8 * MiB], async () => {
+          const workers = exitedWorkers();
+          await front!.reload();
+          await waitFor('the old nginx worker to exit', () => exitedWorkers() > workers, () => front!.log().slice(-3000));
+        });
+        expect(result.code, result.stderr).toBe(9);
+        expect(result.marksLeft).toEqual([]);
+        expect(result.received).toBe(32 * MiB);
+        expect(result.digest).toBe(result.expected);
+        expect(result.stderr, 'the downstream link was never cut').not.toMatch(/reconnect|resum/i);
+        // The relay's session on box2 was cut by the reload and resumed through the new worker.
+        await waitFor('the relay to resume on box2', () => resumes(box2) > resumesBefore, () => box2.current.stderr().slice(-2000) + out.stderr());
+        expect(resumes(box2) - resumesBefore, `${box2.current.stderr().slice(-2000)}\n${out.stderr()}`).toBe(1);
+        relay.kill('SIGTERM');
+        const { code } = await out.closedWithin(30_000);
+        expect(code, out.stderr()).toBe(0);
+      } finally {
+        if (relay.exitCode === null && relay.signalCode === null) relay.kill('SIGKILL');
+      }
+    },
+    TEST_TIMEOUT_MS,
+  );
+
+  it(
+    'an idle link through a front door with proxy_read_timeout 5s outlives it: the client\'s pings (every 2 s with --keepalive-timeout 6s) keep it open, no resume',
+    async () => {
+      // The shipped config with only its idle timeout shortened, on a front door of its own.
+      const idleDir = join(dir, `idle-${randomUUID().slice(0, 8)}`);
+      mkdirSync(idleDir, { mode: 0o755 });
+      const port = await freePort();
+      const idleFront = await startNginx(idleDir, port, fleetSite(port, [['proxy_read_timeout 75s;', 'proxy_read_timeout 5s;']]));
+      try {
+        const box1 = hosts[0]!;
+        const resumesBefore = resumes(box1);
+        const createdBefore = created(box1);
+        const child = spawnTether(
+          ['exec', '--url', `wss://127.0.0.1:${port}/h/box1/`, '--ca', ca, '--token-file', tokenFiles[0]!, '--keepalive-timeout', '6s', '--recovery-deadline', '60s', '--', 'sh', '-c', 'sleep 12; echo idle done'],
+          { stdio: ['ignore', 'pipe', 'pipe'], env: { ...process.env, TETHER_TOKEN: '' } },
+        );
+        const out = watchOutput(child);
+        const { code } = await out.closedWithin(90_000);
+        expect(code, out.stderr()).toBe(0);
+        expect(out.stdout()).toBe('idle done\n');
+        expect(created(box1) - createdBefore).toBe(1);
+        // The exit came through the link: any cut nginx made before it was resumed (and logged) by then.
+        expect(resumes(box1) - resumesBefore, `nginx cut the idle link; ${idleFront.log().slice(-3000)}\n${out.stderr()}`).toBe(0);
+      } finally {
+        await idleFront.stop();
+      }
     },
     TEST_TIMEOUT_MS,
   );

@@ -94,6 +94,29 @@ describe('gateway config', () => {
     expect(config.servers[0]!.spec).toMatchObject({ tether: { tokenFile: path.join(homedir(), '.config/tether/token') } });
   });
 
+  it('tether.caFile: resolved against the config file, checked when the config loads', () => {
+    const pem = '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----\n';
+    writeFileSync(path.join(dir, 'front-ca.pem'), pem);
+    writeFileSync(path.join(dir, 'not-a-ca.txt'), 'hello\n');
+    const file = path.join(dir, 'ca.json');
+    const withCa = (caFile: string) => writeFileSync(file, JSON.stringify({ mcpServers: { box1: { command: 'x', tether: { url: 'wss://front/h/box1/', caFile } } } }));
+    withCa('front-ca.pem');
+    expect(loadConfigFile(file).servers[0]!.spec).toMatchObject({ tether: { caFile: path.join(dir, 'front-ca.pem') } });
+    const loadError = () => {
+      try {
+        loadConfigFile(file);
+      } catch (err) {
+        expect(err).toBeInstanceOf(ConfigError);
+        return (err as Error).message;
+      }
+      throw new Error('expected a ConfigError');
+    };
+    withCa('missing-ca.pem');
+    expect(loadError()).toBe(`${file}: server 'box1': field 'tether.caFile': cannot read ${path.join(dir, 'missing-ca.pem')}: ENOENT`);
+    withCa('not-a-ca.txt');
+    expect(loadError()).toBe(`${file}: server 'box1': field 'tether.caFile': ${path.join(dir, 'not-a-ca.txt')} holds no PEM certificate`);
+  });
+
   it('expands ${VAR} and ${VAR:-default}', () => {
     const config = parseConfig({ mcpServers: { k: { command: '${HOME}/bin/srv', args: ['--port=${PORT:-8080}'] } } }, { env: { HOME: '/home/me' } });
     expect(config.servers[0]!.spec).toMatchObject({ command: '/home/me/bin/srv', args: ['--port=8080'] });

@@ -6,8 +6,8 @@
  * failing the whole file, `serverUrl` (Windsurf) and `httpUrl` (Gemini CLI) name a
  * Streamable HTTP URL, and a file with `servers` (VS Code's mcp.json) instead of
  * `mcpServers` works too. Plus:
- * - `"tether": {"url": "ws://…", "tokenFile": "…"}` on a stdio entry runs that server on a
- *   tether exec-server (kind `exec`);
+ * - `"tether": {"url": "ws://…", "tokenFile": "…", "caFile": "…"}` on a stdio entry runs that
+ *   server on a tether exec-server (kind `exec`);
  * - optional `"supervisor": {…}` at the top level and per entry (every interval and limit).
  * `${VAR}` and `${VAR:-default}` in strings are expanded from the environment, as hosts do.
  * A bad config is reported as one error naming the entry and the field.
@@ -48,6 +48,7 @@ const TetherSchema = z.strictObject({
   url: z.string().regex(/^wss?:\/\/[^\s/]+/, 'must be a ws:// or wss:// URL of a tether server'),
   tokenFile: z.string().min(1).optional(),
   token: z.string().min(1).optional(),
+  caFile: z.string().min(1).optional(),
   recoveryDeadlineMs: positiveMs.optional(),
   keepaliveTimeoutMs: positiveMs.optional(),
 });
@@ -117,7 +118,10 @@ export interface GatewayConfig {
   warnings: string[];
 }
 
-/** Reads and validates a config file; throws ConfigError naming the entry and field. */
+/**
+ * Reads and validates a config file; throws ConfigError naming the entry and field. Unlike
+ * parseConfig, it also checks that each `tether.caFile` is readable and holds a certificate.
+ */
 export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.env): GatewayConfig {
   let text: string;
   try {
@@ -131,13 +135,17 @@ export function loadConfigFile(file: string, env: NodeJS.ProcessEnv = process.en
   } catch (err) {
     throw new ConfigError(`config ${file} is not valid JSON: ${(err as Error).message}`);
   }
-  return parseConfig(json, { source: file, baseDir: path.dirname(path.resolve(file)), env });
+  const config = parseConfig(json, { source: file, baseDir: path.dirname(path.resolve(file)), env });
+  for (const { spec } of config.servers) {
+    if (spec.kind === 'exec' && spec.tether.caFile !== undefined) checkCaFile(spec.tether.caFile, `${file}: server '${spec.name}': field 'tether.caFile'`);
+  }
+  return config;
 }
 
 export interface ParseConfigOptions {
   /** Named in errors. */
   source?: string;
-  /** Relative local `cwd` and `tokenFile` are resolved against it (the config's directory). */
+  /** Relative local `cwd`, `tokenFile` and `caFile` are resolved against it (the config's directory). */
   baseDir?: string;
   env?: NodeJS.ProcessEnv;
 }
@@ -206,6 +214,7 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
           url: x(e.tether.url, 'tether.url'),
           token: e.tether.token === undefined ? undefined : x(e.tether.token, 'tether.token'),
           tokenFile: e.tether.tokenFile === undefined ? undefined : localPath(baseDir, x(e.tether.tokenFile, 'tether.tokenFile')),
+          caFile: e.tether.caFile === undefined ? undefined : localPath(baseDir, x(e.tether.caFile, 'tether.caFile')),
           recoveryDeadlineMs: e.tether.recoveryDeadlineMs,
           keepaliveTimeoutMs: e.tether.keepaliveTimeoutMs,
         },
@@ -229,6 +238,17 @@ export function parseConfig(json: unknown, opts: ParseConfigOptions = {}): Gatew
 function localPath(baseDir: string, p: string): string {
   if (p === '~' || p.startsWith('~/')) return path.join(homedir(), p.slice(1));
   return path.resolve(baseDir, p);
+}
+
+/** A CA file must be readable and hold a PEM certificate when the config loads: a typo is a config error, not a TLS failure later. */
+function checkCaFile(file: string, where: string): void {
+  let text: string;
+  try {
+    text = readFileSync(file, 'utf8');
+  } catch (err) {
+    throw new ConfigError(`${where}: cannot read ${file}: ${(err as NodeJS.ErrnoException).code ?? (err as Error).message}`);
+  }
+  if (!text.includes('-----BEGIN CERTIFICATE-----')) throw new ConfigError(`${where}: ${file} holds no PEM certificate`);
 }
 
 function toSupervisorOptions(c: SupervisorConfig | undefined): SupervisorOptionsInput & { backoff: NonNullable<SupervisorOptionsInput['backoff']> } {

@@ -45,6 +45,7 @@ async function createModernHttpTransport(spec: HttpServerSpec): Promise<Transpor
 async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
   const { ExecStdioClientTransport } = await import('../mcp/index.js');
   const token = await resolveToken(spec);
+  const ca = await resolveCa(spec);
   return new ExecStdioClientTransport({
     command: spec.command,
     args: spec.args,
@@ -53,6 +54,7 @@ async function createExecTransport(spec: ExecServerSpec): Promise<Transport> {
     stderr: 'pipe',
     url: spec.tether.url,
     token,
+    ca,
     clientName: `tether-gateway/${spec.name}`,
     recoveryDeadlineMs: spec.tether.recoveryDeadlineMs,
     // A black hole (a dead peer behind a proxy or tunnel that keeps the socket open) is seen
@@ -72,3 +74,11 @@ export async function resolveToken(spec: ExecServerSpec): Promise<string | undef
   return spec.tether.token;
 }
 
+
+/** The CA to trust for a wss:// exec server: caFile read on every attempt (a renewed CA is picked up). */
+export async function resolveCa(spec: ExecServerSpec): Promise<string | undefined> {
+  if (spec.tether.caFile === undefined) return undefined;
+  return readFile(spec.tether.caFile, 'utf8').catch((err: NodeJS.ErrnoException) => {
+    throw new CredentialsUnavailableError(`cannot read tether.caFile ${spec.tether.caFile}: ${err.code ?? err.message}`);
+  });
+}

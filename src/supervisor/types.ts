@@ -36,6 +36,8 @@ export interface ExecServerSpec extends StdioLike {
     token?: string;
     /** Read again before every connection attempt, so a rotated token is picked up. */
     tokenFile?: string;
+    /** For wss://: a PEM file of the CA certificate(s) to trust, read again before every connection attempt. */
+    caFile?: string;
     recoveryDeadlineMs?: number;
     /** An unanswered ping older than this means the link is dead (default 2000 ms). */
     keepaliveTimeoutMs?: number;

@@ -60,7 +60,10 @@ export interface FrontDoor {
   pid: number;
   /** Tells the proxy to reload its config the way its manual says; resolves once the command returned. */
   reload(): Promise<void>;
-  /** What the proxy logged (nginx: its error log; HAProxy: its stderr). */
+  /**
+   * Everything the proxy logged so far (nginx: its error log; HAProxy: its output), whole, so
+   * events can be counted in it (a tail would drop old lines and stop a count from growing).
+   */
   log(): string;
   /** Kills the proxy (and its workers) and removes nothing: the caller owns `dir`. */
   stop(): Promise<void>;
@@ -122,7 +125,7 @@ export async function startNginx(dir: string, port: number, siteConfig: string):
   );
   const log = () => {
     try {
-      return readFileSync(join(dir, 'logs', 'error.log'), 'utf8').slice(-3000);
+      return readFileSync(join(dir, 'logs', 'error.log'), 'utf8');
     } catch {
       return '';
     }
@@ -174,7 +177,7 @@ export async function startHaproxy(dir: string, port: number, config: string): P
     reload: async () => {
       process.kill(child.pid!, 'SIGUSR2');
     },
-    log: () => output.slice(-3000),
+    log: () => output,
     stop,
   };
 }
