@@ -63,3 +63,44 @@ it('SIGTERM stops the server, and its children, while a thread-pool thread is st
   expect(await waitGone(listed)).toEqual([]);
   await c.drop();
 }, 30_000);
+
+it('a second SIGTERM while a thread-pool thread is stuck ends the server at once, its children with it', async () => {
+  requireProgram('pgrep');
+  dir = mkdtempSync(join(tmpdir(), 'tether-stuck-'));
+  const fifo = join(dir, 'fifo');
+  execFileSync('mkfifo', [fifo]);
+  served = await spawnServe(['--listen', 'ws://127.0.0.1:0', '--log-level', 'info', '--state-dir', 'none'], {
+    env: { NODE_OPTIONS: `--import=${FIXTURE}`, TETHER_TEST_FIFO: fifo },
+  });
+  const child = served.child;
+  const c = await RawClient.connect(served.url);
+  await c.handshake('stuck-again');
+  expect(await c.request('process/start', { processId: 'sleeper', argv: ['sleep', '602.4'], cwd: 'file:///', env: {}, tty: false })).toBeDefined();
+  const listed = execFileSync('pgrep', ['-f', '^sleep 602.4$'], { encoding: 'utf8' }).trim().split('\n').map(Number);
+  expect(listed.length).toBeGreaterThan(0);
+
+  const line = (text: string) =>
+    new Promise<void>((resolve) => {
+      const onData = () => {
+        if (served!.stderr().includes(text)) {
+          child.stderr!.off('data', onData);
+          resolve();
+        }
+      };
+      child.stderr!.on('data', onData);
+      onData();
+    });
+  child.kill('SIGUSR2');
+  await line('stuck-thread:');
+  const exited = new Promise<NodeJS.Signals | number | null>((resolve) => child.once('exit', (code, signal) => resolve(signal ?? code)));
+  child.kill('SIGTERM');
+  await line('SIGTERM: shutting down');
+  // The impatient second signal: before the fix it called process.exit, which joined the stuck
+  // thread and never returned (the 10 s deadline's timer could not run either).
+  child.kill('SIGTERM');
+  expect(await exited).toBe('SIGTERM');
+  expect(served.stderr()).toMatch(/SIGTERM again: killing every child now/);
+  expect(served.stderr()).not.toMatch(/shutdown did not finish within 10 s/);
+  expect(await waitGone(listed)).toEqual([]);
+  await c.drop();
+}, 30_000);

@@ -3,12 +3,13 @@
  * and tests read it); everything else goes to stderr.
  */
 import { readFileSync } from 'node:fs';
-import { constants as osConstants, userInfo } from 'node:os';
+import { userInfo } from 'node:os';
 import { join, resolve } from 'node:path';
 import { Defaults, InsecureConfigError, startServer, type TetherServerOptions } from '../server/index.js';
 import { installLastResort } from '../server/last-resort.js';
 import { adminSocketPath, HandoverError, offerHandover, takeOver, type HandoverOffer } from '../server/handover.js';
 import { defaultStateDir, StateDirError } from '../server/state-dir.js';
+import { dieOf, STOP_SIGNALS } from './die-of.js';
 import { serveOnStdio } from './serve-stdio.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../util/logger.js';
 import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from './units.js';
@@ -361,9 +362,12 @@ export async function run(argv: string[]): Promise<void> {
       if (stopping) {
         // Impatient (a second Ctrl-C): kill now, synchronously, rather than die with
         // Node's default action and leave the children behind (kept ones are left to their keepers).
+        // Then die of the signal as the deadline does: process.exit would join the thread pool,
+        // and a thread stuck in a system call (what made the user impatient) would hold it forever.
         logger('warn', `${signal} again: ${keep ? 'exiting now' : 'killing every child now'}`);
         server.killAllChildrenSync(!keep);
-        process.exit(128 + (osConstants.signals[signal] ?? 0));
+        dieOf(signal);
+        return;
       }
       stopping = true;
       keep = keepsOn(signal, config.options.stateDir != null);
@@ -384,11 +388,10 @@ export async function run(argv: string[]): Promise<void> {
       void stop();
     };
     // SIGHUP: the terminal was closed; SIGQUIT: Ctrl-\. Both mean "stop", as SIGTERM does.
-    for (const signal of SHUTDOWN_SIGNALS) process.on(signal, shutdown);
+    for (const signal of STOP_SIGNALS) process.on(signal, shutdown);
   });
 }
 
-const SHUTDOWN_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
 
 /**
  * Whether a stop by `signal` keeps the sessions (issue #27): only with a state dir; SIGTERM
@@ -401,13 +404,3 @@ export function keepsOn(signal: NodeJS.Signals, stateDir: boolean, interactive =
 }
 /** How long a stop may take before the server exits anyway (its children killed first). */
 export const SHUTDOWN_DEADLINE_MS = 10_000;
-
-/**
- * Ends the process at once by `signal`'s default action: no exit handlers, no waiting for the
- * thread pool (Node's exit joins its threads, and a stuck one would hold it forever).
- */
-function dieOf(signal: NodeJS.Signals): void {
-  for (const s of SHUTDOWN_SIGNALS) process.removeAllListeners(s);
-  process.kill(process.pid, signal === 'SIGQUIT' ? 'SIGTERM' : signal); // SIGQUIT's default would dump core
-  setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1000).unref(); // should the signal not end it
-}

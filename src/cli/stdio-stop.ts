@@ -6,11 +6,9 @@
  * stop is bounded: what the client has not read within a grace is dropped, and a stop that has
  * not finished by the deadline (the one `tether serve` documents) ends the process anyway.
  */
-import { constants as osConstants } from 'node:os';
 import type { Writable } from 'node:stream';
 import type { Logger } from '../util/logger.js';
-
-const STOP_SIGNALS = ['SIGINT', 'SIGTERM', 'SIGHUP', 'SIGQUIT'] as const;
+import { dieOf, STOP_SIGNALS } from './die-of.js';
 
 /** After a signal: how long stdout may take to hand what it holds to a reader. */
 export const SIGNAL_FLUSH_MS = 2_000;
@@ -27,7 +25,7 @@ export interface StopSignals {
 /**
  * On SIGINT, SIGTERM, SIGHUP or SIGQUIT: `stop` once, and from then on a deadline of
  * `STOP_DEADLINE_MS` after which `killNow` runs and the process dies of the signal; a second
- * signal runs `killNow` and exits 128+N at once. Release it once the command is over, its
+ * signal runs `killNow` and dies of that signal at once (128+N to a shell). Release it once the command is over, its
  * stdout flushed or given up (`endStdio`), so that the deadline covers the flush too.
  */
 export function stopOnSignals(options: { log: Logger; stop: (signal: NodeJS.Signals) => void; killNow?: () => void }): StopSignals {
@@ -37,17 +35,14 @@ export function stopOnSignals(options: { log: Logger; stop: (signal: NodeJS.Sign
     if (received !== undefined) {
       options.log('warn', `${signal} again: exiting now`);
       options.killNow?.();
-      process.exit(128 + (osConstants.signals[signal] ?? 0));
+      dieOf(signal);
+      return;
     }
     received = signal;
     deadline = setTimeout(() => {
       options.log('error', `shutdown did not finish within ${STOP_DEADLINE_MS / 1000} s: exiting`);
       options.killNow?.();
-      // Die of the signal itself, as tether serve does: process.exit would wait for a
-      // thread-pool thread stuck in a system call, the kind of thing that held the stop.
-      for (const s of STOP_SIGNALS) process.removeAllListeners(s);
-      process.kill(process.pid, signal === 'SIGQUIT' ? 'SIGTERM' : signal);
-      setTimeout(() => process.kill(process.pid, 'SIGKILL'), 1000).unref();
+      dieOf(signal);
     }, STOP_DEADLINE_MS).unref();
     options.stop(signal);
   };
