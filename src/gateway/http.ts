@@ -9,9 +9,8 @@ import type { Gateway, GatewayEvent } from './gateway.js';
 import { AccessControl } from './access.js';
 import { createGatewayServer, hostStreamOpened } from './mcp-server.js';
 import { createModernHttp, type ModernHttp } from './modern-host.js';
-import { networkOf, RequestLimiter, type Admission } from './request-limits.js';
-import { requestWeight } from './request-weight.js';
-import { formatBytes } from '../util/format.js';
+import { RequestAdmission } from './admission.js';
+import { header, readBody, sendJson, sendJsonRpcError } from './http-io.js';
 import { LOGIN_PAGE_HTML, STATUS_PAGE_HTML } from './status-page.js';
 
 export interface GatewayHttpOptions {
@@ -121,26 +120,15 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   const host = opts.host ?? '127.0.0.1';
   const log = opts.logger ?? (() => {});
   const keepAliveMs = opts.sseKeepAliveMs ?? 15_000;
-  const maxBodyBytes = opts.maxBodyBytes ?? 4 * 1024 * 1024;
   const sessions = new Map<string, Session>();
   /** The 2026-07-28 handler, made at the first request that could be one. */
   let modern: Promise<ModernHttp> | undefined;
   const sseClients = new Set<ServerResponse>();
   let port = 0;
   const sessionIdleMs = opts.sessionIdleMs ?? 10 * 60_000;
-  const maxPendingBodies = opts.maxPendingBodies ?? 16;
   const maxSessions = opts.maxSessions ?? 256;
-  /** Bodies being received: per address, per network and overall. */
-  const arriving = new RequestLimiter({ maxTotal: maxPendingBodies, maxPerClient: opts.maxPendingBodiesPerClient ?? 4 });
-  /** Requests in flight, weighed before they were parsed (request-limits.ts). */
-  const inFlight = new RequestLimiter({
-    maxTotal: opts.maxRequests ?? opts.maxModernRequests ?? 256,
-    maxPerClient: opts.maxRequestsPerClient ?? opts.maxModernRequestsPerClient ?? 64,
-    maxPerNetwork: opts.maxRequestsPerNetwork,
-    maxTotalBytes: opts.maxRequestMemory ?? 256 * 1024 * 1024,
-    maxBytesPerClient: opts.maxRequestMemoryPerClient ?? 64 * 1024 * 1024,
-    maxBytesPerNetwork: opts.maxRequestMemoryPerNetwork,
-  });
+  /** Upload places, weighing and the shares of requests in flight (admission.ts). */
+  const admission = new RequestAdmission(opts);
   /** initialize requests under way: sessions about to exist. */
   let initializing = 0;
   const access = new AccessControl({ bindHost: host, port: () => port, token: opts.token, allowedOrigins: opts.allowedOrigins, allowedHosts: opts.allowedHosts });
@@ -248,39 +236,8 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
     // before its body is read, so a made-up session id is not a share of its own.
     if (sessionId && !sessions.has(sessionId)) return sendJsonRpcError(res, 404, -32001, 'Session not found');
     if (method === 'POST') {
-      const tooLarge = () => sendJsonRpcError(res, 413, -32600, `request body larger than ${maxBodyBytes} bytes`);
-      if (Number(header(req, 'content-length') ?? 0) > maxBodyBytes) {
-        res.setHeader('connection', 'close');
-        return tooLarge();
-      }
-      const address = req.socket.remoteAddress ?? 'unknown';
-      const network = networkOf(req.socket.remoteAddress);
-      const slot = arriving.admit(address, 0, network);
-      if (!slot.ok) {
-        res.setHeader('retry-after', '1');
-        res.setHeader('connection', 'close');
-        const from = slot.scope === 'total' ? '' : slot.scope === 'client' ? ' from this client' : " from this client's network";
-        return sendJsonRpcError(res, 503, -32000, `too many requests arriving at once (${slot.limit} bodies still being received${from}): retry shortly`);
-      }
-      let raw: Buffer | null | undefined;
-      try {
-        raw = await readBody(req, maxBodyBytes).catch(() => undefined);
-      } finally {
-        slot.release();
-      }
-      // The client went away (or was cut at bodyTimeoutMs) mid-body: nobody to answer.
-      if (raw === undefined) return void res.destroy();
-      if (raw === null) return tooLarge();
-      // Weighed before it is parsed: what it will hold takes a place in its client's share
-      // until its response ends, or it is refused unparsed.
-      const { weight, id } = requestWeight(raw);
-      const modernClient = !sessionId && (header(req, 'mcp-protocol-version') ?? '') >= '2026';
-      const client = sessionId ? `session ${sessionId}` : `${modernClient ? 'client' : 'opening'} ${address}`;
-      const place = inFlight.admit(client, weight, network);
-      if (!place.ok) return refuseInFlight(res, place, weight, id, sessionId ? 'session' : modernClient ? 'client' : 'opening');
-      res.once('close', place.release);
-      text = raw.toString('utf8');
-      raw = null;
+      text = (await admission.admit(req, res, sessionId))?.toString('utf8');
+      if (text === undefined) return;
       try {
         body = JSON.parse(text);
       } catch {
@@ -437,56 +394,7 @@ export async function startGatewayHttp(gateway: Gateway, opts: GatewayHttpOption
   };
 }
 
-function header(req: IncomingMessage, name: string): string | undefined {
-  const v = req.headers[name];
-  return Array.isArray(v) ? v[0] : v;
-}
-
-async function readBody(req: IncomingMessage, limit: number): Promise<Buffer | null> {
-  const chunks: Buffer[] = [];
-  let size = 0;
-  for await (const chunk of req) {
-    size += (chunk as Buffer).length;
-    if (size > limit) return null;
-    chunks.push(chunk as Buffer);
-  }
-  return Buffer.concat(chunks);
-}
-
-/**
- * A request refused unparsed for what is in flight: 429 with Retry-After naming the bound it
- * met, or 413 when it alone weighs more than a client may hold. Answered with its own id.
- */
-function refuseInFlight(res: ServerResponse, refusal: Exclude<Admission, { ok: true }>, weight: number, id: string | number | null, who: 'session' | 'client' | 'opening'): void {
-  let message: string;
-  if (refusal.scope === 'request') {
-    message = `request too heavy: parsed, it would hold about ${formatBytes(weight)}, more than one client may hold (${formatBytes(refusal.limit)}); send fewer JSON values`;
-  } else {
-    const era = who === 'client' ? '2026-07-28 requests' : 'requests';
-    const from = refusal.scope === 'total' ? 'from all clients' : refusal.scope === 'network' ? "from this client's network" : who === 'session' ? 'in this MCP session' : 'from this client';
-    const bound = refusal.what === 'requests' ? `${refusal.limit}` : `${formatBytes(refusal.limit)} weighed`;
-    message =
-      refusal.scope === 'total'
-        ? `too many ${era} in flight (${bound} ${from}): retry shortly`
-        : `too many ${era} in flight ${from} (${bound}): retry when one has ended`;
-  }
-  const text = JSON.stringify({ jsonrpc: '2.0', id, error: { code: -32000, message } });
-  const status = refusal.scope === 'request' ? 413 : 429;
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(text), ...(status === 429 ? { 'retry-after': '1' } : {}) });
-  res.end(text);
-}
-
-function sendJson(res: ServerResponse, status: number, value: unknown): void {
-  const body = JSON.stringify(value, null, 2);
-  res.writeHead(status, { 'content-type': 'application/json', 'content-length': Buffer.byteLength(body) });
-  res.end(body);
-}
-
 function sendHtml(res: ServerResponse, status: number, html: string): void {
   res.writeHead(status, { ...PAGE_HEADERS, 'content-length': Buffer.byteLength(html) });
   res.end(html);
-}
-
-function sendJsonRpcError(res: ServerResponse, status: number, code: number, message: string): void {
-  sendJson(res, status, { jsonrpc: '2.0', error: { code, message }, id: null });
 }
