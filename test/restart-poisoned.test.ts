@@ -145,12 +145,10 @@ async function silentKeepers(kDir: string): Promise<string[]> {
 }
 
 /**
- * A fake keeper that hands over three descriptors, as a keeper does, then announces a meta of
- * a gigabyte and streams it for as long as the adopter reads (an adopter that holds it all
- * grows without bound).
+ * A fake keeper listening as `name` in `kDir`: to each adopter it hands over three
+ * descriptors, as a keeper does, then `speak`s on the socket. Resolves to `name`.
  */
-async function hugeMetaKeeper(kDir: string): Promise<string> {
-  const name = '22222222222m.sock';
+async function fakeKeeper(kDir: string, name: string, speak: (socket: Socket) => void): Promise<string> {
   const fake = createServer((socket) => {
     socket.on('error', () => {});
     accepted.push(socket);
@@ -160,6 +158,20 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
       nativeAddon().closeFd(a);
       nativeAddon().closeFd(b);
     }
+    speak(socket);
+  });
+  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
+  servers.push(fake);
+  return name;
+}
+
+/**
+ * A fake keeper that hands over three descriptors, as a keeper does, then announces a meta of
+ * a gigabyte and streams it for as long as the adopter reads (an adopter that holds it all
+ * grows without bound).
+ */
+async function hugeMetaKeeper(kDir: string): Promise<string> {
+  return fakeKeeper(kDir, '22222222222m.sock', (socket) => {
     socket.write(`adopted 1\npid 1 1\nmeta ${1024 ** 3}\n`);
     const chunk = Buffer.alloc(64 * 1024, 0x7b);
     let sent = 0;
@@ -171,9 +183,6 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
     };
     pump();
   });
-  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
-  servers.push(fake);
-  return name;
 }
 
 /**
@@ -181,22 +190,10 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
  * planted dump, named to sort before the real keeper): with no output, running.
  */
 async function claimingKeeper(kDir: string, sessionId: string, processId: string): Promise<string> {
-  const name = '222222222222.sock';
   const meta = JSON.stringify({ v: 1, session: sessionId, process: processId, handle: 0, argv: ['fake'], tty: false, stdin: false });
-  const fake = createServer((socket) => {
-    socket.on('error', () => {});
-    accepted.push(socket);
-    const pairs = [0, 1, 2].map(() => nativeAddon().socketPair(false));
-    nativeAddon().sendFds(socketFd(socket)!, pairs.map((p) => p[0]));
-    for (const [a, b] of pairs) {
-      nativeAddon().closeFd(a);
-      nativeAddon().closeFd(b);
-    }
+  return fakeKeeper(kDir, '222222222222.sock', (socket) => {
     socket.write(`adopted 1\npid ${process.pid} ${process.pid}\nmeta ${Buffer.byteLength(meta)}\n${meta}stream 1 0 0\nstream 2 0 0\ndropped 0\ngone 0\nstdin 0 0\nend\n`);
   });
-  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
-  servers.push(fake);
-  return name;
 }
 
 describe('a successor reading a poisoned state dir', () => {
