@@ -7,10 +7,11 @@
  * stream resumes, byte-exact, with its exit code.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFrontDir, startHaproxy, substitute, type FrontDoor } from './helpers/front-door.js';
+import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, startHaproxy, substitute, type FrontDoor } from './helpers/front-door.js';
 import { streamThrough } from './helpers/fleet-stream.js';
+import { count, created, resumes, startFleetHosts, stopFleet } from './helpers/fleet.js';
 import { requireProgram } from './helpers/prerequisites.js';
-import { startRestartableServer, type RestartableServer } from './helpers/restart.js';
+import type { RestartableServer } from './helpers/restart.js';
 import { eventually, freePort, serverUsers } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 180_000;
@@ -30,7 +31,7 @@ beforeAll(async () => {
   dir = frontDir('tether-fleet-haproxy-');
   const pem = makeFrontCertificates(dir);
   ca = pem.ca;
-  for (const name of ['box1', 'box2', 'box3']) hosts.push(await startRestartableServer(USER, ['--allow-host', name]));
+  await startFleetHosts(hosts, USER, (name) => ['--allow-host', name]);
   const port = await freePort();
   const config = substitute(deployFile('haproxy/tether.cfg'), [
     ['bind :443 ssl crt /etc/ssl/tether/front.pem', `bind 127.0.0.1:${port} ssl crt ${pem.bundle}`],
@@ -43,14 +44,9 @@ beforeAll(async () => {
 }, 90_000);
 
 afterAll(async () => {
-  await front?.stop();
-  for (const h of hosts.splice(0)) await h.dispose();
-  if (dir) removeFrontDir(dir);
+  await stopFleet(front, hosts, dir);
 });
 
-const count = (text: string, pattern: RegExp) => (text.match(new RegExp(pattern.source, 'g')) ?? []).length;
-const created = (h: RestartableServer) => h.servers.reduce((n, s) => n + count(s.stderr(), / created for /), 0);
-const resumes = (h: RestartableServer) => h.servers.reduce((n, s) => n + count(s.stderr(), / resumed by /), 0);
 /** Former workers the master saw exit (after a reload: the links they held are cut). */
 const exitedWorkers = () => count(front!.log(), /[Ff]ormer worker .*exited/);
 

@@ -25,11 +25,12 @@ import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import { ExecClient } from '../src/client/index.js';
 import { spawnTether } from './helpers/cli.js';
-import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, removeFrontDir, startNginx, substitute, type FrontDoor } from './helpers/front-door.js';
+import { deployFile, fleetDocShows, frontDir, makeFrontCertificates, startNginx, substitute, type FrontDoor } from './helpers/front-door.js';
 import { streamThrough } from './helpers/fleet-stream.js';
+import { count, created, resumes, startFleetHosts, stopFleet } from './helpers/fleet.js';
 import { node, repoRoot } from './helpers/mcp-peers.js';
 import { requireProgram } from './helpers/prerequisites.js';
-import { ADOPT_WITHIN, startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { ADOPT_WITHIN, watchOutput, type RestartableServer } from './helpers/restart.js';
 import { TETHER_BIN } from './helpers/serve-process.js';
 import { eventually, freePort, serverUsers, startServerProcess } from './helpers/server-process.js';
 
@@ -60,12 +61,12 @@ beforeAll(async () => {
   // listening on its network address with a token checks no Host at all.
   // Each host its own token (tokens are per host): the front door holds none and passes
   // Authorization on.
-  for (const name of ['box1', 'box2', 'box3']) {
+  await startFleetHosts(hosts, USER, (name) => {
     const file = join(dir, `${name}.token`);
     writeFileSync(file, `${name}-${randomUUID()}\n`, { mode: 0o644 });
     tokenFiles.push(file);
-    hosts.push(await startRestartableServer(USER, ['--allow-host', name, '--token-file', file]));
-  }
+    return ['--allow-host', name, '--token-file', file];
+  });
   certs = pem;
   const port = await freePort();
   front = await startNginx(dir, port, fleetSite(port));
@@ -84,15 +85,9 @@ function fleetSite(port: number, more: [string, string][] = []): string {
 }
 
 afterAll(async () => {
-  await front?.stop();
-  for (const h of hosts.splice(0)) await h.dispose();
-  if (dir) removeFrontDir(dir);
+  await stopFleet(front, hosts, dir);
 });
 
-const count = (text: string, pattern: RegExp) => (text.match(new RegExp(pattern.source, 'g')) ?? []).length;
-/** Sessions a host created, and resumes it served, so far (across its successors). */
-const created = (h: RestartableServer) => h.servers.reduce((n, s) => n + count(s.stderr(), / created for /), 0);
-const resumes = (h: RestartableServer) => h.servers.reduce((n, s) => n + count(s.stderr(), / resumed by /), 0);
 /** Old workers nginx saw exit (after a reload: the links they held are cut). */
 const exitedWorkers = () => count(front!.log(), /worker process \d+ exited/);
 

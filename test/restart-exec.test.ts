@@ -6,23 +6,12 @@
  * in order; after SIGTERM it said the server was restarting (and never waited out a backoff
  * for nothing: its recovery deadline is far beyond the test's timeout).
  */
-import { randomUUID } from 'node:crypto';
 import { afterEach, describe, expect, it } from 'vitest';
 import { restartingLine } from '../src/util/stop-notices.js';
-import { spawnTether } from './helpers/cli.js';
-import { ADOPT_WITHIN_MS, startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { ADOPT_WITHIN_MS, execProducer, PRODUCER_LINES, PRODUCER_OUTPUT, startRestartableServer, type RestartableServer } from './helpers/restart.js';
 import { serverUsers } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 45_000;
-const LINES = 60;
-const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
-
-/** `tether exec` of a paced producer (lines 1..LINES, then exit 7) against `server`, its output watched. */
-function execProducer(server: RestartableServer): ReturnType<typeof watchOutput> {
-  const marker = `producer-${randomUUID()}`;
-  const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
-  return watchOutput(spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], { stdio: ['ignore', 'pipe', 'pipe'] }));
-}
 
 let restartables: RestartableServer[] = [];
 afterEach(async () => {
@@ -32,7 +21,7 @@ afterEach(async () => {
 describe.each(serverUsers())('tether exec across a server restart (server runs as %s)', (user) => {
   for (const ending of ['SIGKILL', 'SIGTERM'] as const) {
     it(
-      `${ending}: the successor adopts the process; exec exits 7 with lines 1..${LINES} once, in order`,
+      `${ending}: the successor adopts the process; exec exits 7 with lines 1..${PRODUCER_LINES} once, in order`,
       async () => {
         const server = await startRestartableServer(user);
         restartables.push(server);
@@ -43,7 +32,7 @@ describe.each(serverUsers())('tether exec across a server restart (server runs a
         await server.successor();
         const { code } = await out.closedWithin(20_000, () => `server: ${server.current.stderr().slice(-1500)}`);
         expect(code, out.stderr()).toBe(7);
-        expect(out.stdout()).toBe(EXPECTED);
+        expect(out.stdout()).toBe(PRODUCER_OUTPUT);
         if (ending === 'SIGTERM') expect(out.stderr()).toContain(`tether exec: ${restartingLine(ADOPT_WITHIN_MS)}\n`);
         expect(out.stderr()).not.toMatch(/unknown session|session (is )?lost|server stopped/);
       },
@@ -65,7 +54,7 @@ describe.each(serverUsers())('tether exec across a server restart (server runs a
       await server.successor();
       const { code } = await out.closedWithin(20_000, () => `server: ${server.current.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(7);
-      expect(out.stdout()).toBe(EXPECTED);
+      expect(out.stdout()).toBe(PRODUCER_OUTPUT);
       expect(server.servers.length).toBe(3);
     },
     TEST_TIMEOUT_MS,

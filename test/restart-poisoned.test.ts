@@ -16,7 +16,6 @@
  * process serves, and a server of another uid could not connect to them.
  */
 import type { ChildProcess } from 'node:child_process';
-import { randomUUID } from 'node:crypto';
 import { existsSync, mkdirSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer as createHttpServer, type Server as HttpServer } from 'node:http';
 import { createServer, type Server, type Socket } from 'node:net';
@@ -25,22 +24,10 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { nativeAddon } from '../src/server/native.js';
 import { MAX_RECORD_BYTES } from '../src/server/session-store.js';
 import { socketFd } from '../src/util/node-internals.js';
-import { spawnTether } from './helpers/cli.js';
-import { startRestartableServer, watchOutput, type RestartableServer } from './helpers/restart.js';
+import { execProducer, PRODUCER_OUTPUT, startRestartableServer, type RestartableServer } from './helpers/restart.js';
 import { eventually, isLive, keeperPids, serverUsers } from './helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 90_000;
-const LINES = 60;
-const EXPECTED = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
-
-/** `tether exec` of a paced producer (lines 1..LINES, then exit 7) against `server`, its output watched. */
-function execProducer(server: RestartableServer): ReturnType<typeof watchOutput> {
-  const marker = `producer-${randomUUID()}`;
-  const producer = `for i in $(seq 1 ${LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
-  const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], { stdio: ['ignore', 'pipe', 'pipe'] });
-  children.push(child);
-  return watchOutput(child);
-}
 
 /** `promise`, or a rejection saying `what` after `ms` (a bound, never a measurement). */
 function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
@@ -108,7 +95,7 @@ describe.each(serverUsers())('a successor that cannot bind (server runs as %s)',
     async () => {
       const server = await startRestartableServer(user);
       restartables.push(server);
-      const out = execProducer(server);
+      const out = execProducer(server, children);
       await out.waitStdout('line 10\n');
       await server.stop('SIGKILL');
       const keepers = keeperPids(server.stateDir);
@@ -122,7 +109,7 @@ describe.each(serverUsers())('a successor that cannot bind (server runs as %s)',
       await server.successor();
       const { code } = await out.closedWithin(30_000, () => `server: ${server.current.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(7);
-      expect(out.stdout()).toBe(EXPECTED);
+      expect(out.stdout()).toBe(PRODUCER_OUTPUT);
     },
     TEST_TIMEOUT_MS,
   );
@@ -145,12 +132,10 @@ async function silentKeepers(kDir: string): Promise<string[]> {
 }
 
 /**
- * A fake keeper that hands over three descriptors, as a keeper does, then announces a meta of
- * a gigabyte and streams it for as long as the adopter reads (an adopter that holds it all
- * grows without bound).
+ * A fake keeper listening as `name` in `kDir`: to each adopter it hands over three
+ * descriptors, as a keeper does, then `speak`s on the socket. Resolves to `name`.
  */
-async function hugeMetaKeeper(kDir: string): Promise<string> {
-  const name = '22222222222m.sock';
+async function fakeKeeper(kDir: string, name: string, speak: (socket: Socket) => void): Promise<string> {
   const fake = createServer((socket) => {
     socket.on('error', () => {});
     accepted.push(socket);
@@ -160,6 +145,20 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
       nativeAddon().closeFd(a);
       nativeAddon().closeFd(b);
     }
+    speak(socket);
+  });
+  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
+  servers.push(fake);
+  return name;
+}
+
+/**
+ * A fake keeper that hands over three descriptors, as a keeper does, then announces a meta of
+ * a gigabyte and streams it for as long as the adopter reads (an adopter that holds it all
+ * grows without bound).
+ */
+async function hugeMetaKeeper(kDir: string): Promise<string> {
+  return fakeKeeper(kDir, '22222222222m.sock', (socket) => {
     socket.write(`adopted 1\npid 1 1\nmeta ${1024 ** 3}\n`);
     const chunk = Buffer.alloc(64 * 1024, 0x7b);
     let sent = 0;
@@ -171,9 +170,6 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
     };
     pump();
   });
-  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
-  servers.push(fake);
-  return name;
 }
 
 /**
@@ -181,22 +177,10 @@ async function hugeMetaKeeper(kDir: string): Promise<string> {
  * planted dump, named to sort before the real keeper): with no output, running.
  */
 async function claimingKeeper(kDir: string, sessionId: string, processId: string): Promise<string> {
-  const name = '222222222222.sock';
   const meta = JSON.stringify({ v: 1, session: sessionId, process: processId, handle: 0, argv: ['fake'], tty: false, stdin: false });
-  const fake = createServer((socket) => {
-    socket.on('error', () => {});
-    accepted.push(socket);
-    const pairs = [0, 1, 2].map(() => nativeAddon().socketPair(false));
-    nativeAddon().sendFds(socketFd(socket)!, pairs.map((p) => p[0]));
-    for (const [a, b] of pairs) {
-      nativeAddon().closeFd(a);
-      nativeAddon().closeFd(b);
-    }
+  return fakeKeeper(kDir, '222222222222.sock', (socket) => {
     socket.write(`adopted 1\npid ${process.pid} ${process.pid}\nmeta ${Buffer.byteLength(meta)}\n${meta}stream 1 0 0\nstream 2 0 0\ndropped 0\ngone 0\nstdin 0 0\nend\n`);
   });
-  await new Promise<void>((resolve) => fake.listen(join(kDir, name), resolve));
-  servers.push(fake);
-  return name;
 }
 
 describe('a successor reading a poisoned state dir', () => {
@@ -208,11 +192,11 @@ describe('a successor reading a poisoned state dir', () => {
       const sessionsDir = join(server.stateDir, 'sessions');
       const kDir = join(server.stateDir, 'k');
       // The victim: a session with retained output whose record will say maxChunkBytes 0.
-      const victim = execProducer(server);
+      const victim = execProducer(server, children);
       await victim.waitStdout('line 3\n');
       expect(await eventually(() => readdirSync(sessionsDir).filter((n) => n.endsWith('.json')).length === 1, 5_000)).toBe(true);
       const victimRecord = readdirSync(sessionsDir).find((n) => n.endsWith('.json'))!;
-      const healthy = execProducer(server);
+      const healthy = execProducer(server, children);
       await healthy.waitStdout('line 10\n');
       await server.stop('SIGKILL');
 
@@ -260,7 +244,7 @@ describe('a successor reading a poisoned state dir', () => {
 
       const { code } = await healthy.closedWithin(30_000, () => `server: ${successor.stderr().slice(-2500)}`);
       expect(code, healthy.stderr()).toBe(7);
-      expect(healthy.stdout()).toBe(EXPECTED);
+      expect(healthy.stdout()).toBe(PRODUCER_OUTPUT);
 
       // It names each thing it set aside or skipped.
       const log = successor.stderr();

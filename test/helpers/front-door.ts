@@ -133,14 +133,7 @@ export async function startNginx(dir: string, port: number, siteConfig: string):
   const child = spawn('nginx', ['-p', dir, '-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
   let stderr = '';
   child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const stop = stopper(child, exited);
-  try {
-    await listening(port, child, () => `${stderr}\n${log()}`);
-  } catch (error) {
-    await stop();
-    throw error;
-  }
+  const stop = await startedOrStopped(child, port, () => `${stderr}\n${log()}`);
   return {
     pid: child.pid!,
     reload: async () => {
@@ -149,6 +142,22 @@ export async function startNginx(dir: string, port: number, siteConfig: string):
     log: () => `${stderr}\n${log()}`,
     stop,
   };
+}
+
+/**
+ * The stop of `child` once it listens on `port`; if it never does, it is stopped and the
+ * error (with `log()`) thrown.
+ */
+async function startedOrStopped(child: ChildProcess, port: number, log: () => string): Promise<() => Promise<void>> {
+  const exited = new Promise((resolve) => child.once('exit', resolve));
+  const stop = stopper(child, exited);
+  try {
+    await listening(port, child, log);
+  } catch (error) {
+    await stop();
+    throw error;
+  }
+  return stop;
 }
 
 /**
@@ -164,14 +173,7 @@ export async function startHaproxy(dir: string, port: number, config: string): P
   let output = '';
   child.stdout!.on('data', (d: Buffer) => (output += d.toString()));
   child.stderr!.on('data', (d: Buffer) => (output += d.toString()));
-  const exited = new Promise((resolve) => child.once('exit', resolve));
-  const stop = stopper(child, exited);
-  try {
-    await listening(port, child, () => output);
-  } catch (error) {
-    await stop();
-    throw error;
-  }
+  const stop = await startedOrStopped(child, port, () => output);
   return {
     pid: child.pid!,
     reload: async () => {

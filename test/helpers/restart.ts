@@ -4,6 +4,8 @@
  * dir, as the same user, started only once the predecessor has exited.
  */
 import type { ChildProcess } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
+import { spawnTether } from './cli.js';
 import { disposeStateDir, freePort, makeStateDir, startServerProcess, type ServerProcess, type ServerUser } from './server-process.js';
 
 /** The `--adopt-within` the restart tests give (the keepers' countdown after their server is gone). */
@@ -130,4 +132,20 @@ export function watchOutput(child: ChildProcess): {
       });
     });
   return { stdout: () => text.stdout, stderr: () => text.stderr, waitStdout: wait('stdout'), waitStderr: wait('stderr'), closed, closedWithin };
+}
+
+/** The lines the paced producer of `execProducer` prints, and its whole output. */
+export const PRODUCER_LINES = 60;
+export const PRODUCER_OUTPUT = Array.from({ length: PRODUCER_LINES }, (_, i) => `line ${i + 1}\n`).join('');
+
+/**
+ * `tether exec` of a paced producer (lines 1..PRODUCER_LINES, then exit 7) against `server`,
+ * its output watched; the client process is also pushed to `children` (for the test to reap).
+ */
+export function execProducer(server: RestartableServer, children: ChildProcess[] = []): ReturnType<typeof watchOutput> {
+  const marker = `producer-${randomUUID()}`;
+  const producer = `for i in $(seq 1 ${PRODUCER_LINES}); do echo "line $i"; sleep 0.05; done; exit 7`;
+  const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', producer, marker], { stdio: ['ignore', 'pipe', 'pipe'] });
+  children.push(child);
+  return watchOutput(child);
 }
