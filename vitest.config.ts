@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 export default defineConfig({
   test: {
     include: ['test/**/*.test.ts'],
-    exclude: ['test/**/*.interop.test.ts', 'test/**/*.install.test.ts', 'node_modules/**'],
+    exclude: ['test/interop/**/*.interop.test.ts', 'test/install/**', 'node_modules/**'],
     // Child processes (and the non-dumpable server: prctl is per process) want forked workers, not threads.
     pool: 'forks',
     // The CLI runs from dist/ (as installed): rebuilt first when a source changed.

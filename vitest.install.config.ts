@@ -6,7 +6,7 @@ import { defineConfig } from 'vitest/config';
 // and qemu-user (.ci/run installs them); a missing tool fails the run naming its package.
 export default defineConfig({
   test: {
-    include: ['test/**/*.install.test.ts'],
+    include: ['test/install/**/*.test.ts'],
     pool: 'forks',
     // test/helpers/tether.ts serves from src/ in-process; the installed copies run their own dist/.
     globalSetup: ['test/install-setup.ts'],

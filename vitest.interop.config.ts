@@ -4,7 +4,7 @@ import { defineConfig } from 'vitest/config';
 // against the real Codex exec-server, plus the interop-only suites (the Codex agent).
 export default defineConfig({
   test: {
-    include: ['test/**/*.interop.test.ts', 'test/**/*.both.test.ts'],
+    include: ['test/interop/**/*.test.ts'],
     pool: 'forks',
     // The CLI runs from dist/ (as installed): rebuilt first when a source changed.
     globalSetup: ['test/global-setup.ts'],

@@ -7,7 +7,7 @@ const target = process.env.TETHER_TEST_TARGET === 'relay:codex' ? 'relay:codex' 
 
 export default defineConfig({
   test: {
-    include: ['test/**/*.both.test.ts'],
+    include: ['test/interop/**/*.both.test.ts'],
     pool: 'forks',
     globalSetup: ['test/global-setup.ts'],
     fileParallelism: target === 'relay:tether',

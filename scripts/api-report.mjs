@@ -4,7 +4,7 @@
 // TypeScript printer with comments dropped, and `@internal` and private members left out (no
 // user can reach either; they change with every refactor).
 //
-// test/api-surface.test.ts compares it with test/api/*.api.txt, so an API change is a diff a
+// test/package/api-surface.test.ts compares it with test/api/*.api.txt, so an API change is a diff a
 // reviewer sees; `npm run api:update` rewrites those files after an intended change.
 //
 // Usage: node scripts/api-report.mjs [--write DIR]   (needs dist/ built: npm run build)

@@ -8,7 +8,7 @@
 //
 // Run by `npm run build` and `prebench` after tsc, and by test/global-setup.ts when dist/ is
 // newer than the bundle. Writes dist/bundle/meta.json (esbuild's metafile: which sources are
-// in which chunk), which test/cli-startup.test.ts reads; it is not packed (`files` takes
+// in which chunk), which test/cli/startup.test.ts reads; it is not packed (`files` takes
 // only .js and .d.ts).
 import { rmSync, writeFileSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -16,8 +16,8 @@ import { fileURLToPath } from 'node:url';
 import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
-// Two levels under the root, as dist/cli is: main.ts finds ../../package.json and
-// server/native.ts ../../native/build from either.
+// Two levels under the root, as dist/cli is: main.ts finds ../../package.json from either
+// (server/local/native.ts looks for the nearest package.json above it).
 const outdir = join(root, 'dist', 'bundle');
 
 rmSync(outdir, { recursive: true, force: true });

@@ -9,7 +9,7 @@
  */
 import { pipeline } from 'node:stream/promises';
 import { OutcomeUnknownError, reconnectDelayMs, SessionLostError, type ExecClient, type RecoveredEvent } from '../client/index.js';
-import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs-copy.js';
+import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs/copy.js';
 import { connectClient } from './connect.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';

@@ -11,7 +11,7 @@ interface Command {
 }
 
 const commands: Record<string, Command> = {
-  serve: { summary: 'run the exec-server (WebSocket, Codex-compatible)', load: () => import('./serve.js') },
+  serve: { summary: 'run the exec-server (WebSocket, Codex-compatible)', load: () => import('./serve/serve.js') },
   exec: { summary: 'run a command on a tether server, surviving drops', load: () => import('./exec.js') },
   cp: { summary: 'copy files and directories to or from a tether host, surviving drops', load: () => import('./cp.js') },
   mcp: { summary: 'stdio MCP bridge to a remote stdio MCP server', load: () => import('./mcp.js') },
@@ -55,7 +55,7 @@ export async function main(argv: string[]): Promise<void> {
     case '--version':
     case '-V':
     case '-v':
-      process.stdout.write(`tether ${version()} (native: ${(await import('../server/native.js')).nativeSummary()})\n`);
+      process.stdout.write(`tether ${version()} (native: ${(await import('../server/local/native.js')).nativeSummary()})\n`);
       return;
     case 'help': {
       const [topic, ...extra] = rest;

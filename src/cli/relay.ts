@@ -11,7 +11,7 @@ import { isLogLevel, stderrLogger, type Logger, type LogLevel } from '../util/lo
 import type { RemoteBackendOptions } from '../relay/remote-backend.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { defaultRelayTokenFile, relayToken } from './relay-token.js';
-import { parseListen } from './serve.js';
+import { parseListen } from './serve/serve.js';
 import { endStdio, SIGNAL_FLUSH_MS, stopOnSignals } from './stdio-stop.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 

@@ -1,5 +1,5 @@
 /**
- * The conventions every `tether` command follows (tested in test/cli-conventions.test.ts):
+ * The conventions every `tether` command follows (tested in test/cli/conventions.test.ts):
  * - `--help`/`-h` (and `tether help <command>`) print the usage on stdout and exit 0;
  * - a usage error prints one line naming the problem, then where to read more, on stderr,
  *   and exits 2: `tether exec: --url needs a value` / `run 'tether exec --help' for usage`;

@@ -27,17 +27,17 @@ import { Acknowledger } from './acks.js';
 import type { TrustedCa } from './connection.js';
 import { isEnded, type EngineState, type RecoveredEvent, type RestartingEvent, type StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
-import { RemoteFs } from './fs.js';
+import { RemoteFs } from './fs/fs.js';
 import { ConnectionLostError } from './errors.js';
-import { OutcomeUnknownError } from './fs-errors.js';
+import { OutcomeUnknownError } from './fs/errors.js';
 import { ProcessTable } from './inbound.js';
-import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process.js';
-import { ProcessOps } from './process-ops.js';
+import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process/process.js';
+import { ProcessOps } from './process/process-ops.js';
 import { SessionLink } from './session-link.js';
 
 export type ClientState = EngineState;
 export type { RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
-export { fullEnvPolicy } from './process-ops.js';
+export { fullEnvPolicy } from './process/process-ops.js';
 
 /** `ExecClient`'s events and their arguments. */
 export interface ExecClientEventMap {

@@ -7,7 +7,7 @@
 import { performance } from 'node:perf_hooks';
 import WebSocket from 'ws';
 import { decodeFrame, stringifyMessage, type JsonRpcId } from '../protocol/dialect.js';
-import { peekOutputNotification } from './output-notification.js';
+import { peekOutputNotification } from './process/output-notification.js';
 import { RpcError } from '../protocol/errors.js';
 import { binaryPayload, isTetherBinaryFrame } from '../protocol/binary-frames.js';
 import { AuthRefusedError, ConnectionLostError, PeerClosedError, UpgradeAnsweredError } from './errors.js';

@@ -5,7 +5,7 @@
  * failure that ends it all. What one recovery attempt does — open a socket, resume the
  * session, catch up — is the owner's `resume` function. Clock and randomness are
  * injectable, so the whole state machine is tested with fake timers
- * (test/client-engine.test.ts).
+ * (test/unit/client/engine.test.ts).
  *
  * States: recovering (before the first connection, and after a drop) → connected → … , or
  * failed (for good: every waiter and the owner get the same `SessionLostError`), or closed

@@ -14,7 +14,7 @@
  * Server-to-client frames only (never masked). Anything this does not expect — a masked
  * frame, reserved bits, a continuation of nothing, an oversized message — turns it into a
  * plain pipe to `ws` for the rest of the connection, so `ws` sees the violation and closes
- * the connection as it would have anyway. Pure: no sockets (test/frame-demux.test.ts).
+ * the connection as it would have anyway. Pure: no sockets (test/unit/client/frame-demux.test.ts).
  */
 import { BINARY_HEADER_BYTES } from '../protocol/binary-frames.js';
 import type { ByteArena } from '../util/byte-arena.js';

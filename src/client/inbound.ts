@@ -5,7 +5,7 @@
 import { decodeBinaryFragments, peekOutputHeader } from '../protocol/binary-frames.js';
 import { Method, type OutputStream } from '../protocol/types.js';
 import type { ByteArena } from '../util/byte-arena.js';
-import { isLive, outputMemoryOf, sequencerOf, type ExecProcess } from './process.js';
+import { isLive, outputMemoryOf, sequencerOf, type ExecProcess } from './process/process.js';
 import { outputEvent } from './sequencer.js';
 
 export interface InboundHost {

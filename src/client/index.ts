@@ -4,10 +4,10 @@
  */
 export { ExecClient } from './client.js';
 export type { ClientState, ExecClientEventMap, ExecClientOptions, RecoveredEvent, RestartingEvent, SpawnOptions, StateChange } from './client.js';
-export { ExecProcess } from './process.js';
-export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs.js';
-export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } from './fs.js';
-export type { ExecProcessEventMap, KillSignal, ProcessEvent } from './process.js';
+export { ExecProcess } from './process/process.js';
+export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs/fs.js';
+export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } from './fs/fs.js';
+export type { ExecProcessEventMap, KillSignal, ProcessEvent } from './process/process.js';
 export { SessionLostError, ServerStoppedError, OutputLostError, AuthRefusedError } from './errors.js';
 export type { SessionLostReason } from './errors.js';
 // What a failed request rejects with (a process/start refused, say): the server's JSON-RPC

@@ -16,8 +16,8 @@ import { ReconnectEngine } from './engine.js';
 import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
 import { AuthRefusedError, closeNoticeOf, ConnectionLostError, OutputLostError, SessionLostError, UpgradeAnsweredError, WrongSessionError } from './errors.js';
 import type { ExecClientOptions } from './client.js';
-import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process.js';
-import { STILL_STARTING_MS } from './process-ops.js';
+import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process/process.js';
+import { STILL_STARTING_MS } from './process/process-ops.js';
 import { speaksTls } from './tls-probe.js';
 
 const DEFAULT_DEADLINE_MS = 25_000;

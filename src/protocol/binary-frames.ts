@@ -15,7 +15,7 @@
  *
  * A JSON message never starts with a byte below 0x09 (it starts with `{`, `[` or JSON
  * whitespace), so a receiver tells the two kinds of binary frame apart by the first byte:
- * `isTetherBinaryFrame`. Pure functions, tested in test/binary-frames.test.ts.
+ * `isTetherBinaryFrame`. Pure functions, tested in test/server/connection/binary-frames.test.ts.
  */
 import type { OutputStream } from './types.js';
 

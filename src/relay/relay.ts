@@ -6,7 +6,7 @@
 import type { Readable, Writable } from 'node:stream';
 import type { TetherServer, TetherServerOptions } from '../server/index.js';
 import { startServerWith } from '../server/server-start.js';
-import { serveStdio, startStdioServer } from '../server/stdio-listener.js';
+import { serveStdio, startStdioServer } from '../server/edge/stdio-listener.js';
 import { RemoteBackend, type RemoteBackendOptions } from './remote-backend.js';
 
 export interface RelayOptions {

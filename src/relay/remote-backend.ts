@@ -22,7 +22,7 @@
 import type { ExecClientOptions } from '../client/index.js';
 import { ExecClient } from '../client/index.js';
 import { internalError, type EnvironmentInfo, type ExtensionName } from '../protocol/index.js';
-import type { ServerBackend, SessionBackend } from '../server/backend.js';
+import type { ServerBackend, SessionBackend } from '../server/backend/backend.js';
 import { remoteHttpRequest } from './remote-http.js';
 import { RemoteFsWork } from './remote-fs.js';
 import { spawnRemote } from './remote-child.js';

@@ -29,7 +29,7 @@ import {
   type FsWatchMissingResult,
   type FsWrittenResult,
 } from '../protocol/index.js';
-import type { FsTarget, FsWork } from '../server/backend.js';
+import type { FsTarget, FsWork } from '../server/backend/backend.js';
 import type { FsScope } from '../server/fs/scope.js';
 import { RemoteHandles } from './remote-handles.js';
 

@@ -7,7 +7,7 @@
  */
 import { invalidRequest } from '../protocol/index.js';
 import { notFound } from '../server/fs/errors.js';
-import { checkHandleId } from '../server/fs/handles.js';
+import { checkHandleId } from '../server/local/fs/handles.js';
 import type { FsScope } from '../server/fs/scope.js';
 
 interface ScopeHandles {

@@ -11,7 +11,7 @@ import { randomUUID } from 'node:crypto';
 import type { ExecClient } from '../client/index.js';
 import { OutcomeUnknownError } from '../client/index.js';
 import { internalError } from '../protocol/index.js';
-import type { HttpRequestWork, HttpResponseLike } from '../server/backend.js';
+import type { HttpRequestWork, HttpResponseLike } from '../server/backend/backend.js';
 
 interface UpstreamAnswer {
   status: number;

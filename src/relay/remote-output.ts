@@ -1,12 +1,12 @@
 /**
  * The output side of a process started upstream (remote-child.ts): the sinks tether's client
  * writes its output to, and the order in which output, exit and close reach the server.
- * Pure (no sockets): test/relay-remote-output.test.ts.
+ * Pure (no sockets): test/unit/relay/remote-output.test.ts.
  */
 import { Writable } from 'node:stream';
-import { doneWhenWritten } from '../client/process-output.js';
+import { doneWhenWritten } from '../client/process/process-output.js';
 import type { OutputStream } from '../protocol/index.js';
-import type { ChildEvents } from '../server/backend.js';
+import type { ChildEvents } from '../server/backend/backend.js';
 import { OutputBatch } from './output-batch.js';
 
 /**

@@ -2,9 +2,9 @@
  * What `startServer` takes (`TetherServerOptions`) and the defaults of what it leaves out
  * (`Defaults`, re-exported by the library as `ServerDefaults`).
  */
-import type { BackpressureMarks } from './connection.js';
+import type { BackpressureMarks } from './connection/connection.js';
 import type { FsServerLimits } from './fs/methods.js';
-import type { OutputLimits } from './process.js';
+import type { OutputLimits } from './output/process.js';
 import type { Logger } from '../util/logger.js';
 
 export interface TetherServerOptions {
@@ -14,7 +14,7 @@ export interface TetherServerOptions {
   port?: number;
   /**
    * A TCP socket descriptor already listening, to serve on instead of binding `host`:`port`
-   * (`tether serve --replace` receives its predecessor's: src/server/handover.ts). `host` still
+   * (`tether serve --replace` receives its predecessor's: src/server/restart/handover.ts). `host` still
    * decides the token and Host checks; the address bound is checked as for any listen.
    */
   listenFd?: number;

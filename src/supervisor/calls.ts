@@ -5,7 +5,7 @@
  * the supervisor's view rather than the raw transport error.
  */
 import { ResultSchema, type Result } from '@modelcontextprotocol/sdk/types.js';
-import type { Connection } from './connection.js';
+import type { Connection } from './transport/connection.js';
 import { isUndelivered } from './diagnosis.js';
 import { errorText, isAuthError, isConnectionClosed, isTransportLoss, ServerUnavailableError } from './errors.js';
 import type { FailureKind } from './policy.js';

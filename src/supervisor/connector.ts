@@ -12,11 +12,11 @@
  * elicitation, roots) are plain requests the gateway forwards as it always has.
  */
 import type { Catalog } from './catalog.js';
-import { closeQuietly, createConnection, initialize, type Connection, type ConnectionContext, type ConnectionWatcher, type Era } from './connection.js';
+import { closeQuietly, createConnection, initialize, type Connection, type ConnectionContext, type ConnectionWatcher, type Era } from './transport/connection.js';
 import { classifyFailure, describeFailure } from './diagnosis.js';
 import type { FailureKind } from './policy.js';
 import { watchTetherLink, type TetherLinkListener } from './tether-link.js';
-import type { TransportFactory } from './transports.js';
+import type { TransportFactory } from './transport/transports.js';
 import type { ServerSpec } from './types.js';
 
 export type AttemptOutcome = { ok: true; conn: Connection } | { ok: false; failure: FailureKind; reason: string };

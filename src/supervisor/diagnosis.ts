@@ -8,11 +8,11 @@ import { ServerStoppedError, SessionLostError } from '../client/errors.js';
 import { SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { RpcError } from '../protocol/errors.js';
 import { TimeoutError } from '../util/timeouts.js';
-import type { Connection } from './connection.js';
+import type { Connection } from './transport/connection.js';
 import { errorText, isAuthError, isConnectionClosed, isRequestTimeout, isTransportLoss, isVersionRefusal, REMOTE_SPAWN_REFUSAL_PREFIX, SDK_NOT_CONNECTED, SDK_SSE_GAVE_UP, SDK_SSE_STREAM } from './errors.js';
 import type { FailureKind } from './policy.js';
 import { summarizeStderr } from './stderr-summary.js';
-import { describeExit } from './transports.js';
+import { describeExit } from './transport/transports.js';
 import type { ServerKind, ServerSpec } from './types.js';
 
 /** The transport closed without reporting an error: the supervisor's stand-in for one. */

@@ -2,6 +2,6 @@ export { applyJitter, backoffDelay, baseDelay, DEFAULT_BACKOFF, type BackoffPoli
 export * from './crash-window.js';
 export * from './errors.js';
 export * from './types.js';
-export * from './transports.js';
+export * from './transport/transports.js';
 export * from './supervisor.js';
 export * from './stderr-summary.js';

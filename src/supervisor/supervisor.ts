@@ -5,7 +5,7 @@ import { AttemptScheduler, type Trigger } from './attempt-scheduler.js';
 import { CallPath } from './calls.js';
 import { Catalog } from './catalog.js';
 import { Connector } from './connector.js';
-import { closeQuietly, forceClose, pidOf, type Connection } from './connection.js';
+import { closeQuietly, forceClose, pidOf, type Connection } from './transport/connection.js';
 import { classifyFailure, describeFailure, isLostSseStream, TransportClosedError } from './diagnosis.js';
 import { errorText, isAuthError } from './errors.js';
 import { FailureRecord } from './failure-record.js';
@@ -14,7 +14,7 @@ import { RetryPolicy, type FailureKind, type RetryDecision } from './policy.js';
 import { detailOf, msUntil, summarize, type StatusFacts } from './status-report.js';
 import { LinkWatch } from './tether-link.js';
 import { restartingLine } from '../util/stop-notices.js';
-import { createTransport, type TransportFactory } from './transports.js';
+import { createTransport, type TransportFactory } from './transport/transports.js';
 import { settleWithin } from '../util/timeouts.js';
 import { resolveSupervisorOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
 

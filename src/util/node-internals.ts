@@ -3,7 +3,7 @@
  * no public way to the file descriptor under a `net.Server`/`http.Server` or a `net.Socket`,
  * and `tether serve --replace` (server/handover.ts) must pass both over SCM_RIGHTS: the
  * listening socket to hand over, and the admin connection to send it on. Call sites use only
- * these functions; test/node-internals-contract.test.ts checks each assumption below on the
+ * these functions; test/util/node-internals-contract.test.ts checks each assumption below on the
  * running Node and fails with "Node vX changed ..." when one no longer holds.
  *
  * Checked against Node 20, 22 and 24 (lib/net.js):

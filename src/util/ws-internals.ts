@@ -1,6 +1,6 @@
 /**
  * Every place tether goes around the `ws` package's public API, in one module (issue #24).
- * Call sites use only these functions; test/ws-contract.test.ts checks each assumption below
+ * Call sites use only these functions; test/util/ws-contract.test.ts checks each assumption below
  * against the installed `ws` and fails with "ws X.Y.Z changed ..." when an upgrade breaks one.
  *
  * Checked against ws 8.23.0 (package.json asks for ^8.23.0), reading node_modules/ws/lib:

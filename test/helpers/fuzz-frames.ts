@@ -1,5 +1,5 @@
 /**
- * Frames for the server fuzz test (test/fuzz.test.ts), from a seeded generator: valid
+ * Frames for the server fuzz test (test/e2e/fuzz.test.ts), from a seeded generator: valid
  * requests, the same requests mutated (a field dropped, retyped, blown up), garbage, and
  * the oracle that says which frames the server must answer, and under which id.
  *

@@ -2,7 +2,7 @@
  * Programs the suite needs beyond Node and the native build toolchain. A test whose program
  * is missing fails, saying how to install it: it never skips silently (a skipped test proves
  * nothing, and nobody reads the skip count). docs/development.md lists the same programs, and
- * test/docs-blocks.test.ts checks that its apt-get line names every package here.
+ * test/docs/docs-blocks.test.ts checks that its apt-get line names every package here.
  */
 import { execFileSync } from 'node:child_process';
 import { accessSync, constants } from 'node:fs';

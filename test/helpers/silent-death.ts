@@ -3,7 +3,7 @@
  * ssh -L tunnel, a load balancer): the proxy drops the link it carries, and from then on it
  * accepts each new connection and closes it, since nothing listens behind it any more. (A
  * tether server that is stopped says so before its socket goes, and its clients fail at once
- * with 'stopped': test/server-stop-notice.test.ts. This is the other case.)
+ * with 'stopped': test/server/stop-notice.test.ts. This is the other case.)
  */
 import net from 'node:net';
 import type { ChaosProxy } from '../../src/chaos/proxy.js';

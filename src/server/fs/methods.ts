@@ -5,7 +5,7 @@
  * become Codex's codes and texts (errors.ts). Memory is bounded by the server's fs budget:
  * reads wait for the connection's send buffer to drain and for budget before they read.
  */
-import type { KeyJournal } from '../key-journal.js';
+import type { KeyJournal } from '../restart/key-journal.js';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import type { z } from 'zod';
 import {
@@ -39,19 +39,19 @@ import {
   type FsWatchMissingResult,
   type FsWrittenResult,
 } from '../../protocol/index.js';
-import type { Connection, ConnectionContext } from '../connection.js';
-import type { Session } from '../session.js';
+import type { Connection, ConnectionContext } from '../connection/connection.js';
+import type { Session } from '../session/session.js';
 import { decodeBase64 } from './base64.js';
 import { ByteBudget } from './budget.js';
 import { Limiter, OpenFileCount } from './limiter.js';
 import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES } from './environment-config.js';
 import { fsError, mapFsErrors } from './errors.js';
-import { checkBlockLength, checkHandleId } from './handles.js';
+import { checkBlockLength, checkHandleId } from '../local/fs/handles.js';
 import { FsConnectionState, FsSessionState } from './scope.js';
 import type { KeptFsRecord } from './kept-fs.js';
 import { parsePathUri } from './uri.js';
-import { checkWalkLimits } from './walk.js';
-import type { FsTarget } from '../backend.js';
+import { checkWalkLimits } from '../local/fs/walk.js';
+import type { FsTarget } from '../backend/backend.js';
 
 export interface FsServerLimits {
   /** Largest file fs/readFile answers (8 MiB); larger ones are read with fs/open + fs/readBlock. */

@@ -6,7 +6,7 @@
  */
 import { createHash } from 'node:crypto';
 import { ErrorCode, invalidParams, RpcError } from '../../protocol/index.js';
-import type { KeyJournal } from '../key-journal.js';
+import type { KeyJournal } from '../restart/key-journal.js';
 
 interface Remembered {
   fingerprint: string;

@@ -6,15 +6,15 @@
  * reconnects may use its ids again.
  */
 import { FsMethod } from '../../protocol/index.js';
-import type { Connection } from '../connection.js';
-import type { Session } from '../session.js';
-import { HandleTable } from './handles.js';
+import type { Connection } from '../connection/connection.js';
+import type { Session } from '../session/session.js';
+import { HandleTable } from '../local/fs/handles.js';
 import type { OpenFileCount } from './limiter.js';
 import { ResultMemory } from './results.js';
-import type { KeyJournal } from '../key-journal.js';
+import type { KeyJournal } from '../restart/key-journal.js';
 import { decodeWatch, encodeWatch, type KeptFsRecord, type WatchSpec } from './kept-fs.js';
 import type { NativePath } from './uri.js';
-import { MissingWatch } from './watch.js';
+import { MissingWatch } from '../local/fs/watch.js';
 
 export interface FsScopeLimits {
   maxHandles: number;

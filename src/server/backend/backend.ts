@@ -1,0 +1,93 @@
+/**
+ * Where the server's work is done, behind one interface so another back-end can be plugged in.
+ *
+ * The method handlers (methods.ts, fs/methods.ts, http-request.ts) keep everything that makes
+ * them a server: parameter checks, the handshake state, limits and budgets, idempotency keys
+ * remembered for the client, the client's dialect. What they ask a back-end for is only the
+ * work: start a process, read or change a file, make an HTTP request, describe the host.
+ *
+ * The shape is per session, because a back-end may need state per client session (the relay's
+ * remote back-end holds one upstream session for each downstream one):
+ * - `ServerBackend.prepare` runs once before the server listens;
+ * - `ServerBackend.openSession` is called when `initialize` creates a session, and gives the
+ *   `SessionBackend` its handlers use for as long as the session lives;
+ * - `SessionBackend.close` is called once the session has expired or was closed.
+ * A back-end whose session is lost underneath it (an upstream session expired) calls the
+ * `lost` hook it was given: the server then expires the session, so its client hears what a
+ * Codex server says for an unknown session or process.
+ *
+ * The local back-end (local-backend.ts) is what `tether serve` runs: every command under its
+ * own local `tether-keeper`, node:fs, node:http, this machine's description. Nothing here loads
+ * native code at import; the local `prepare` does, when a server starts.
+ */
+import type { EnvironmentConfigReadResult, EnvironmentInfo, ExtensionName, FsDirectoryEntry, FsMetadata, FsOpenMode, FsWalkOptions, FsWalkResult } from '../../protocol/index.js';
+import type { FsScope } from '../fs/scope.js';
+import type { NativePath } from '../fs/uri.js';
+import type { HttpRequestWork, HttpResponseLike } from './http-work.js';
+import type { ChildEvents, ChildSpec, SpawnedChild } from '../local/spawn.js';
+
+export type { ChildEvents, ChildSpec, SpawnedChild } from '../local/spawn.js';
+export type { HttpRequestWork, HttpResponseLike } from './http-work.js';
+
+export interface ServerBackend {
+  /** Readies the back-end before the server listens; throws (one line) when it cannot do its work. */
+  prepare(): void;
+  /**
+   * The tether extensions this back-end can carry (null: all of them). The server accepts
+   * nothing else from its clients: a relay offers only what its upstream negotiated.
+   */
+  readonly extensions: ReadonlySet<ExtensionName> | null;
+  /** The work side of a new session; `lost` expires the session (its work can no longer be done). */
+  openSession(session: { readonly id: string; readonly extensions: ReadonlySet<ExtensionName> }, lost: (reason: string) => void): SessionBackend;
+}
+
+/** A path the client named: its `file:` URI as sent (checked) and the native path it stands for. */
+export interface FsTarget {
+  readonly uri: string;
+  readonly path: NativePath;
+}
+
+/**
+ * The filesystem work of one session. Errors are the wire's (`RpcError` with Codex's codes
+ * and texts). `scope` is where the client's handles and missing-watch live (per connection,
+ * or per session with `fsResume`): a back-end may keep its own state there or elsewhere.
+ */
+export interface FsWork {
+  /** The whole file, at most `maxBytes`; `reserve` takes its bytes from the budget before they are held. */
+  readFile(target: FsTarget, maxBytes: number, reserve: (bytes: number) => Promise<() => void>): Promise<{ data: Buffer; release: () => void }>;
+  writeFile(target: FsTarget, data: Buffer): Promise<void>;
+  createDirectory(target: FsTarget, recursive: boolean): Promise<void>;
+  getMetadata(target: FsTarget): Promise<FsMetadata>;
+  readDirectory(target: FsTarget, maxEntries: number): Promise<FsDirectoryEntry[]>;
+  /** The canonical path as a native path string (the answer's `path`). */
+  canonicalize(target: FsTarget): Promise<string>;
+  walk(target: FsTarget, options: FsWalkOptions): Promise<FsWalkResult>;
+  remove(target: FsTarget, recursive: boolean, force: boolean): Promise<void>;
+  copy(source: FsTarget, destination: FsTarget, recursive: boolean): Promise<void>;
+  openFile(scope: FsScope, handleId: string, target: FsTarget, mode: FsOpenMode): Promise<void>;
+  readBlock(scope: FsScope, handleId: string, offset: number, len: number): Promise<{ bytes: Buffer; eof: boolean }>;
+  /** `writeId` (extension `fsWritten`): remembered once written, for `completedWrites`. */
+  writeBlock(scope: FsScope, handleId: string, offset: number, data: Buffer, writeId?: number): Promise<void>;
+  completedWrites(scope: FsScope, handleId: string, writeIds: number[]): number[] | Promise<number[]>;
+  closeFile(scope: FsScope, handleId: string): Promise<void>;
+  /** Replaces the scope's watch; true if it is now watching. Changes are told through `scope.tell`. */
+  watchMissing(scope: FsScope, watchId: number, missing: FsTarget[], present: FsTarget | null): Promise<boolean>;
+}
+
+/** The work of one session: processes, files, HTTP, the host's description. */
+export interface SessionBackend {
+  /**
+   * Starts a child (rejects with an RpcError naming what failed, leaving nothing behind); its
+   * events reach `events` only after the microtasks that follow the resolution (spawn.ts).
+   */
+  spawn(spec: ChildSpec, events: ChildEvents): Promise<SpawnedChild>;
+  readonly fs: FsWork;
+  /** Sends one HTTP request (redirects followed as asked); the response's body is read by the caller. */
+  httpRequest(request: HttpRequestWork): Promise<HttpResponseLike>;
+  /** `environment/info` (and `initialize`'s `environmentInfo`): known at once (a relay learns it from its upstream first). */
+  environmentInfo(): EnvironmentInfo;
+  /** `environmentConfig/read`, its params checked. */
+  environmentConfig(configPaths: string[][], requirementsPaths: string[][], cwd: string): Promise<EnvironmentConfigReadResult>;
+  /** The session is gone (expired or closed): free what it holds. */
+  close(): void;
+}

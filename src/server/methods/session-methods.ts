@@ -1,0 +1,167 @@
+/**
+ * The handshake and session methods (docs/protocol.md, "Handshake, sessions and extensions"):
+ * `initialize` (a new session, or the resume of a detached one, with the extensions the
+ * back-end can carry), `initialized`, `environment/info` and `/status`, `session/close` and
+ * `session/list`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { JSONRPCServer } from 'json-rpc-2.0';
+import {
+  EmptyParamsSchema,
+  ErrorCode,
+  InitializeParamsSchema,
+  Messages,
+  Method,
+  RpcError,
+  EXTENSIONS_VERSION,
+  acceptExtensions,
+  sameExtensions,
+  internalError,
+  invalidParams,
+  invalidRequest,
+  methodNotFound,
+  parseParams,
+} from '../../protocol/index.js';
+import type { InitializeResult, SessionListResult } from '../../protocol/index.js';
+import type { ConnectionContext } from '../connection/connection.js';
+import type { FsRegistration } from '../fs/methods.js';
+import { shareOwner } from '../memory/fair-share.js';
+import { listSessions, MAX_LIST_BYTES } from './listing.js';
+import { requireReady } from './method-guards.js';
+import type { ServerState } from './methods.js';
+import { logfmtValue } from '../session/monitor.js';
+import { Session } from '../session/session.js';
+
+/**
+ * The back-end can no longer do a session's work (a relay's upstream session is gone): the
+ * session expires, and its client, dropped, hears what a Codex server says for an unknown
+ * session when it tries to resume it (and for unknown processes meanwhile).
+ */
+function lostSession(state: ServerState, session: Session, reason: string): void {
+  if (session.isExpired) return;
+  state.log('info', `session ${session.shortId} lost by its back-end: ${reason}`);
+  session.lost(`session lost: ${reason}`);
+}
+
+export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, state: ServerState, fs: FsRegistration): void {
+  rpc.addMethod(Method.initialize, (params, ctx): InitializeResult => {
+    const conn = ctx.conn;
+    if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
+    const p = parseParams(Method.initialize, InitializeParamsSchema, params);
+    // Only what the back-end can carry (a relay: what its upstream negotiated). One that
+    // carries none (a relay in front of Codex) answers as Codex does: the member is ignored.
+    // Binary output needs binary messages (a stdio link has none).
+    const carried = state.backend.extensions;
+    if (carried?.size === 0) delete p.tether;
+    const extensions = acceptExtensions(p.tether).filter((name) => (carried === null || carried.has(name)) && (conn.binaryFrames || name !== 'binaryOutput'));
+    let session: Session;
+    if (p.resumeSessionId) {
+      const existing = state.sessions.get(p.resumeSessionId);
+      // A session created with another credential is reported unknown: its existence is not revealed.
+      if (!existing || existing.isExpired || !existing.ownedBy(conn.credential)) {
+        throw invalidRequest(Messages.unknownSession(p.resumeSessionId));
+      }
+      if (!sameExtensions(extensions, existing.extensions)) {
+        throw invalidParams(
+          `invalid params for initialize: tether.extensions: a resumed session keeps the extensions it was created with ` +
+            `([${[...existing.extensions].join(', ')}]; this request asks for [${extensions.join(', ')}])`,
+        );
+      }
+      if (existing.attached) {
+        existing.probeAttached(state.livenessProbeMs);
+        throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
+      }
+      session = existing;
+      // One info line per reconnect (its detach is logged at debug): a flaky link's session
+      // logs each drop once, with how long it lasted.
+      const detachedMs = state.monitor.sessionResumed(session, p.clientName);
+      state.log('info', `session ${session.shortId} resumed by ${conn.remote} (client ${logfmtValue(p.clientName)})${detachedMs !== null ? ` after ${detachedMs} ms detached` : ''}`);
+    } else {
+      if (state.sessions.size >= state.maxSessions) {
+        state.monitor.refused('sessions');
+        throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
+      }
+      const perToken = state.maxSessionsPerToken;
+      if (perToken !== undefined && state.shares && state.shares.sessionsOf(shareOwner(conn.credential)) >= perToken) {
+        state.monitor.refused('sessionsPerToken');
+        throw invalidRequest(
+          `too many sessions for this token: it may have at most ${perToken} at once (--max-sessions-per-token); close or resume one of its sessions instead`,
+        );
+      }
+      // A new session holds nothing: another's hoarding does not refuse it (--max-sessions-per-token bounds how many).
+      const full = state.memory?.refusal('session', true);
+      if (full) {
+        state.monitor.refused('memoryBudget');
+        throw internalError(full);
+      }
+      session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
+      const created = session;
+      created.backend = state.backend.openSession(created, (reason) => lostSession(state, created, reason));
+      if (state.shares) session.joinShares(state.shares);
+      state.sessions.set(session.id, session);
+      state.kept?.created(session);
+      state.monitor.sessionCreated(session, p.clientName);
+      state.log('info', `session ${session.shortId} created for ${conn.remote} (client ${logfmtValue(p.clientName)})`);
+    }
+    conn.state = 'initializing';
+    conn.session = session;
+    session.attach(conn, p.tether?.delivered ?? undefined);
+    // Events (a resumed session's backlog first) flow once this answer is out.
+    ctx.afterReply = () => session.startSending(conn);
+    const result: InitializeResult = { sessionId: session.id, environmentInfo: session.backend.environmentInfo() };
+    // Only a client that asked learns about extensions: a Codex client sees Codex's result.
+    if (p.tether) {
+      result.tether = { version: EXTENSIONS_VERSION, extensions };
+      if (session.clientAcks) result.tether.outputWindow = session.limits.output.windowBytes;
+      // Processes it names that a restart could not keep: it is told now, not left waiting (issue #27).
+      const lost = session.clientAcks ? state.kept?.lost.named(session.id, p.tether.delivered, (id) => session.processes.has(id), session.adopted) : undefined;
+      if (lost) result.tether.lost = lost;
+    }
+    return result;
+  });
+
+  rpc.addMethod(Method.initialized, (_params, { conn }) => {
+    // Before initialize it is ignored (Codex drops the connection; a serious server need not).
+    if (conn.state === 'initializing') {
+      conn.state = 'ready';
+      fs.connectionReady(conn);
+    }
+    return {};
+  });
+
+  rpc.addMethod(Method.environmentInfo, (params, { conn }) => {
+    parseParams(Method.environmentInfo, EmptyParamsSchema, params);
+    return requireReady(conn, 'environment info').backend.environmentInfo();
+  });
+
+  rpc.addMethod(Method.environmentStatus, (params, { conn }) => {
+    parseParams(Method.environmentStatus, EmptyParamsSchema, params);
+    requireReady(conn, 'environment status');
+    return { status: 'ready' };
+  });
+
+  rpc.addMethod(Method.sessionClose, (params, { conn }) => {
+    parseParams(Method.sessionClose, EmptyParamsSchema, params);
+    const session = requireReady(conn, 'exec');
+    state.log('info', `session ${session.shortId} closed by its client`);
+    state.monitor.sessionClosing(session);
+    session.close();
+    // The answer goes out first (it is sent when this handler's promise settles); then the
+    // socket ends normally: there is nothing left on this connection to talk about.
+    setImmediate(() => conn.ws.close(1000, 'session closed'));
+    return {};
+  });
+
+  rpc.addMethod(Method.sessionList, async (params, ctx): Promise<SessionListResult> => {
+    const { conn } = ctx;
+    // Not negotiated: the method does not exist for this session (as for any Codex client).
+    if (!conn.session?.extensions.has('sessionList')) throw methodNotFound(Method.sessionList);
+    parseParams(Method.sessionList, EmptyParamsSchema, params);
+    const session = requireReady(conn, 'exec');
+    // The answer is at most MAX_LIST_BYTES (listing.ts): built only once the send buffer has room for it.
+    await conn.reserveAnswer(ctx, MAX_LIST_BYTES);
+    const admin = state.adminCredential !== null && conn.credential.equals(state.adminCredential);
+    return listSessions(state.sessions.values(), state.monitor, { credential: conn.credential, session, admin });
+  });
+
+}

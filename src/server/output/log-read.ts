@@ -1,0 +1,64 @@
+/**
+ * What one `process/read` answer takes from an output log's entries (output-log.ts `read`):
+ * kept output after a seq, in order, never split, up to a byte limit but at least one chunk;
+ * and the answer as the protocol gives it (process.ts `read`). Pure.
+ */
+import type { OutputStream, ProcessReadResult } from '../../protocol/index.js';
+import { hasOutputAfter, indexAfter, type LogEntry, type OutputEntry } from './log-entries.js';
+
+/** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */
+export interface ReadChunk {
+  readonly seq: number;
+  readonly stream: OutputStream;
+  readonly bytes: number;
+  readonly data: Buffer;
+}
+
+export interface ReadAnswer {
+  chunks: ReadChunk[];
+  /** As `process/read` reports it (docs/protocol.md, `process/read`). */
+  nextSeq: number;
+}
+
+/**
+ * The output entries of `entries` (kept from `head`) with seq > `afterSeq`, at most
+ * `limitBytes` but at least one, each joined (`seal`) before it is returned; `truncated`
+ * when output after the last returned one was left out.
+ */
+export function readChunks(
+  entries: readonly LogEntry[],
+  head: number,
+  afterSeq: number,
+  limitBytes: number,
+  seal: (entry: OutputEntry) => void,
+): { chunks: ReadChunk[]; truncated: boolean } {
+  const chunks: ReadChunk[] = [];
+  let bytes = 0;
+  for (let i = indexAfter(entries, head, afterSeq); i < entries.length; i++) {
+    const e = entries[i]!;
+    if (e.kind !== 'output') continue;
+    if (chunks.length > 0 && bytes + e.bytes > limitBytes) return { chunks, truncated: true };
+    seal(e);
+    chunks.push({ seq: e.seq, stream: e.stream, bytes: e.bytes, data: e.data });
+    bytes += e.bytes;
+    if (bytes >= limitBytes) return { chunks, truncated: hasOutputAfter(entries, head, e.seq) };
+  }
+  return { chunks, truncated: false };
+}
+
+/** A `process/read` answer as the protocol gives it: the chunks in base64, and the process's state. */
+export function processReadResult(
+  { chunks, nextSeq }: ReadAnswer,
+  exited: boolean,
+  state: { readonly exitCode: number | null; readonly closed: boolean; readonly failure: string | null },
+): ProcessReadResult {
+  return {
+    chunks: chunks.map((c) => ({ seq: c.seq, stream: c.stream, chunk: c.data.toString('base64') })),
+    nextSeq,
+    exited,
+    exitCode: state.exitCode,
+    closed: state.closed,
+    failure: state.failure,
+    sandboxDenied: false,
+  };
+}

@@ -1,0 +1,398 @@
+/**
+ * One process's output log: numbers its events (one sequence shared by output, exit and
+ * close), keeps what a client has not acknowledged, keeps a bounded history of what it has
+ * for `process/read`, knows what to send next on the current connection, and decides
+ * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
+ * is tested on its own (test/unit/server/output/output-log.test.ts), like the client's sequencer. Its
+ * entries, their bytes and its options are log-entries.ts; what a `process/read` takes,
+ * log-read.ts; what a client could have seen, told to a kept keeper, log-exposure.ts (and a
+ * log rebuilt from that keeper, log-restore.ts); whether to read the child, read-decision.ts.
+ *
+ * Three cursors over the sequence, always ackedSeq <= sentSeq < next:
+ *
+ *     history (acked, evictable)  | in flight (sent, unacked) | unsent
+ *   ------------------------------+---------------------------+------------->
+ *                          ackedSeq                      sentSeq
+ *
+ * - acknowledged: with the `acks` extension, what the client says it consumed; in the Codex
+ *   dialect, what the kernel took on a live socket or what `process/read` returned. Only
+ *   acknowledged output is ever evicted, oldest first, beyond `retentionBytes`.
+ * - sent: handed to the current connection. When a connection goes away, everything
+ *   after the acknowledged point is unsent again (`rewind`) and is sent again in order.
+ * - unacknowledged output (in flight + unsent) is bounded by `windowBytes`: at the window the
+ *   child is no longer read (`shouldReadChild`), so it blocks on write.
+ *
+ * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
+ * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
+ */
+import type { OutputStream } from '../../protocol/index.js';
+import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputLogOptions } from './log-entries.js';
+import { LogExposure } from './log-exposure.js';
+import { readChunks, type ReadAnswer } from './log-read.js';
+import { restorePlan, type RestoreState } from './log-restore.js';
+
+export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputLogOptions, type OutputMemory } from './log-entries.js';
+export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
+export type { ExposedEntry, OutputLogObserver, RestoreMark, RestoreState } from './log-restore.js';
+export type { ReadAnswer, ReadChunk } from './log-read.js';
+
+export class OutputLog {
+  private nextSeq = 1;
+  private entries: LogEntry[] = [];
+  /** Index of the oldest entry still kept (evicted slots before it are compacted lazily). */
+  private head = 0;
+  private _ackedSeq = 0;
+  private _sentSeq = 0;
+  /** What a client could have seen (sealed against appends), told to the observer (log-exposure.ts). */
+  private exposure: LogExposure;
+  private _historyBytes = 0;
+  private _unackedBytes = 0;
+  private _unsentBytes = 0;
+  private _totalBytes = 0;
+  private _exitSeq: number | null = null;
+  private _closeSeq: number | null = null;
+  /**
+   * Codex dialect, after a resume: the output recorded while the client was away waits for
+   * it to read it back with `process/read` (nothing is sent meanwhile), so a client that
+   * catches up by reading gets every byte from its reads, in order.
+   */
+  private _holding = false;
+  private retentionLimit: number;
+  /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
+  private squeezed = false;
+
+  constructor(readonly options: OutputLogOptions) {
+    this.retentionLimit = options.retentionBytes;
+    this.exposure = new LogExposure(options.observer);
+  }
+
+  // ---- recording ---------------------------------------------------------------------------
+
+  /**
+   * Rebuilds a kept process's log in a successor server from what its keeper kept
+   * (log-restore.ts): the entries clients may have seen keep their seqs, exposed and not
+   * acknowledged (a resuming client's acks skip what it has); bytes after them are new entries.
+   */
+  static restore(options: OutputLogOptions, state: RestoreState): OutputLog {
+    const plan = restorePlan(state);
+    const log = new OutputLog(options);
+    log.entries = plan.entries;
+    log.nextSeq = plan.exposedSeq + 1;
+    log._ackedSeq = log._sentSeq = plan.ackedSeq;
+    log.exposure = LogExposure.restored(options.observer, plan.offsets, plan.exposedSeq, plan.ackedSeq);
+    log._exitSeq = plan.exitSeq;
+    log._closeSeq = plan.closeSeq;
+    log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(plan.entries, 0, 0, Infinity);
+    const chunk = options.maxChunkBytes;
+    for (const { stream, data } of plan.leftovers) {
+      for (let at = 0; at < data.length; at += chunk) log.append(stream, data.subarray(at, at + chunk));
+    }
+    return log;
+  }
+
+  /** Records output read from the child (the log now holds `data`'s reference, see `memory`). */
+  append(stream: OutputStream, data: Buffer): void {
+    if (data.length === 0) return;
+    this.exposure.appended(stream, data.length);
+    this._totalBytes += data.length;
+    this._unackedBytes += data.length;
+    this._unsentBytes += data.length;
+    const last = this.entries.length > this.head ? this.entries[this.entries.length - 1]! : undefined;
+    if (
+      last?.kind === 'output' &&
+      last.seq > this.exposure.seq &&
+      last.stream === stream &&
+      last.bytes + data.length <= this.options.maxChunkBytes
+    ) {
+      const merged = last.parts === null ? this.options.memory?.extend(last.data, data) : null;
+      if (merged) last.data = merged;
+      else (last.parts ??= [last.data]).push(data);
+      last.bytes += data.length;
+      return;
+    }
+    this.entries.push({ kind: 'output', seq: this.nextSeq++, stream, bytes: data.length, data, parts: null });
+  }
+
+  /** Records the exit; returns its seq. */
+  recordExit(exitCode: number): number {
+    if (this._exitSeq !== null) return this._exitSeq;
+    this._exitSeq = this.nextSeq++;
+    this.entries.push({ kind: 'exit', seq: this._exitSeq, exitCode });
+    return this._exitSeq;
+  }
+
+  /** Records the close (always the last event); returns its seq. */
+  recordClose(): number {
+    if (this._closeSeq !== null) return this._closeSeq;
+    this._closeSeq = this.nextSeq++;
+    this.entries.push({ kind: 'close', seq: this._closeSeq });
+    return this._closeSeq;
+  }
+
+  // ---- sending -----------------------------------------------------------------------------
+
+  /** Something is waiting to be sent (and may be: not held). */
+  get hasSendable(): boolean {
+    return !this._holding && this._sentSeq < this.nextSeq - 1;
+  }
+
+  /**
+   * The next entry to send, now counted as sent (and sealed against appends); undefined if
+   * none. `join`: an output chunk read in pieces is joined into one Buffer (`data`); without
+   * it the pieces may stay apart (`outputParts`), for a sender that sends them as they are.
+   */
+  takeNext(join = true): LogEntry | undefined {
+    if (!this.hasSendable) return undefined;
+    const i = this.indexAfter(this._sentSeq);
+    const entry = this.entries[i];
+    if (!entry) return undefined;
+    this._sentSeq = entry.seq;
+    this.expose(entry.seq);
+    if (entry.kind === 'output') {
+      if (join) this.seal(entry);
+      this._unsentBytes -= entry.bytes;
+    }
+    return entry;
+  }
+
+  /**
+   * The connection that was sending went away: nothing after the acknowledged point counts
+   * as sent any more; the next connection gets it again, in order.
+   */
+  rewind(): void {
+    if (this._sentSeq === this._ackedSeq) return;
+    this._sentSeq = this._ackedSeq;
+    this._unsentBytes = this._unackedBytes;
+  }
+
+  /**
+   * A resuming client says it already has everything up to `seq` (it delivered it before the
+   * cut, without having acknowledged all of it): sending starts after it.
+   */
+  skipTo(seq: number): void {
+    seq = Math.min(seq, this.nextSeq - 1);
+    if (seq <= this._sentSeq) return;
+    this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
+    this._sentSeq = seq;
+    this.expose(seq);
+  }
+
+  // ---- acknowledgement ---------------------------------------------------------------------
+
+  /** Codex dialect: the kernel took every frame of this process up to `seq`. */
+  written(seq: number): void {
+    if (!this.options.clientAcks) this.acknowledge(seq);
+  }
+
+  /**
+   * Everything up to `seq` is acknowledged: it becomes history (evictable beyond retention)
+   * and no longer counts against the window. Returns true if that moved anything.
+   */
+  acknowledge(seq: number): boolean {
+    seq = Math.min(seq, this.nextSeq - 1);
+    if (seq <= this._ackedSeq) return false;
+    const bytes = this.bytesBetween(this._ackedSeq, seq);
+    this._unackedBytes -= bytes;
+    this._historyBytes += bytes;
+    if (seq > this._sentSeq) {
+      // Acknowledged before it was sent (read back): never send it.
+      this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
+      this._sentSeq = seq;
+    }
+    this._ackedSeq = seq;
+    this.expose(seq);
+    this.evict();
+    return true;
+  }
+
+  /** The client acknowledged everything up to the close: the history is not needed any more. */
+  dropHistory(): void {
+    this.retentionLimit = 0;
+    this.evict();
+  }
+
+  /**
+   * The server's memory budget is past its pause mark (issue 13): acknowledged history —
+   * output the client consumed (or, in the Codex dialect, the kernel took) — is the one thing
+   * held that may go, so none is kept until the pressure is over. Unacknowledged output is
+   * never dropped: its child is paused instead (`shouldReadChild`).
+   */
+  squeezeHistory(squeezed: boolean): void {
+    this.squeezed = squeezed;
+    this.evict();
+  }
+
+  /** The process is gone for good (its session ended, or it was removed): free every byte. */
+  discard(): void {
+    for (let i = this.head; i < this.entries.length; i++) {
+      const e = this.entries[i]!;
+      if (e.kind === 'output') this.drop(e);
+    }
+    this.entries = [];
+    this.head = 0;
+    this._historyBytes = 0;
+    this._unackedBytes = 0;
+    this._unsentBytes = 0;
+    this._holding = false;
+    this._ackedSeq = this._sentSeq = this.nextSeq - 1;
+    this.exposure.discarded(this.nextSeq - 1);
+  }
+
+  // ---- the Codex-dialect resume hold ---------------------------------------------------------
+
+  /** After a resume without acks: hold the output the client has not received until it reads it back. */
+  holdBacklog(): void {
+    this._holding = this._ackedSeq < this.lastOutputSeq;
+  }
+
+  /** Send the held backlog after all (the client did not read it in time). */
+  releaseHold(): void {
+    this._holding = false;
+  }
+
+  get holding(): boolean {
+    return this._holding;
+  }
+
+  // ---- reading -----------------------------------------------------------------------------
+
+  /**
+   * `process/read`: kept output with seq > afterSeq, in order, never split. At most
+   * `maxBytes` and `capBytes` (the server's limit on one answer), but at least one chunk;
+   * `nextSeq` is the last returned chunk's + 1 when `maxBytes` was given or the cap cut the
+   * answer short, else the process's next seq. In the Codex dialect the answer acknowledges
+   * what it covers; once a held backlog is read to its end, the process is sent live again.
+   */
+  read(afterSeq: number, maxBytes: number | null, capBytes: number): ReadAnswer {
+    const { chunks: out, truncated } = readChunks(this.entries, this.head, afterSeq, Math.min(maxBytes ?? Infinity, capBytes), (e) => this.seal(e));
+    const lastReturned = out.length > 0 ? out[out.length - 1]!.seq : 0;
+    this.expose(lastReturned);
+    const nextSeq = out.length > 0 && (truncated || maxBytes !== null) ? lastReturned + 1 : this.nextSeq;
+    if (!this.options.clientAcks) {
+      // The reader holds everything up to afterSeq and the output this answer returned. The
+      // exit and close events are still sent as notifications (what Codex clients wait for).
+      this.acknowledge(Math.max(afterSeq, lastReturned));
+      if (this._holding && this._ackedSeq >= this.lastOutputSeq) this._holding = false;
+    }
+    return { chunks: out, nextSeq };
+  }
+
+  // ---- state ---------------------------------------------------------------------------------
+
+  /** The entries kept right now, oldest first (diagnostics and tests; do not modify). */
+  kept(): readonly LogEntry[] {
+    return this.entries.slice(this.head);
+  }
+
+  get next(): number {
+    return this.nextSeq;
+  }
+
+  get ackedSeq(): number {
+    return this._ackedSeq;
+  }
+
+  get sentSeq(): number {
+    return this._sentSeq;
+  }
+
+  get exitSeq(): number | null {
+    return this._exitSeq;
+  }
+
+  get closeSeq(): number | null {
+    return this._closeSeq;
+  }
+
+  /** Seq of the newest output chunk (0 if none). */
+  get lastOutputSeq(): number {
+    for (let i = this.entries.length - 1; i >= this.head; i--) {
+      const e = this.entries[i]!;
+      if (e.kind === 'output') return e.seq;
+    }
+    return 0;
+  }
+
+  /** The client acknowledged the close: nothing of this process is needed any more. */
+  get fullyAcknowledged(): boolean {
+    return this._closeSeq !== null && this._ackedSeq >= this._closeSeq;
+  }
+
+  /** Output bytes recorded so far. */
+  get totalBytes(): number {
+    return this._totalBytes;
+  }
+
+  /** Output not acknowledged yet (in flight and unsent): bounded by the window. */
+  get unackedBytes(): number {
+    return this._unackedBytes;
+  }
+
+  /** Output not sent on the current connection yet. */
+  get unsentBytes(): number {
+    return this._unsentBytes;
+  }
+
+  /** Acknowledged output still kept for `process/read`. */
+  get historyBytes(): number {
+    return this._historyBytes;
+  }
+
+  /** Everything this log keeps in memory. */
+  get retainedBytes(): number {
+    return this._historyBytes + this._unackedBytes;
+  }
+
+  // ---- internals -----------------------------------------------------------------------------
+
+  private indexAfter(seq: number): number {
+    return indexAfter(this.entries, this.head, seq);
+  }
+
+  /** Output bytes of entries with from < seq <= to (all of them unacknowledged, so kept). */
+  private bytesBetween(from: number, to: number): number {
+    return outputBytesBetween(this.entries, this.head, from, to);
+  }
+
+  /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
+  private evict(): void {
+    const entries = this.entries;
+    const limit = this.squeezed ? 0 : this.retentionLimit;
+    while (this.head < entries.length) {
+      const oldest = entries[this.head]!;
+      if (oldest.seq > this._ackedSeq) break;
+      if (oldest.kind === 'output') {
+        if (this._historyBytes <= limit) break;
+        this._historyBytes -= oldest.bytes;
+        this.drop(oldest); // free the payload now; the slot itself goes at the next compaction
+      } else if (this._historyBytes <= limit) {
+        break;
+      }
+      this.head++;
+    }
+    if (this.head > 0) this.exposure.dropped(entries[this.head - 1]!.seq);
+    if (this.head > 1024 && this.head * 2 > entries.length) {
+      this.entries = entries.slice(this.head);
+      this.head = 0;
+    }
+  }
+
+  /** Moves the exposed point to `seq`, telling the observer of each entry it passes, in order. */
+  private expose(seq: number): void {
+    this.exposure.expose(this.entries, this.head, seq);
+  }
+
+  private drop(entry: OutputEntry): void {
+    dropOutput(entry, this.options.memory);
+  }
+
+  private seal(entry: OutputEntry): void {
+    sealOutput(entry, this.options.memory);
+  }
+
+  /** Joins a chunk's pieces into `data` (once: later calls find it joined). */
+  joinOutput(entry: OutputEntry): Buffer {
+    this.seal(entry);
+    return entry.data;
+  }
+}

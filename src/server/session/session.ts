@@ -1,0 +1,443 @@
+/**
+ * A session outlives its connections: it owns the processes, is attached to at most one
+ * connection at a time, and once detached lives for the session TTL before it is removed and
+ * every process it started is killed with all its descendants (no orphans).
+ *
+ * While attached it sends its processes' events over the connection, one event per process
+ * in turn (so one busy process cannot starve another), and only while the connection's send
+ * buffer is below its high-water mark: what is not sent yet waits in the processes' output
+ * logs, where the window bounds it.
+ */
+import { timingSafeEqual } from 'node:crypto';
+import type { ExtensionName } from '../../protocol/index.js';
+import type { SessionBackend } from '../backend/backend.js';
+import { shareOwner, type OutputShares, type SessionShare } from '../memory/fair-share.js';
+import type { LogEntry } from '../output/output-log.js';
+import type { ManagedProcess, OutputLimits, ProcessHost } from '../output/process.js';
+import { settleWithin } from '../../util/timeouts.js';
+import { HandleTable } from './session-handles.js';
+import { ClosedRetention } from './closed-retention.js';
+import type { KeptFsRecord } from '../fs/kept-fs.js';
+
+/** What a session needs from the connection it is attached to. */
+export interface SessionLink {
+  /** Sends one event of `proc` (output, exit or close). */
+  sendEntry(proc: ManagedProcess, entry: LogEntry): void;
+  /** The send buffer is above its high-water mark: wait for `Session.pump` to be called again. */
+  readonly congested: boolean;
+  /** Ends the link: the session is gone underneath it (its back-end lost its work). */
+  drop?(reason: string): void;
+  /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
+  probe(timeoutMs: number): void;
+}
+
+export interface SessionLimits {
+  ttlMs: number;
+  /**
+   * Codex dialect: after a resume, how long output recorded while detached waits for the
+   * client to read it back with `process/read` before it is sent as notifications.
+   */
+  resumeGraceMs: number;
+  closedRetentionMs: number;
+  output: OutputLimits;
+  maxProcesses: number;
+}
+
+/** What a resuming client tells about its processes (`acks`): the last seq it delivered, by process id. */
+export type DeliveredMap = Readonly<Record<string, number>>;
+
+export class Session implements ProcessHost {
+  readonly processes = new Map<string, ManagedProcess>();
+  /** Process ids whose start is in flight (reserved so a duplicate is refused at once). */
+  readonly starting = new Set<string>();
+  /** With `fsResume`: its live missing-watch and open file handles, as its session record keeps them (fs/kept-fs.ts). */
+  keptFs: KeptFsRecord | undefined;
+  /** Extension `binaryOutput`: process by handle (null while its start is in flight). */
+  private readonly handles = new HandleTable<ManagedProcess>();
+  private _adopted = false;
+  private link: SessionLink | null = null;
+  /** The attached connection has answered initialize: events may flow. */
+  private sending = false;
+  /** Processes with something to send, in turn (a Set iterates in insertion order). */
+  private readonly sendQueue = new Set<ManagedProcess>();
+  private pumping = false;
+  private ttlTimer: NodeJS.Timeout | null = null;
+  private graceTimer: NodeJS.Timeout | null = null;
+  /** Closed processes stay readable for closedRetentionMs, then go (closed-retention.ts). */
+  private readonly retention: ClosedRetention<ManagedProcess>;
+  /**
+   * Processes whose keeper still runs — the command, or something it started that outlived
+   * it (a daemon, a background job) — whether or not they are still listed in `processes`:
+   * they all die with the session.
+   */
+  private readonly kept = new Set<ManagedProcess>();
+  private expired = false;
+  private readonly expiryListeners: Array<() => void> = [];
+  /** Where its work is done (backend.ts): given when `initialize` creates it, closed when it expires. */
+  backend!: SessionBackend;
+  /** Its fair share of the memory budget's output (fair-share.ts); null: the budget's pressure alone decides. */
+  private share: SessionShare | null = null;
+  private reflowing = false;
+
+  constructor(
+    readonly id: string,
+    /** sha256 of the bearer token that created it (empty when auth is off). */
+    private readonly credential: Buffer,
+    readonly limits: SessionLimits,
+    private readonly hooks: {
+      expired(session: Session): void;
+      detached(session: Session): void;
+      /** Its process list changed (a process removed): a state dir's record is rewritten (issue #27). */
+      processesChanged?(session: Session): void;
+    },
+    /** The extensions negotiated at creation (protocol/extensions.ts); fixed for the session's life. */
+    readonly extensions: ReadonlySet<ExtensionName> = new Set(),
+  ) {
+    this.retention = new ClosedRetention(limits.closedRetentionMs, this);
+  }
+
+  /** Takes its place in the budget's fair shares (as its owner's session): its children pause when it is over its share. */
+  joinShares(shares: OutputShares): void {
+    if (this.share || this.expired) return;
+    this.share = shares.register(shareOwner(this.credential), () => this.reflow());
+  }
+
+  /** Why the memory budget holds its children back now, as `session/list` shows it; null while it does not. */
+  get budgetHold(): string | null {
+    return this.share?.holdText ?? null;
+  }
+
+  /** Its fair-share decision changed: every process re-decides whether to read its child. */
+  private reflow(): void {
+    if (this.reflowing) return;
+    this.reflowing = true;
+    try {
+      // A process reporting its bytes may change the decision again: until it settles (bounded).
+      for (let round = 0; round < 4; round++) {
+        const hold = this.share?.hold ?? null;
+        for (const proc of this.processes.values()) proc.updateFlow();
+        if ((this.share?.hold ?? null) === hold) break;
+      }
+    } finally {
+      this.reflowing = false;
+    }
+  }
+
+  /** Hex of the digest of the token that created it (the session record's `credential`). @internal */
+  get credentialHex(): string {
+    return this.credential.toString('hex');
+  }
+
+  /** The next handle it would give (the session record's `nextHandle`). @internal */
+  get handleCursor(): number {
+    return this.handles.cursor;
+  }
+
+  /**
+   * Rebuilt by a successor server (issue #27): its handle cursor as recorded, and the TTL of
+   * a detached session running from now.
+   * @internal
+   */
+  restoreDetached(nextHandle: number): void {
+    this.handles.restoreCursor(nextHandle);
+    this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
+    this.ttlTimer.unref?.();
+  }
+
+  /** An adopted process joins the session under its id and handle (issue #27). @internal */
+  adoptProcess(proc: ManagedProcess): void {
+    this.processes.set(proc.id, proc);
+    if (proc.handle !== 0) this.handles.bind(proc.handle, proc);
+    this.track(proc);
+    if (proc.closed) this.retention.schedule(proc);
+  }
+
+  /**
+   * The server stops and keeps its sessions (issue #27): every keeper is let go of without
+   * killing anything, for a successor to adopt; nothing of it runs here any more.
+   * @internal
+   */
+  handOver(): void {
+    // What other modules keep for it (open files) goes; its record and journal stay on disk.
+    this.end((proc) => proc.handOver());
+  }
+
+  /** Short form for logs: the id is the resume credential. */
+  get shortId(): string {
+    return `${this.id.slice(0, 8)}…`;
+  }
+
+  get isExpired(): boolean {
+    return this.expired;
+  }
+
+  /** Rebuilt by this server from its predecessor's state dir (issue #27); `session/list` and `tether ps` say so. */
+  get adopted(): boolean {
+    return this._adopted;
+  }
+
+  /** Marks it adopted (the adoption calls it once, after rebuilding it). */
+  markAdopted(): void {
+    this._adopted = true;
+  }
+
+  /** Which token created it, for an admin's `session/list`: a digest prefix, never the token. */
+  get ownerTag(): string {
+    return this.credential.length > 0 ? this.credential.subarray(0, 4).toString('hex') : 'none';
+  }
+
+  /** The client acknowledges what it consumed (extension `acks`). */
+  get clientAcks(): boolean {
+    return this.extensions.has('acks');
+  }
+
+  ownedBy(credential: Buffer): boolean {
+    return credential.length === this.credential.length && timingSafeEqual(credential, this.credential);
+  }
+
+  /** Its back-end lost it: the session expires and its connection, if any, is dropped. */
+  lost(reason: string): void {
+    const link = this.link;
+    this.expire();
+    link?.drop?.(reason);
+  }
+
+  /** A resume was refused because we are attached: make sure the current link is not a dead one. */
+  probeAttached(timeoutMs: number): void {
+    this.link?.probe(timeoutMs);
+  }
+
+  /**
+   * A connection takes the session (created or resumed). Nothing is sent until
+   * `startSending` (called once the initialize answer is out, so it comes first).
+   */
+  attach(link: SessionLink, delivered?: DeliveredMap): void {
+    const resumed = this.link === null && this.processes.size > 0;
+    this.link = link;
+    if (this.ttlTimer) {
+      clearTimeout(this.ttlTimer);
+      this.ttlTimer = null;
+    }
+    // Closed processes kept while detached get their full readable window again.
+    for (const proc of this.processes.values()) if (proc.closed) this.retention.schedule(proc);
+    if (!resumed) return;
+    for (const proc of this.processes.values()) proc.resumed(delivered && Object.hasOwn(delivered, proc.id) ? delivered[proc.id] : undefined);
+    if (!this.clientAcks) {
+      // The backlog is held until the client reads it back; one that never does gets it as
+      // notifications after the grace.
+      this.graceTimer = setTimeout(() => {
+        this.graceTimer = null;
+        for (const proc of this.processes.values()) proc.releaseHold();
+      }, this.limits.resumeGraceMs);
+      this.graceTimer.unref?.();
+    }
+  }
+
+  /** The attached connection answered initialize: send what is waiting, and everything from now on. */
+  startSending(link: SessionLink): void {
+    if (this.link !== link || this.sending) return;
+    this.sending = true;
+    for (const proc of this.processes.values()) {
+      if (proc.sendable) this.sendQueue.add(proc);
+      proc.updateFlow();
+    }
+    this.pump();
+  }
+
+  detach(link: SessionLink): void {
+    if (this.link !== link) return;
+    this.link = null;
+    this.sending = false;
+    this.sendQueue.clear();
+    if (this.graceTimer) {
+      clearTimeout(this.graceTimer);
+      this.graceTimer = null;
+    }
+    for (const proc of this.processes.values()) proc.detached();
+    if (this.expired) return; // closed by its client: nothing to wait for
+    this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
+    this.ttlTimer.unref?.();
+    this.hooks.detached(this);
+  }
+
+  /**
+   * Sends waiting events, one per process in turn, until the connection's buffer is full or
+   * nothing waits. The connection calls it again when its buffer drained.
+   */
+  pump(): void {
+    if (this.pumping) return;
+    this.pumping = true;
+    try {
+      const link = this.link;
+      if (!link || !this.sending) return;
+      for (const proc of this.sendQueue) {
+        if (link.congested || this.link !== link) return;
+        this.sendQueue.delete(proc);
+        const entry = proc.takeNext();
+        if (entry) link.sendEntry(proc, entry);
+        // Back to the end of the rotation (iteration reaches it again after the others).
+        if (proc.sendable) this.sendQueue.add(proc);
+      }
+    } finally {
+      this.pumping = false;
+    }
+  }
+
+  /** Whether events wait for the connection's buffer to drain. */
+  get hasQueued(): boolean {
+    return this.sendQueue.size > 0;
+  }
+
+  /** `process/ack` from the client (extension `acks`). Unknown ids are ignored (already forgotten). */
+  acknowledge(processId: string, seq: number): void {
+    this.processes.get(processId)?.acknowledge(seq);
+  }
+
+  /** A binary ack frame (extensions `acks` + `binaryOutput`). Unknown handles are ignored, like unknown ids. */
+  acknowledgeHandle(handle: number, seq: number): void {
+    this.handles.get(handle)?.acknowledge(seq);
+  }
+
+  /**
+   * Reserves a handle for a process being started (extension `binaryOutput`): the one the
+   * client asked for, or the next free one. Returns a refusal sentence when `requested` is in use.
+   */
+  claimHandle(requested: number | null | undefined): number | string {
+    return this.handles.claim(requested);
+  }
+
+  /** The start of the process holding `handle` is settled: bind it, or (`proc` null: the start failed) free it. */
+  bindHandle(handle: number, proc: ManagedProcess | null): void {
+    this.handles.bind(handle, proc);
+  }
+
+  /** The client is done (`session/close`): the same as expiry, now. */
+  close(): void {
+    this.expire();
+  }
+
+  /** Keeps `proc`'s process tree tied to the session until everything in it is gone. */
+  track(proc: ManagedProcess): void {
+    if (!proc.keeperAlive) return;
+    this.kept.add(proc);
+    void proc.whenGone.then(() => this.kept.delete(proc));
+  }
+
+  private get everyProcess(): Set<ManagedProcess> {
+    return new Set([...this.processes.values(), ...this.kept]);
+  }
+
+  /** Kills every process of the session, and everything they started, and forgets it. */
+  expire(): void {
+    const ended = this.end((proc) => {
+      proc.killTree();
+      proc.release();
+    });
+    if (ended) this.hooks.expired(this);
+  }
+
+  /** Ends it once (false if it had ended): timers stopped, `each` process let go of, its shares and back-end closed, listeners told. */
+  private end(each: (proc: ManagedProcess) => void): boolean {
+    if (this.expired) return false;
+    this.expired = true;
+    if (this.ttlTimer) clearTimeout(this.ttlTimer);
+    if (this.graceTimer) clearTimeout(this.graceTimer);
+    this.retention.clear();
+    this.sendQueue.clear();
+    for (const proc of this.everyProcess) each(proc);
+    this.share?.close();
+    this.backend?.close();
+    for (const listener of this.expiryListeners.splice(0)) listener();
+    return true;
+  }
+
+  /** Synchronous last resort (the server process is exiting): every process tree is told to die (kept ones only with `evenKept`). */
+  killAllSync(evenKept = false): void {
+    for (const proc of this.everyProcess) proc.killTreeSync(evenKept);
+  }
+
+  /** Runs `listener` once when the session expires or is closed (for state other modules keep per session, e.g. open files). */
+  onExpired(listener: () => void): void {
+    if (this.expired) listener();
+    else this.expiryListeners.push(listener);
+  }
+
+  /** Resolves when every process has closed and every process tree is gone (after `expire`), bounded by `timeoutMs`. */
+  async waitAllClosed(timeoutMs: number): Promise<void> {
+    await settleWithin(Promise.all([...this.everyProcess].map((p) => Promise.all([p.whenClosed, p.whenGone]))), timeoutMs);
+  }
+
+  get liveProcessCount(): number {
+    let n = this.starting.size;
+    for (const proc of this.processes.values()) if (!proc.closed) n++;
+    return n;
+  }
+
+  // ---- ProcessHost ------------------------------------------------------------------------------
+
+  get attached(): boolean {
+    return this.link !== null;
+  }
+
+  outputHeldChanged(delta: number): void {
+    this.share?.add(delta);
+  }
+
+  get outputHeldBack(): boolean | undefined {
+    return this.share ? this.share.hold !== null : undefined;
+  }
+
+  /**
+   * What its connection holds besides output changed by `delta` bytes: answers its client has
+   * not read (the send buffer) and messages still being received count in its share too.
+   */
+  connectionHeldChanged(delta: number): void {
+    this.share?.addOther(delta);
+  }
+
+  /** Its fair share of the memory budget now, bytes (Infinity without shares). */
+  get shareBytes(): number {
+    return this.share?.shareBytes ?? Number.POSITIVE_INFINITY;
+  }
+
+  /** The budget holds it back for holding its fair share or more (not merely because the budget is full). */
+  get overShare(): boolean {
+    return this.share?.hold === 'overShare';
+  }
+
+  /** Why an answer of about `bytes` is refused for this session now (the budget is pressed and it is past its share), or null. */
+  answerRefusal(bytes: number): string | null {
+    return this.share?.answerRefusal(bytes) ?? null;
+  }
+
+  /** Resolves once the memory budget no longer holds this session back (at once when it does not). */
+  whenUnheld(): Promise<void> {
+    return this.share?.whenUnheld() ?? Promise.resolve();
+  }
+
+  outputReady(proc: ManagedProcess): void {
+    if (!this.sending || this.processes.get(proc.id) !== proc) return;
+    this.sendQueue.add(proc);
+    this.pump();
+  }
+
+  processClosed(proc: ManagedProcess): void {
+    if (this.expired) return;
+    this.retention.schedule(proc);
+  }
+
+  processDone(proc: ManagedProcess): void {
+    // Nothing left to send; the process itself goes with the closed retention.
+    this.sendQueue.delete(proc);
+  }
+
+  /** Its closed retention ran out (closed-retention.ts): the process is forgotten. @internal */
+  remove(proc: ManagedProcess): void {
+    this.retention.cancel(proc);
+    this.sendQueue.delete(proc);
+    if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
+    this.handles.release(proc.handle, proc);
+    proc.release();
+    this.hooks.processesChanged?.(this);
+  }
+}

@@ -1,0 +1,121 @@
+/**
+ * The prompt ACK for servers that leave Nagle's algorithm on (src/client/prompt-ack.ts): the
+ * bookkeeping alone, then the client against a scripted server in each dialect. A Codex
+ * exec-server holds its output behind an unacknowledged answer until our kernel's delayed
+ * ACK (bench/relay.ts: a Codex echo took 44 ms, 0.4 ms with these pongs); this proves the
+ * frame that carries the ACK is sent, and only where it is needed.
+ */
+import { WebSocketServer, type WebSocket } from 'ws';
+import { afterEach, describe, expect, it } from 'vitest';
+import { ExecClient } from '../../src/client/index.js';
+import { PromptAck } from '../../src/client/prompt-ack.js';
+
+describe('PromptAck', () => {
+  const setup = () => {
+    const queued: Array<() => void> = [];
+    let acks = 0;
+    const ack = new PromptAck(
+      () => acks++,
+      (callback) => queued.push(callback),
+    );
+    ack.enabled = true;
+    const turn = () => queued.splice(0).forEach((callback) => callback());
+    return { ack, turn, acks: () => acks };
+  };
+
+  it('acknowledges a read once, at the end of the turn, however many reads the turn had', () => {
+    const { ack, turn, acks } = setup();
+    ack.read();
+    ack.read();
+    ack.read();
+    expect(acks()).toBe(0);
+    turn();
+    expect(acks()).toBe(1);
+    turn();
+    expect(acks()).toBe(1);
+    ack.read();
+    turn();
+    expect(acks()).toBe(2);
+  });
+
+  it('owes nothing once something was sent after the read (that carried the ACK)', () => {
+    const { ack, turn, acks } = setup();
+    ack.read();
+    ack.sent();
+    turn();
+    expect(acks()).toBe(0);
+    // A read after the send is owed again.
+    ack.read();
+    ack.sent();
+    ack.read();
+    turn();
+    expect(acks()).toBe(1);
+  });
+
+  it('does nothing until enabled', () => {
+    const { ack, turn, acks } = setup();
+    ack.enabled = false;
+    ack.read();
+    turn();
+    expect(acks()).toBe(0);
+  });
+});
+
+let server: WebSocketServer | undefined;
+afterEach(async () => {
+  for (const ws of server?.clients ?? []) ws.terminate();
+  await new Promise((resolve) => (server ? server.close(resolve) : resolve(undefined)));
+  server = undefined;
+});
+
+/**
+ * A server that answers `initialize` (with `tether` extensions or without: the Codex dialect)
+ * and every other request with `{}`, and logs what it sent and received, pongs included.
+ */
+async function scriptedServer(accepts: string[] | null): Promise<{ url: string; log: string[] }> {
+  const log: string[] = [];
+  server = new WebSocketServer({ host: '127.0.0.1', port: 0 });
+  await new Promise((resolve) => server!.once('listening', resolve));
+  server.on('connection', (ws: WebSocket) => {
+    ws.on('pong', () => log.push('pong'));
+    ws.on('message', (data) => {
+      const msg = JSON.parse(data.toString()) as { id?: number; method: string };
+      if (msg.id === undefined) return; // initialized
+      log.push(msg.method);
+      const result =
+        msg.method === 'initialize'
+          ? { sessionId: 's', environmentInfo: { cwd: 'file:///tmp', userHomeDir: 'file:///root', prependPathDirs: [] }, ...(accepts ? { tether: { version: 1, extensions: accepts } } : {}) }
+          : {};
+      ws.send(JSON.stringify({ id: msg.id, result }));
+    });
+  });
+  const { port } = server.address() as { port: number };
+  return { url: `ws://127.0.0.1:${port}`, log };
+}
+
+/** Two requests, the second only once the turns that follow the first answer have run. */
+async function twoRequests(url: string): Promise<void> {
+  const client = await ExecClient.connect(url, { keepaliveIntervalMs: 0 });
+  await client.request('first/call', {});
+  // The prompt ACK goes out at the end of the turn that read the answer: let two turns pass.
+  await new Promise((resolve) => setImmediate(resolve));
+  await new Promise((resolve) => setImmediate(resolve));
+  await client.request('second/call', {});
+  await client.close();
+}
+
+describe('ExecClient acknowledges a Codex server promptly', () => {
+  it('after an answer from a server in the Codex dialect, a pong goes back before anything else', async () => {
+    const { url, log } = await scriptedServer(null);
+    await twoRequests(url);
+    expect(log).toEqual(['initialize', 'first/call', 'pong', 'second/call']);
+  });
+
+  it('a tether server (it sets TCP_NODELAY) gets none', async () => {
+    const { url, log } = await scriptedServer(['sessionClose']);
+    await twoRequests(url);
+    // (then the close's session/close)
+    expect(log.slice(0, 3)).toEqual(['initialize', 'first/call', 'second/call']);
+    expect(log).not.toContain('pong');
+  });
+});
