@@ -262,7 +262,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.healthMonitor.stop();
     this.connectedAt = null;
     this.log('warn', `[${this.name}] ${restarting ? '' : 'tether link down: '}${this.lastError}`);
-    // Told "restarting" (issue #27): no backoff, the client reconnects at once; until onLinkUp or a loss.
+    // Told "restarting" (the server restarts and keeps the session): no backoff, the client reconnects at once; until onLinkUp or a loss.
     this.setStatus(restarting ? 'restarting' : 'reconnecting');
     this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError ?? undefined });
   }

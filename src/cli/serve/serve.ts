@@ -383,7 +383,7 @@ export async function run(argv: string[]): Promise<void> {
 
 
 /**
- * Whether a stop by `signal` keeps the sessions (issue #27): only with a state dir; SIGTERM
+ * Whether a stop by `signal` keeps the sessions (restart adoption): only with a state dir; SIGTERM
  * and SIGHUP always, Ctrl-C and Ctrl-\ unless typed on an interactive terminal (stop for good).
  */
 export function keepsOn(signal: NodeJS.Signals, stateDir: boolean, interactive = process.stdin.isTTY === true): boolean {
