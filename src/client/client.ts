@@ -13,7 +13,7 @@
  * This class is the facade; each job is its own module: session-link.ts (first connect,
  * resume, catch-up), process-ops.ts (per-process requests on retry.ts's `retryOnLoss`),
  * inbound.ts (routing frames to processes), flow.ts (Codex flow control), error-text.ts
- * (the server texts the client must read).
+ * (the server texts the client must read); options.ts holds what `connect` and `spawn` are given.
  */
 
 import { EventEmitter } from 'node:events';
