@@ -79,7 +79,7 @@ export function formatCommand(argv: string[]): string {
 
 function linkState(s: SessionListing, now: number): string {
   // Held back by the memory budget: said with the link, so the operator sees who and why.
-  // Adopted from a predecessor server (issue #27: restart, upgrade or crash), then any hold.
+  // Adopted from a predecessor server (restart adoption: a restart, upgrade or crash), then any hold.
   const hold = `${s.adopted ? '; adopted' : ''}${s.budgetHold ? `; ${visible(s.budgetHold)}` : ''}`;
   if (s.attached) return `attached${hold}`;
   if (!s.expiresAt) return `detached${hold}`;

@@ -1,2 +1,2 @@
-// The formula lives in util/backoff.ts (one module for every retry delay, issue #24).
+// The formula lives in util/backoff.ts (one module for every retry delay).
 export { reconnectDelayMs } from '../util/backoff.js';

@@ -12,7 +12,7 @@
  * (the owner closed it: nothing failed; later callers still get a `SessionLostError`, reason
  * `closed`).
  *
- * What the server said as it closed the connection (a `CloseNotice`, issue #27) changes the
+ * What the server said as it closed the connection (a `CloseNotice`: it restarts or stops) changes the
  * drop: "stopped" fails at once (a `ServerStoppedError`: the processes are gone, nothing to
  * wait for), "restarting" recovers on the short restart schedule (`restartRetryDelayMs`,
  * first attempt at once) within the same recovery deadline, after a 'restarting' event.

@@ -15,7 +15,7 @@ import { Connection } from './connection.js';
 import { ReconnectEngine } from './engine.js';
 import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
 import { AuthRefusedError, closeNoticeOf, ConnectionLostError, OutputLostError, SessionLostError, UpgradeAnsweredError, WrongSessionError } from './errors.js';
-import type { ExecClientOptions } from './client.js';
+import type { ExecClientOptions } from './options.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process/process.js';
 import { STILL_STARTING_MS } from './process/process-ops.js';
 import { speaksTls } from './tls-probe.js';

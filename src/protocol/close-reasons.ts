@@ -1,6 +1,6 @@
 /**
  * What a tether server says in the WebSocket close frame when it stops (docs/protocol.md,
- * "When the server stops"; issue #27). A tether extension that needs no negotiation: a
+ * "When the server stops"). A tether extension that needs no negotiation: a
  * Codex client just sees a close with a code and a text. The tether client reads it with
  * `parseCloseNotice` and acts on it; a close that does not carry tether's prefix (a proxy's
  * 1001, a Codex server's) means nothing more than any other drop.

@@ -97,7 +97,7 @@ export interface TetherInitializeResult {
   outputWindow?: number;
   /**
    * With `acks`, on a resume: processes named in `delivered` that the session no longer has
-   * because a server restart could not keep them (issue #27): id → why. Their remaining
+   * because a server restart could not keep them (restart adoption): id → why. Their remaining
    * events will never come.
    */
   lost?: Record<string, string>;

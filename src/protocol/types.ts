@@ -159,7 +159,7 @@ export interface SessionListing {
    * (300.0MiB of 200.0MiB)" (its children are not read until it falls below its share).
    */
   budgetHold?: string;
-  /** Present (true) only for a session a server adopted from its predecessor (issue #27: restart, upgrade or crash). */
+  /** Present (true) only for a session a server adopted from its predecessor (restart adoption: a restart, upgrade or crash). */
   adopted?: boolean;
   processes: ProcessListing[];
 }

@@ -10,8 +10,7 @@ import { isUndelivered } from './diagnosis.js';
 import { errorText, isAuthError, isConnectionClosed, isTransportLoss, ServerUnavailableError } from './errors.js';
 import type { FailureKind } from './policy.js';
 // Declared with ServerSupervisor, whose public API it is part of (test/api names its file).
-import type { CallOptions } from './supervisor.js';
-import type { ServerStatus } from './types.js';
+import type { CallOptions, ServerStatus } from './types.js';
 
 /** The supervisor's state as a call sees it, read afresh at each step. */
 export interface CallState {

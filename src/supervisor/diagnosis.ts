@@ -95,7 +95,7 @@ export function describeFailure(spec: ServerSpec, err: unknown, conn: Connection
   const refusal = spawnRefused ? errorText(err) : '';
   // (Nor does EPIPE: writing initialize to a process that had already exited.)
   const says = (e: unknown) => isConnectionClosed(e) || e instanceof TransportClosedError || (e as { code?: unknown } | undefined)?.code === 'EPIPE' || (e instanceof Error && SDK_NOT_CONNECTED.test(errorText(e)));
-  // The tether server said as it closed that it stopped for good (issue #27): the line `tether exec` prints.
+  // The tether server said as it closed that it stopped for good (a close notice): the line `tether exec` prints.
   const stopped = err instanceof ServerStoppedError || (err instanceof Error && err.cause instanceof ServerStoppedError);
   const text = stopped
     ? `${SERVER_STOPPED_LINE} (the tether server said so as it closed)`

@@ -1,6 +1,6 @@
 import { EventEmitter } from 'node:events';
 import type { Client } from '@modelcontextprotocol/sdk/client/index.js';
-import type { CallToolResult, Implementation, LoggingLevel, Progress, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { CallToolResult, Implementation, LoggingLevel, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, Tool } from '@modelcontextprotocol/sdk/types.js';
 import { AttemptScheduler, type Trigger } from './attempt-scheduler.js';
 import { CallPath } from './calls.js';
 import { Catalog } from './catalog.js';
@@ -16,7 +16,7 @@ import { LinkWatch } from './tether-link.js';
 import { restartingLine } from '../util/stop-notices.js';
 import { createTransport, type TransportFactory } from './transport/transports.js';
 import { settleWithin } from '../util/timeouts.js';
-import { resolveSupervisorOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
+import { resolveSupervisorOptions, type CallOptions, type Logger, type ServerDetail, type ServerHealth, type ServerKind, type ServerLists, type ServerSpec, type ServerStatus, type ServerSummary, type SupervisorEvents, type SupervisorHooks, type SupervisorOptions, type SupervisorOptionsInput } from './types.js';
 
 export interface ServerSupervisorOptions extends SupervisorOptionsInput {
   transportFactory?: TransportFactory;
@@ -27,13 +27,6 @@ export interface ServerSupervisorOptions extends SupervisorOptionsInput {
   clientInfo?: Implementation;
   /** Where the server's own requests (sampling, elicitation, roots) and notifications go. */
   hooks?: SupervisorHooks;
-}
-
-export interface CallOptions {
-  signal?: AbortSignal;
-  timeoutMs?: number;
-  /** Progress the server reports; each report also restarts the timeout (long tools stay alive). */
-  onprogress?: (progress: Progress) => void;
 }
 
 /** How long stop() waits for a server to end politely before killing it. */
@@ -269,7 +262,7 @@ export class ServerSupervisor extends EventEmitter<SupervisorEvents> {
     this.healthMonitor.stop();
     this.connectedAt = null;
     this.log('warn', `[${this.name}] ${restarting ? '' : 'tether link down: '}${this.lastError}`);
-    // Told "restarting" (issue #27): no backoff, the client reconnects at once; until onLinkUp or a loss.
+    // Told "restarting" (the server restarts and keeps the session): no backoff, the client reconnects at once; until onLinkUp or a loss.
     this.setStatus(restarting ? 'restarting' : 'reconnecting');
     this.emit('server_disconnected', { server: this.name, wasIntentional: false, reason: this.lastError ?? undefined });
   }

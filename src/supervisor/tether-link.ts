@@ -34,7 +34,7 @@ export interface LinkVerdicts {
   /** The session resumed after a down or restarting verdict. */
   up(attempt: number): void;
   /**
-   * The server restarts and keeps the session for `keptMs` (issue #27): not a failure and no
+   * The server restarts and keeps the session for `keptMs` (sessions kept across a restart): not a failure and no
    * backoff; the client is already reconnecting at once.
    */
   restarting(keptMs: number): void;

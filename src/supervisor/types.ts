@@ -1,5 +1,5 @@
 import type { RequestHandlerExtra } from '@modelcontextprotocol/sdk/shared/protocol.js';
-import type { ClientNotification, ClientRequest, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, ServerNotification, ServerRequest, Tool } from '@modelcontextprotocol/sdk/types.js';
+import type { ClientNotification, ClientRequest, Progress, Prompt, Resource, ResourceTemplate, Result, ServerCapabilities, ServerNotification, ServerRequest, Tool } from '@modelcontextprotocol/sdk/types.js';
 import type { BackoffPolicy } from '../util/backoff.js';
 
 export type ServerKind = 'stdio' | 'http' | 'exec';
@@ -167,6 +167,14 @@ export interface SupervisorHooks {
   onRequest?(server: string, request: ServerRequest, extra: RequestHandlerExtra<ClientRequest, ClientNotification>): Promise<Result>;
   /** notifications/message, notifications/resources/updated from the server. */
   onNotification?(server: string, notification: ServerNotification): void;
+}
+
+/** Options of one call through a supervisor (`callTool`, `request`, `subscribe`, …). */
+export interface CallOptions {
+  signal?: AbortSignal;
+  timeoutMs?: number;
+  /** Progress the server reports; each report also restarts the timeout (long tools stay alive). */
+  onprogress?: (progress: Progress) => void;
 }
 
 /** Events of one supervisor; every payload also carries `server` (the configured name). */

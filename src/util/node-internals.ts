@@ -1,7 +1,7 @@
 /**
- * Every place tether goes around Node's public API, in one module (issue #27). Node offers
+ * Every place tether goes around Node's public API, in one module. Node offers
  * no public way to the file descriptor under a `net.Server`/`http.Server` or a `net.Socket`,
- * and `tether serve --replace` (server/handover.ts) must pass both over SCM_RIGHTS: the
+ * and `tether serve --replace` (server/restart/handover.ts) must pass both over SCM_RIGHTS: the
  * listening socket to hand over, and the admin connection to send it on. Call sites use only
  * these functions; test/util/node-internals-contract.test.ts checks each assumption below on the
  * running Node and fails with "Node vX changed ..." when one no longer holds.

@@ -1,6 +1,6 @@
 /**
  * The one-line notices `tether exec` and `tether mcp` print when the server says, as it
- * stops, what becomes of the session (protocol/close-reasons.ts, issue #27). One wording for both.
+ * stops, what becomes of the session (protocol/close-reasons.ts, restart adoption). One wording for both.
  */
 
 /** The server stopped without keeping the session: its processes were killed. */

@@ -1,5 +1,5 @@
 /**
- * Every place tether goes around the `ws` package's public API, in one module (issue #24).
+ * Every place tether goes around the `ws` package's public API, in one module.
  * Call sites use only these functions; test/util/ws-contract.test.ts checks each assumption below
  * against the installed `ws` and fails with "ws X.Y.Z changed ..." when an upgrade breaks one.
  *

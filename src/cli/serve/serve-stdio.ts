@@ -9,7 +9,7 @@ import { startStdioServer, serveStdio } from '../../server/edge/stdio-listener.j
 import { installLastResort } from '../../server/last-resort.js';
 import { Defaults } from '../../server/options.js';
 import type { Logger } from '../../util/logger.js';
-import type { ServeConfig } from './serve.js';
+import type { ServeConfig } from './config.js';
 import { endStdio, SIGNAL_FLUSH_MS, stopOnSignals } from '../stdio-stop.js';
 
 export async function serveOnStdio(config: ServeConfig, logger: Logger): Promise<void> {

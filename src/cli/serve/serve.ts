@@ -10,6 +10,7 @@ import { installLastResort } from '../../server/last-resort.js';
 import { adminSocketPath, HandoverError, offerHandover, takeOver, type HandoverOffer } from '../../server/restart/handover.js';
 import { defaultStateDir, StateDirError } from '../../server/restart/state-dir.js';
 import { dieOf, STOP_SIGNALS } from '../die-of.js';
+import type { ServeConfig } from './config.js';
 import { serveOnStdio } from './serve-stdio.js';
 import { isLogLevel, stderrLogger, type LogLevel } from '../../util/logger.js';
 import { DURATION_SYNTAX, parseCount, parseDuration, parsePort, parseSize, SIZE_SYNTAX } from '../units.js';
@@ -161,18 +162,6 @@ function parseStateDir(text: string | undefined, env: NodeJS.ProcessEnv, port: n
     }
   }
   return join(defaultStateDir(env, process.geteuid?.() ?? 0, home), `port-${port}`);
-}
-
-export interface ServeConfig {
-  options: TetherServerOptions;
-  /** `--listen stdio`: one connection on stdin/stdout instead of a port. */
-  stdio: boolean;
-  logLevel: LogLevel;
-  help: boolean;
-  /** The state dir, or null (`--state-dir none`). */
-  stateDir: string | null;
-  /** `--replace`: take over the listening socket of the server on the same state dir. */
-  replace: boolean;
 }
 
 /** Parses `tether serve` flags; throws `UsageError` with a message naming the flag. */
@@ -394,7 +383,7 @@ export async function run(argv: string[]): Promise<void> {
 
 
 /**
- * Whether a stop by `signal` keeps the sessions (issue #27): only with a state dir; SIGTERM
+ * Whether a stop by `signal` keeps the sessions (restart adoption): only with a state dir; SIGTERM
  * and SIGHUP always, Ctrl-C and Ctrl-\ unless typed on an interactive terminal (stop for good).
  */
 export function keepsOn(signal: NodeJS.Signals, stateDir: boolean, interactive = process.stdin.isTTY === true): boolean {

@@ -1,6 +1,6 @@
 /**
- * A `process/output` notification read without decoding and JSON-parsing its chunk (issue 25:
- * a client in the Codex dialect receives all output as JSON text frames, and the relay in
+ * A `process/output` notification read without decoding and JSON-parsing its chunk (relay
+ * throughput: a client in the Codex dialect receives all output as JSON text frames, and the relay in
  * front of a Codex exec-server spent most of its receiving CPU in `toString('utf8')` and
  * `JSON.parse` scanning base64). The frame is parsed as JSON with the chunk's value cut out,
  * and the chunk is taken as a latin1 slice of the frame (base64 is ASCII: the same string).

@@ -32,7 +32,7 @@ import type { ProcessTable } from '../inbound.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, whenStarted, type ExecProcess, type ProcessHost } from './process.js';
 import { retryOnLoss } from '../retry.js';
 import { startingWriteDelayMs } from '../../util/backoff.js';
-import type { SpawnOptions } from '../client.js';
+import type { SpawnOptions } from '../options.js';
 
 /** Bytes per process/write (base64 makes the message a third larger). */
 const MAX_WRITE_BYTES = 1024 * 1024;

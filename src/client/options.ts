@@ -1,0 +1,78 @@
+/**
+ * What an `ExecClient` is given: its options at `connect` (`ExecClientOptions`) and the
+ * options of one `spawn` (`SpawnOptions`). The facade (client.ts) and its parts
+ * (session-link.ts, process/process-ops.ts) read them from here.
+ */
+
+import type { Writable } from 'node:stream';
+import type { ExtensionName } from '../protocol/extensions.js';
+import type { EnvPolicy } from '../protocol/types.js';
+import type { Logger } from '../util/logger.js';
+import type { TrustedCa } from './connection.js';
+
+export interface ExecClientOptions {
+  /** Bearer token for the WebSocket upgrade. */
+  token?: string;
+  /**
+   * For `wss://` servers whose certificate is not signed by a CA Node trusts (a self-signed
+   * or private CA): the CA certificate(s), PEM. Node's `NODE_EXTRA_CA_CERTS` works too.
+   */
+  ca?: TrustedCa;
+  /** Sent in `initialize` (default "tether-client"). */
+  clientName?: string;
+  /** How long a recovery may take, from the drop, before the session counts as lost (25 s). */
+  recoveryDeadlineMs?: number;
+  /** Client ping period (default: a third of the timeout, at most 5 s). 0 turns the keepalive off. */
+  keepaliveIntervalMs?: number;
+  /** An unanswered ping older than this means a dead link and starts a recovery (10 s). */
+  keepaliveTimeoutMs?: number;
+  /** Aborting closes the client (or cancels `connect`). */
+  signal?: AbortSignal;
+  /** Send `jsonrpc: "2.0"` on every message (default true; both dialects are accepted in). */
+  jsonrpc?: boolean;
+  /**
+   * Flow control against a server without the `acks` extension (a Codex exec-server; with
+   * acks every process is flow-controlled on its own and this is not used). Off by default:
+   * when a consumed output stream (one with a reader: piped,
+   * 'data' listener, iterated) holds more than this many unread bytes, the client stops
+   * reading the socket until it drains to half, so a slow consumer slows the remote process
+   * (tether pauses its children) instead of growing memory. Streams nobody reads never
+   * count. The whole session waits meanwhile, so read every stream you consume.
+   */
+  outputHighWaterMark?: number;
+  /**
+   * tether protocol extensions to ask for (default: every one this build knows). The server
+   * accepts the ones it knows; a Codex server accepts none, and the client falls back to the
+   * Codex dialect. `[]` never asks (the Codex dialect against any server). See `extensions`.
+   */
+  extensions?: readonly ExtensionName[];
+  /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
+  logger?: Logger;
+}
+
+export interface SpawnOptions {
+  /** Working directory: an absolute path, a `file://` URI, or a path relative to the server's cwd. Default: the server's cwd. */
+  cwd?: string;
+  /** Without `envPolicy`, exactly the child's environment. Default (neither given): the server's core variables (`envPolicy {inherit: "core"}`). */
+  env?: Record<string, string>;
+  /** Build the environment from the server's own, then lay `env` over it (docs/protocol.md, `process/start`). */
+  envPolicy?: EnvPolicy | null;
+  /** Run on a pseudo-terminal (all output arrives on `stdout`). */
+  tty?: boolean;
+  /** Give the process a stdin pipe (default false, as in the protocol; implied by `tty`). */
+  pipeStdin?: boolean;
+  /** Client-chosen id (default a random UUID); must be unique in the session. */
+  processId?: string;
+  /** With `tty`: the terminal's initial size (extension `processResize`; 80x24 without it). */
+  terminalSize?: { cols: number; rows: number };
+  arg0?: string;
+  /**
+   * Write the process's stdout (all output with `tty`) straight into this stream, like
+   * `child_process.spawn`'s `stdio` (e.g. `process.stdout`); `proc.stdout` then stays empty.
+   * Output counts as consumed once the write's callback ran: a slow destination slows the
+   * remote process. The stream is not ended.
+   */
+  stdout?: Writable;
+  /** The same for stderr. */
+  stderr?: Writable;
+}
