@@ -15,7 +15,7 @@
 import type { Dirent } from 'node:fs';
 import { lstat, opendir, realpath, stat } from 'node:fs/promises';
 import { FsLimits, invalidRequest, type FsWalkOptions, type FsWalkResult } from '../../../protocol/index.js';
-import { osErrorMessage } from '../os-error.js';
+import { osErrorMessage } from '../../../util/os-error.js';
 import { joinPath, pathToUri, type NativePath } from '../../fs/uri.js';
 
 export function checkWalkLimits(options: FsWalkOptions): void {
