@@ -46,11 +46,11 @@ import { ByteBudget } from './budget.js';
 import { Limiter, OpenFileCount } from './limiter.js';
 import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES } from './environment-config.js';
 import { fsError, mapFsErrors } from './errors.js';
-import { checkBlockLength, checkHandleId } from '../local/fs/handles.js';
+import { checkBlockLength, checkHandleId } from './handle-ids.js';
 import { FsConnectionState, FsSessionState } from './scope.js';
 import type { KeptFsRecord } from './kept-fs.js';
 import { parsePathUri } from './uri.js';
-import { checkWalkLimits } from '../local/fs/walk.js';
+import { checkWalkLimits } from './walk-limits.js';
 import type { FsTarget } from '../backend/backend.js';
 
 export interface FsServerLimits {
