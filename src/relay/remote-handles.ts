@@ -6,7 +6,7 @@
  * a server. The ids, the per-scope cap and the refusals are the server's own
  * (server/fs/handle-ids.ts, shared with the local back-end).
  */
-import type { FsScope } from '../server/fs/scope.js';
+import type { FsScope } from '../server/backend/fs-work.js';
 import { checkHandleId, HandleIds } from '../server/fs/handle-ids.js';
 
 export class RemoteHandles {

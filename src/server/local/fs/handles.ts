@@ -8,8 +8,7 @@
  */
 import type { FileHandle } from 'node:fs/promises';
 import { FsLimits, type FsOpenMode } from '../../../protocol/index.js';
-import type { OpenFileCount } from '../../fs/limiter.js';
-import type { NativePath } from '../../fs/uri.js';
+import type { NativePath, OpenFileSlots } from '../../backend/fs-work.js';
 import { checkBlockLength, checkHandleId, HandleIds, unknownHandle } from '../../fs/handle-ids.js';
 import { openForRead, openForReplace } from './files.js';
 
@@ -28,7 +27,7 @@ export class HandleTable {
   constructor(
     capacity: number,
     /** Handles open across the whole server. */
-    private readonly serverWide: OpenFileCount,
+    private readonly serverWide: OpenFileSlots,
     /** The set of ids (`ids()`) changed: a handle opened or closed. */
     onChange: () => void = () => {},
   ) {
