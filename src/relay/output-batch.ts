@@ -1,6 +1,6 @@
 /**
  * Joins the small output messages of one upstream socket read into one chunk for the relay's
- * log (issue 25: relay throughput). A Codex exec-server sends its output in messages of 8-16
+ * log (relay throughput). A Codex exec-server sends its output in messages of 8-16
  * KiB; passed on one by one, each became a log chunk and a downstream frame of its own (a
  * JSON frame, a base64 encoding, a socket write each). Joined, a socket read's worth of
  * messages is one chunk of up to `BATCH_BYTES` (a Codex client's chunk limit, server/

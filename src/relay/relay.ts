@@ -4,9 +4,7 @@
  * (remote-backend.ts). Downstream it is an exec-server like any other.
  */
 import type { Readable, Writable } from 'node:stream';
-import type { TetherServer, TetherServerOptions } from '../server/index.js';
-import { startServerWith } from '../server/server-start.js';
-import { serveStdio, startStdioServer } from '../server/edge/stdio-listener.js';
+import { serveStdio, startServerWith, startStdioServer, type TetherServer, type TetherServerOptions } from '../server/index.js';
 import { RemoteBackend, type RemoteBackendOptions } from './remote-backend.js';
 
 export interface RelayOptions {
@@ -50,7 +48,7 @@ export async function startRelay(options: RelayOptions): Promise<Relay> {
 
 /**
  * `tether relay --listen stdio`: the relay's server on one connection over `input`/`output`
- * (server/stdio-listener.ts). Resolves once that connection has ended — at the end of
+ * (server/edge/stdio-listener.ts). Resolves once that connection has ended — at the end of
  * `input`, which ends its session at once and so closes its upstream session (its processes
  * killed) before this resolves — or `stop` was called.
  */

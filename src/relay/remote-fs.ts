@@ -1,6 +1,6 @@
 /**
  * The relay's filesystem work (server/backend.ts, `FsWork`): each request goes to the
- * upstream session through tether's client, by what a cut may do to it (issue #25):
+ * upstream session through tether's client, by what a cut may do to it:
  * - reads (readFile, getMetadata, readDirectory, canonicalize, walk, readBlock, written) are
  *   re-sent after a lost answer: doing them twice changes nothing;
  * - requests that change something (writeFile, createDirectory, remove, copy, open) carry an
@@ -29,8 +29,7 @@ import {
   type FsWatchMissingResult,
   type FsWrittenResult,
 } from '../protocol/index.js';
-import type { FsTarget, FsWork } from '../server/backend/backend.js';
-import type { FsScope } from '../server/fs/scope.js';
+import type { FsScope, FsTarget, FsWork } from '../server/backend/fs-work.js';
 import { RemoteHandles } from './remote-handles.js';
 
 /** Where the relay's fs requests go: its session's upstream client, once connected. */

@@ -6,3 +6,7 @@ export { TetherServer, type TetherServerEvents } from './server.js';
 export { startServer, InsecureConfigError } from './server-start.js';
 export { Defaults, type TetherServerOptions } from './options.js';
 export type { LogLevel } from '../util/logger.js';
+/** @internal The relay's doors (src/relay): a server with another back-end, on a port or on stdio. */
+export { startServerWith } from './server-start.js';
+/** @internal */
+export { serveStdio, startStdioServer } from './edge/stdio-listener.js';

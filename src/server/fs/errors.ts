@@ -4,7 +4,7 @@
  * is the message, "No such file or directory (os error 2)".
  */
 import { ErrorCode, RpcError, internalError, invalidRequest } from '../../protocol/index.js';
-import { errnoCode, osErrorMessage } from '../local/os-error.js';
+import { errnoCode, osErrorMessage } from '../../util/os-error.js';
 
 /** Rust maps these errno values to ErrorKind::PermissionDenied / InvalidInput: -32600. */
 const INVALID_REQUEST_ERRNOS = new Set(['EACCES', 'EPERM', 'EINVAL']);

@@ -1,27 +1,12 @@
 /**
- * The fs part of a session record (issue #27): what a successor server needs of an `fsResume`
- * session's FsScope. The live missing-watch (re-armed by the successor, so its
- * `fs/missingChanged` still reaches the client) and the ids of the file handles that were
+ * The fs part of a session record (restart adoption), as a back-end's scope state gives it
+ * (backend/fs-work.ts, `KeptFsRecord`): the live missing-watch (re-armed by the successor, so
+ * its `fs/missingChanged` still reaches the client) and the ids of the file handles that were
  * open (their descriptors die with the server: the successor answers their use with an error
  * naming the restart). Paths are NativePath bytes, stored losslessly as base64.
  */
-import { nativePath, type NativePath } from './uri.js';
-
-/** A missing-watch as the record keeps it. */
-export interface KeptWatchRecord {
-  watchId: number;
-  /** base64 of each missing path's bytes. */
-  missing: string[];
-  /** base64 of the present path's bytes, or null. */
-  present: string | null;
-}
-
-export interface KeptFsRecord {
-  /** The watch armed and not yet told to the client; absent when none. */
-  watch?: KeptWatchRecord;
-  /** Ids of the file handles open (or lost in an earlier restart and not closed yet); absent when none. */
-  handles?: string[];
-}
+import type { KeptFsRecord, KeptWatchRecord, NativePath } from '../backend/fs-work.js';
+import { nativePath } from './uri.js';
 
 /** A watch as the scope holds it. */
 export interface WatchSpec {

@@ -5,7 +5,6 @@
  * become Codex's codes and texts (errors.ts). Memory is bounded by the server's fs budget:
  * reads wait for the connection's send buffer to drain and for budget before they read.
  */
-import type { KeyJournal } from '../restart/key-journal.js';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import type { z } from 'zod';
 import {
@@ -46,12 +45,12 @@ import { ByteBudget } from './budget.js';
 import { Limiter, OpenFileCount } from './limiter.js';
 import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES } from './environment-config.js';
 import { fsError, mapFsErrors } from './errors.js';
-import { checkBlockLength, checkHandleId } from '../local/fs/handles.js';
+import { checkBlockLength, checkHandleId } from './handle-ids.js';
 import { FsConnectionState, FsSessionState } from './scope.js';
-import type { KeptFsRecord } from './kept-fs.js';
+import type { FsTarget, KeptFsRecord } from '../backend/fs-work.js';
+import type { ResultJournal } from './results.js';
 import { parsePathUri } from './uri.js';
-import { checkWalkLimits } from '../local/fs/walk.js';
-import type { FsTarget } from '../backend/backend.js';
+import { checkWalkLimits } from './walk-limits.js';
 
 export interface FsServerLimits {
   /** Largest file fs/readFile answers (8 MiB); larger ones are read with fs/open + fs/readBlock. */
@@ -93,7 +92,7 @@ export type FsFamily = 'filesystem' | 'environment config';
 export interface FsRegistration {
   /** `initialized` arrived on `conn` (a watch change seen while detached is told now). */
   connectionReady(conn: Connection): void;
-  /** A successor server rebuilt `session`: its fs state as the predecessor recorded it (issue #27). */
+  /** A successor server rebuilt `session`: its fs state as the predecessor recorded it (restart adoption). */
   restore(session: Session, record: KeptFsRecord): void;
 }
 
@@ -106,8 +105,8 @@ export function registerFsMethods(
   requireReady: (conn: Connection, family: FsFamily) => Session,
   /** The bytes file data may hold, a share at most per session (`sessionShare`); default: `limits.memoryBytes` of its own. */
   budget: ByteBudget = new ByteBudget(limits.memoryBytes, undefined, sessionShare(limits.memoryBytes, limits.maxReadFileBytes)),
-  /** A state dir (issue #27): the session's idempotency-key journal, so keys outlive the server. */
-  journalOf: (session: Session) => KeyJournal | null = () => null,
+  /** A state dir (restart adoption): the session's idempotency-key journal, so keys outlive the server. */
+  journalOf: (session: Session) => ResultJournal | null = () => null,
   /** A state dir: `session.keptFs` changed, its record is to be written. */
   recordChanged: (session: Session) => void = () => {},
 ): FsRegistration {

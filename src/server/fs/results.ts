@@ -6,7 +6,22 @@
  */
 import { createHash } from 'node:crypto';
 import { ErrorCode, invalidParams, RpcError } from '../../protocol/index.js';
-import type { KeyJournal } from '../restart/key-journal.js';
+
+/** What a journal knows of one key: answered (with the answer), or started and never answered. */
+export type JournaledOutcome =
+  | { state: 'answered'; fingerprint: string | null; answer: unknown }
+  | { state: 'unknown'; fingerprint: string | null };
+
+/** Where keys outlive the server (a state dir's key journal, restart/key-journal.ts). */
+export interface ResultJournal {
+  /** Records that the operation of `key` is about to run. */
+  started(key: string, fingerprint: string | null): void;
+  /** Records the answer of `key` (JSON-serializable). */
+  answered(key: string, answer: unknown): void;
+  /** The keys on file, oldest first. */
+  load(): Map<string, JournaledOutcome>;
+  close(): void;
+}
 
 interface Remembered {
   fingerprint: string;
@@ -17,13 +32,13 @@ export class ResultMemory {
   private readonly entries = new Map<string, Remembered>();
 
   /**
-   * `journal` (a state dir, issue #27): every key is written down before its operation runs
+   * `journal` (a state dir, restart adoption): every key is written down before its operation runs
    * and its outcome before it is answered, so a successor server answers a re-sent key as the
    * first copy was answered, or "outcome unknown" when the server died while it ran.
    */
   constructor(
     private readonly capacity: number,
-    private readonly journal: KeyJournal | null = null,
+    private readonly journal: ResultJournal | null = null,
   ) {
     if (!journal) return;
     for (const [key, known] of journal.load()) {

@@ -3,107 +3,59 @@
  * reconnect loses them); a session that negotiated `fsResume` keeps them with the session, so
  * a transfer or a watch survives a drop and everything is closed when the session expires.
  * Watch ids are remembered per connection in both cases, as Codex does, so a client that
- * reconnects may use its ids again.
+ * reconnects may use its ids again. What the handles and the watch are is the back-end's own
+ * state in the scope (backend/fs-work.ts, `FsScopeState`; the local one: local/fs/local-scope.ts).
  */
 import { FsMethod } from '../../protocol/index.js';
+import type { FsScope as BackendFsScope, FsScopeLimits, FsScopeState, FsWork, KeptFsRecord } from '../backend/fs-work.js';
 import type { Connection } from '../connection/connection.js';
 import type { Session } from '../session/session.js';
-import { HandleTable } from '../local/fs/handles.js';
-import type { OpenFileCount } from './limiter.js';
-import { ResultMemory } from './results.js';
-import type { KeyJournal } from '../restart/key-journal.js';
-import { decodeWatch, encodeWatch, type KeptFsRecord, type WatchSpec } from './kept-fs.js';
-import type { NativePath } from './uri.js';
-import { MissingWatch } from '../local/fs/watch.js';
+import { ResultMemory, type ResultJournal } from './results.js';
 
-export interface FsScopeLimits {
-  maxHandles: number;
-  /** Handles open across the server (shared by every scope). */
-  openFiles: OpenFileCount;
-}
-
-/** Handles and the missing-watch of one owner (a connection or a session). */
-export class FsScope {
-  readonly handles: HandleTable;
-  private watch: MissingWatch | null = null;
-  /** Bumped by every watchMissing: a slower earlier call never replaces a newer watch. */
-  private watchGeneration = 0;
-  /** The watch armed and not yet told to the client (a session record keeps it: issue #27). */
-  private spec: WatchSpec | null = null;
+/** Handles and the missing-watch of one owner (a connection or a session): the back-end keeps them in its own state. */
+export class FsScope implements BackendFsScope {
+  /** The back-end's state in this scope (`FsWork.openScope`), what a session record keeps of it. */
+  private readonly state: FsScopeState | null;
   private closed = false;
   private readonly closers: Array<() => void> = [];
 
   constructor(
     readonly limits: FsScopeLimits,
+    /** The session's back-end: it keeps its own state in the scope. */
+    work: FsWork,
     /** Delivers `fs/missingChanged` (or keeps it until someone can be told). */
     private readonly notify: (watchId: number) => void,
     /** What `kept()` returns changed (a watch armed, told or replaced; a handle opened or closed). */
     private readonly changed: () => void = () => {},
   ) {
-    this.handles = new HandleTable(limits.maxHandles, limits.openFiles, changed);
+    this.state = work.openScope?.(this) ?? null;
   }
 
   /** What a successor server needs of this scope (fs/kept-fs.ts). */
   kept(): KeptFsRecord {
-    const handles = this.handles.ids();
-    return { ...(this.spec ? { watch: encodeWatch(this.spec) } : {}), ...(handles.length > 0 ? { handles } : {}) };
+    return this.state?.kept() ?? {};
+  }
+
+  keptChanged(): void {
+    this.changed();
   }
 
   /** Watch `watchId`'s change reached the client: a successor need not tell it again. */
   told(watchId: number): void {
-    if (this.spec?.watchId !== watchId) return;
-    this.spec = null;
-    this.changed();
+    this.state?.told(watchId);
   }
 
   /**
-   * A successor server (issue #27): what the predecessor's scope kept. Its handles are gone
-   * (their use says so); its watch is armed again, and fires at once if the state changed
-   * while no server ran (or if it cannot be armed: a change told in vain beats one lost).
+   * A successor server (restart adoption): what the predecessor's scope kept, handed to the
+   * back-end's state (its handles are gone, its watch is armed again).
    */
   restore(record: KeptFsRecord): void {
-    this.handles.markLost(record.handles ?? []);
-    if (!record.watch) return;
-    const spec = decodeWatch(record.watch);
-    const generation = ++this.watchGeneration;
-    this.spec = spec;
-    MissingWatch.start(spec.watchId, spec.missing, spec.present, (id) => this.notify(id)).then(
-      (started) => {
-        if (this.closed || generation !== this.watchGeneration) return void started?.stop();
-        this.watch = started;
-        if (!started) this.notify(spec.watchId);
-      },
-      () => {
-        if (!this.closed && generation === this.watchGeneration) this.notify(spec.watchId);
-      },
-    );
+    this.state?.restore(record);
   }
 
   /** Tells the client that watch `watchId` saw a change (`fs/missingChanged`). */
   tell(watchId: number): void {
     if (!this.closed) this.notify(watchId);
-  }
-
-  /** Replaces the watch; true if it is now watching. */
-  async watchMissing(watchId: number, missing: NativePath[], present: NativePath | null): Promise<boolean> {
-    const generation = ++this.watchGeneration;
-    this.watch?.stop();
-    this.watch = null;
-    if (this.spec) {
-      this.spec = null;
-      this.changed();
-    }
-    const started = await MissingWatch.start(watchId, missing, present, (id) => this.notify(id));
-    if (this.closed || generation !== this.watchGeneration) {
-      started?.stop();
-      return started !== null;
-    }
-    this.watch = started;
-    if (started && !started.fired) {
-      this.spec = { watchId, missing, present };
-      this.changed();
-    }
-    return started !== null;
   }
 
   /** Runs `listener` once when the scope closes (a back-end's own per-scope state). */
@@ -115,9 +67,7 @@ export class FsScope {
   async close(): Promise<void> {
     this.closed = true;
     for (const listener of this.closers.splice(0)) listener();
-    this.watch?.stop();
-    this.watch = null;
-    await this.handles.closeAll();
+    await this.state?.close();
   }
 }
 
@@ -127,7 +77,7 @@ export class FsSessionState {
   readonly scope: FsScope | null;
   readonly results: ResultMemory;
   /** Its idempotency-key journal (a state dir), closed with it. */
-  private readonly journal: KeyJournal | null;
+  private readonly journal: ResultJournal | null;
   /** The connection that completed its handshake (notifications go there), if any. */
   private ready: Connection | null = null;
   /** A watch that fired while no connection was ready: told on the next `initialized`. */
@@ -136,13 +86,18 @@ export class FsSessionState {
   constructor(
     private readonly session: Session,
     limits: FsScopeLimits & { rememberedResults: number },
-    journal: KeyJournal | null = null,
-    /** A state dir (issue #27): `session.keptFs` changed, its record is to be written. */
+    journal: ResultJournal | null = null,
+    /** A state dir (restart adoption): `session.keptFs` changed, its record is to be written. */
     private readonly recordChanged: (session: Session) => void = () => {},
   ) {
     this.results = new ResultMemory(limits.rememberedResults, journal);
     this.journal = journal;
-    this.scope = session.extensions.has('fsResume') ? new FsScope(limits, (id) => this.tell(id), () => this.keep()) : null;
+    this.scope = session.extensions.has('fsResume') ? new FsScope(limits, session.backend.fs, (id) => this.tell(id), () => this.keep()) : null;
+  }
+
+  /** The session's back-end fs work. */
+  get work(): FsWork {
+    return this.session.backend.fs;
   }
 
   /** A successor server: the scope as its predecessor recorded it (FsScope.restore). */
@@ -199,7 +154,7 @@ export class FsConnectionState {
   scope(session: FsSessionState): FsScope {
     if (session.scope) return session.scope;
     if (!this.ownScope) {
-      const scope = new FsScope(this.limits, (watchId) => this.conn.sendNotification(FsMethod.missingChanged, { watchId }));
+      const scope = new FsScope(this.limits, session.work, (watchId) => this.conn.sendNotification(FsMethod.missingChanged, { watchId }));
       this.ownScope = scope;
       const close = () => void scope.close();
       if (this.conn.signal.aborted) close();

@@ -5,15 +5,9 @@
  * with rust-url's path-segment escaping so both servers name the same file the same way.
  */
 import { invalidParams, invalidRequest } from '../../protocol/index.js';
+import type { NativePath } from '../backend/fs-work.js';
 
 const SCHEME = /^[\t\n\f\r ]*[A-Za-z][A-Za-z0-9+.-]*:/;
-
-export interface NativePath {
-  /** The path as bytes, for Node's fs functions. */
-  bytes: Buffer;
-  /** Lossy UTF-8, for messages (Rust's Path::display). */
-  display: string;
-}
 
 /** Parses a `file:` URI; throws Codex's -32602/-32600 errors. `what` names the member in tether's own texts. */
 export function parsePathUri(input: string): NativePath {

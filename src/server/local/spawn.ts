@@ -14,7 +14,7 @@ import type { buildChildEnv } from './env.js';
 import { KeptProcess, type KeeperDump, type KeepOptions } from './keeper/keeper.js';
 import type { AdoptedChild } from '../restart/process-kept.js';
 import type { FramedStdin } from './keeper/kept.js';
-import { osErrorMessage } from './os-error.js';
+import { osErrorMessage } from '../../util/os-error.js';
 import { quoted } from '../../util/format.js';
 
 export interface ChildSpec {

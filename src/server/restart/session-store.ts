@@ -21,7 +21,8 @@ import { randomBytes } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkKeptFs, type KeptFsRecord } from '../fs/kept-fs.js';
+import { checkKeptFs } from '../fs/kept-fs.js';
+import type { KeptFsRecord } from '../backend/fs-work.js';
 import type { SessionLimits } from '../session/session.js';
 import { stderrLogger, type Logger } from '../../util/logger.js';
 

@@ -17,7 +17,7 @@ import type { ManagedProcess, OutputLimits, ProcessHost } from '../output/proces
 import { settleWithin } from '../../util/timeouts.js';
 import { HandleTable } from './session-handles.js';
 import { ClosedRetention } from './closed-retention.js';
-import type { KeptFsRecord } from '../fs/kept-fs.js';
+import type { KeptFsRecord } from '../backend/fs-work.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {

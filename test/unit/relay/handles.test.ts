@@ -7,7 +7,7 @@
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
 import { RemoteHandles } from '../../../src/relay/remote-handles.js';
-import type { FsScope } from '../../../src/server/fs/scope.js';
+import type { FsScope } from '../../../src/server/backend/fs-work.js';
 
 /** What RemoteHandles uses of a scope: its cap and its close hook. */
 function fakeScope(maxHandles = 3): FsScope & { closeNow(): void } {

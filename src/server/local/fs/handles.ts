@@ -1,16 +1,16 @@
 /**
- * File handles for `fs/open`, `fs/readBlock`, `fs/writeBlock`, `fs/close`: client-chosen ids,
- * at most `capacity` open at once, reads and writes at explicit offsets (so a block re-sent
- * after a lost answer does the same thing again: reads and writes resume by offset).
+ * The local back-end's file handles for `fs/open`, `fs/readBlock`, `fs/writeBlock`, `fs/close`:
+ * client-chosen ids, at most `capacity` open at once (the ids, the cap and the refusals are
+ * fs/handle-ids.ts, shared with the relay), reads and writes at explicit offsets (so a block
+ * re-sent after a lost answer does the same thing again: reads and writes resume by offset).
  * One table lives either with a connection (Codex's rule) or with a session (extension
  * `fsResume`); `closeAll` runs when its owner goes.
  */
 import type { FileHandle } from 'node:fs/promises';
-import { FsLimits, invalidRequest, type FsOpenMode } from '../../../protocol/index.js';
-import { notFound } from '../../fs/errors.js';
+import { FsLimits, type FsOpenMode } from '../../../protocol/index.js';
+import type { NativePath, OpenFileSlots } from '../../backend/fs-work.js';
+import { checkBlockLength, checkHandleId, HandleIds, unknownHandle } from '../../fs/handle-ids.js';
 import { openForRead, openForReplace } from './files.js';
-import type { OpenFileCount } from '../../fs/limiter.js';
-import type { NativePath } from '../../fs/uri.js';
 
 interface OpenFile {
   file: FileHandle;
@@ -19,51 +19,33 @@ interface OpenFile {
   written?: Set<number>;
 }
 
-export function checkHandleId(handleId: string): void {
-  if (Buffer.byteLength(handleId) > FsLimits.maxHandleIdBytes) {
-    throw invalidRequest(`file handle ID must not exceed ${FsLimits.maxHandleIdBytes} bytes`);
-  }
-}
-
-export function checkBlockLength(len: number, what: 'read' | 'write'): void {
-  if (len < 1 || len > FsLimits.maxBlockBytes) {
-    throw invalidRequest(`file ${what} block length must be between 1 and ${FsLimits.maxBlockBytes}`);
-  }
-}
-
-const unknownHandle = (handleId: string) => notFound(`unknown file handle \`${handleId}\``);
-/** Still "unknown file handle" (clients map it to EBADF), saying why. */
-const lostHandle = (handleId: string) =>
-  notFound(`unknown file handle \`${handleId}\`: it was open when the server restarted, and file handles do not survive a server restart (open the file again)`);
-
 export class HandleTable {
-  private readonly open = new Map<string, OpenFile>();
-  /** Ids whose open is in flight (reserved so a duplicate or the cap is refused at once). */
-  private readonly opening = new Set<string>();
+  /** The ids and their refusals (fs/handle-ids.ts, shared with the relay); here each stands for an open file. */
+  private readonly files: HandleIds<OpenFile>;
   private closed = false;
-  /** Ids open when a predecessor server stopped (issue #27): their use is answered with `lostHandle`, until closed or opened anew. */
-  private readonly lost = new Set<string>();
 
   constructor(
-    private readonly capacity: number,
+    capacity: number,
     /** Handles open across the whole server. */
-    private readonly serverWide: OpenFileCount,
+    private readonly serverWide: OpenFileSlots,
     /** The set of ids (`ids()`) changed: a handle opened or closed. */
-    private readonly onChange: () => void = () => {},
-  ) {}
+    onChange: () => void = () => {},
+  ) {
+    this.files = new HandleIds(capacity, onChange);
+  }
 
   /** The ids open, and those lost in a restart not yet closed (what a session record keeps). */
   ids(): string[] {
-    return [...this.open.keys(), ...this.lost];
+    return this.files.ids();
   }
 
   /** A successor server: `ids` were open on its predecessor (bounded by the predecessor's cap). */
   markLost(ids: string[]): void {
-    for (const id of ids.slice(0, this.capacity)) this.lost.add(id);
+    this.files.markLost(ids);
   }
 
   get size(): number {
-    return this.open.size + this.opening.size;
+    return this.files.size;
   }
 
   /**
@@ -71,34 +53,26 @@ export class HandleTable {
    * so a refused open never truncates anything (Codex truncates first in `replace` mode).
    */
   async openFile(handleId: string, path: NativePath, mode: FsOpenMode): Promise<void> {
-    checkHandleId(handleId);
-    if (this.open.has(handleId) || this.opening.has(handleId)) throw invalidRequest(`file handle \`${handleId}\` already exists`);
-    if (this.size >= this.capacity) {
-      throw invalidRequest(`at most ${this.capacity} file handles may be open per connection`);
-    }
-    this.serverWide.take();
-    this.opening.add(handleId);
-    let opened = false;
-    try {
-      const file = mode === 'replace' ? await openForReplace(path) : await openForRead(path);
-      if (this.closed) {
-        await file.close();
-        throw unknownHandle(handleId);
+    await this.files.add(handleId, async () => {
+      this.serverWide.take();
+      try {
+        const file = mode === 'replace' ? await openForReplace(path) : await openForRead(path);
+        if (this.closed) {
+          await file.close();
+          throw unknownHandle(handleId);
+        }
+        return { file, mode };
+      } catch (err) {
+        this.serverWide.give();
+        throw err;
       }
-      this.open.set(handleId, { file, mode });
-      this.lost.delete(handleId);
-      opened = true;
-      this.onChange();
-    } finally {
-      this.opening.delete(handleId);
-      if (!opened) this.serverWide.give();
-    }
+    });
   }
 
   async readBlock(handleId: string, offset: number, len: number): Promise<{ bytes: Buffer; eof: boolean }> {
     checkHandleId(handleId);
     checkBlockLength(len, 'read');
-    const { file } = this.get(handleId);
+    const { file } = this.files.get(handleId);
     const buffer = Buffer.allocUnsafe(len);
     let filled = 0;
     // Short reads are retried until the block is full or the file ends: `eof` means "fewer than len bytes exist here".
@@ -114,7 +88,7 @@ export class HandleTable {
   async writeBlock(handleId: string, offset: number, data: Buffer, writeId?: number): Promise<void> {
     checkHandleId(handleId);
     checkBlockLength(data.length, 'write');
-    const entry = this.get(handleId);
+    const entry = this.files.get(handleId);
     let written = 0;
     while (written < data.length) {
       const { bytesWritten } = await entry.file.write(data, written, data.length - written, offset + written);
@@ -131,36 +105,24 @@ export class HandleTable {
   /** Extension `fsWritten`: which of `writeIds` completed on the handle (as far as it remembers). */
   completedWrites(handleId: string, writeIds: number[]): number[] {
     checkHandleId(handleId);
-    const { written } = this.get(handleId);
+    const { written } = this.files.get(handleId);
     return written ? writeIds.filter((id) => written.has(id)) : [];
   }
 
   /** Closing an unknown (or already closed) handle succeeds, as in Codex. */
   async close(handleId: string): Promise<void> {
-    checkHandleId(handleId);
-    const entry = this.open.get(handleId);
-    if (!entry) {
-      if (this.lost.delete(handleId)) this.onChange();
-      return;
-    }
-    this.open.delete(handleId);
+    const entry = this.files.find(handleId);
+    this.files.delete(handleId);
+    if (!entry) return;
     this.serverWide.give();
-    this.onChange();
     await entry.file.close();
   }
 
   /** The owner is gone: every handle is closed and no new one opens. */
   async closeAll(): Promise<void> {
     this.closed = true;
-    const files = [...this.open.values()];
-    this.open.clear();
+    const files = this.files.clear();
     for (let i = 0; i < files.length; i++) this.serverWide.give();
     await Promise.all(files.map(({ file }) => file.close().catch(() => {})));
-  }
-
-  private get(handleId: string): OpenFile {
-    const entry = this.open.get(handleId);
-    if (!entry) throw this.lost.has(handleId) ? lostHandle(handleId) : unknownHandle(handleId);
-    return entry;
   }
 }

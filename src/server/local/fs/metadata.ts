@@ -6,7 +6,8 @@
 import type { BigIntStats } from 'node:fs';
 import { lstat, opendir, realpath, stat } from 'node:fs/promises';
 import { invalidRequest, type FsDirectoryEntry, type FsMetadata } from '../../../protocol/index.js';
-import { joinPath, pathToUri, type NativePath } from '../../fs/uri.js';
+import { joinPath, pathToUri } from '../../fs/uri.js';
+import type { NativePath } from '../../backend/fs-work.js';
 
 export async function getMetadata(path: NativePath): Promise<FsMetadata> {
   const target = await stat(path.bytes, { bigint: true });

@@ -16,7 +16,8 @@ import { lstat, mkdir, open, opendir, readlink, realpath, rm, rmdir, symlink, un
 import { dirname } from 'node:path';
 import { internalError, invalidRequest } from '../../../protocol/index.js';
 import { notAFile } from '../../fs/errors.js';
-import { joinPath, type NativePath } from '../../fs/uri.js';
+import { joinPath } from '../../fs/uri.js';
+import type { NativePath } from '../../backend/fs-work.js';
 
 /** How long one fs/copy may run (10 minutes); past it the copy stops with an error. */
 export const COPY_DEADLINE_MS = 10 * 60 * 1000;

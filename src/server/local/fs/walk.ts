@@ -14,24 +14,11 @@
  */
 import type { Dirent } from 'node:fs';
 import { lstat, opendir, realpath, stat } from 'node:fs/promises';
-import { FsLimits, invalidRequest, type FsWalkOptions, type FsWalkResult } from '../../../protocol/index.js';
-import { osErrorMessage } from '../os-error.js';
-import { joinPath, pathToUri, type NativePath } from '../../fs/uri.js';
-
-export function checkWalkLimits(options: FsWalkOptions): void {
-  if (options.maxDirectories === 0 || options.maxEntries === 0) {
-    throw invalidRequest('filesystem walk limits must be greater than zero');
-  }
-  if (
-    options.maxDepth > FsLimits.walkMaxDepth ||
-    options.maxDirectories > FsLimits.walkMaxDirectories ||
-    options.maxEntries > FsLimits.walkMaxEntries
-  ) {
-    throw invalidRequest(
-      `filesystem walk limits exceed maximums: depth=${FsLimits.walkMaxDepth}, directories=${FsLimits.walkMaxDirectories}, entries=${FsLimits.walkMaxEntries}`,
-    );
-  }
-}
+import type { FsWalkOptions, FsWalkResult } from '../../../protocol/index.js';
+import { osErrorMessage } from '../../../util/os-error.js';
+import { joinPath, pathToUri } from '../../fs/uri.js';
+import { checkWalkLimits } from '../../fs/walk-limits.js';
+import type { NativePath } from '../../backend/fs-work.js';
 
 export async function walk(root: NativePath, options: FsWalkOptions): Promise<FsWalkResult> {
   checkWalkLimits(options);

@@ -1,6 +1,7 @@
 /**
  * OS error texts in the form Codex (Rust std::io::Error) prints them, e.g.
- * "No such file or directory (os error 2)", so spawn failures read the same on both servers.
+ * "No such file or directory (os error 2)", so spawn and fs failures read the same on both
+ * servers (the local back-end's spawn and walk, and the fs handlers' error mapping).
  */
 import { constants } from 'node:os';
 
