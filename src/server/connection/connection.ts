@@ -32,7 +32,7 @@ import { Liveness } from './liveness.js';
 import { ReadPause } from './read-pause.js';
 import { RequestGate } from './request-gate.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
-import { SendBuffer } from './send-buffer.js';
+import { SendBuffer, type BackpressureMarks } from './send-buffer.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import type { LogEntry } from '../output/output-log.js';
 import type { ManagedProcess } from '../output/process.js';
@@ -50,13 +50,6 @@ export interface ConnectionContext {
   afterReply?: () => void;
   /** Bytes reserved for this request's answer (`reserveAnswer`), given back once it is sent. */
   answerBytes?: number;
-}
-
-export interface BackpressureMarks {
-  /** Stop handing the session's events to the socket above this many buffered bytes. */
-  highWaterBytes: number;
-  /** Start again at or below this. */
-  lowWaterBytes: number;
 }
 
 export class Connection implements SessionLink {
