@@ -25,17 +25,16 @@ import {
   Method,
   withJsonrpc,
 } from '../../protocol/index.js';
-import { eventFrame, writeBinaryEntry } from './event-frames.js';
+import { eventFrame, writeBinaryEntry, type FramedProcess } from './event-frames.js';
 import { frameCost } from './frame-cost.js';
 import { HeldMemory } from './held-memory.js';
 import { Liveness } from './liveness.js';
 import { ReadPause } from './read-pause.js';
 import { RequestGate } from './request-gate.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
-import { SendBuffer } from './send-buffer.js';
+import { SendBuffer, type BackpressureMarks } from './send-buffer.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import type { LogEntry } from '../output/output-log.js';
-import type { ManagedProcess } from '../output/process.js';
 import type { MemoryBudget } from '../memory/memory-budget.js';
 import type { Session, SessionLink } from '../session/session.js';
 
@@ -50,13 +49,6 @@ export interface ConnectionContext {
   afterReply?: () => void;
   /** Bytes reserved for this request's answer (`reserveAnswer`), given back once it is sent. */
   answerBytes?: number;
-}
-
-export interface BackpressureMarks {
-  /** Stop handing the session's events to the socket above this many buffered bytes. */
-  highWaterBytes: number;
-  /** Start again at or below this. */
-  lowWaterBytes: number;
 }
 
 export class Connection implements SessionLink {
@@ -322,7 +314,7 @@ export class Connection implements SessionLink {
     return this.sendBuffer.congested;
   }
 
-  sendEntry(proc: ManagedProcess, entry: LogEntry): void {
+  sendEntry(proc: FramedProcess, entry: LogEntry): void {
     if (this.closed) return;
     // Codex dialect: the kernel taking the frame is the acknowledgement (it is then only
     // lost if the link dies with it in flight, and it stays in the retained history).

@@ -12,13 +12,27 @@ import { Method, type Dialect } from '../../protocol/index.js';
 import { writeBinaryOutput } from './binary-output.js';
 import { rawSocketOf } from '../../util/ws-internals.js';
 import { outputParts, type LogEntry, type OutputEntry } from '../output/output-log.js';
-import type { ManagedProcess } from '../output/process.js';
 
 /** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
 const MAX_FRAGMENTS = 64;
 
+/** What the frames need of the process whose event they carry (a `ManagedProcess`). */
+export interface FramedProcess {
+  readonly id: string;
+  /** Its binaryOutput handle; 0: its output goes as JSON. */
+  readonly handle: number;
+  /** An output entry's bytes as one Buffer. */
+  outputData(entry: OutputEntry): Buffer;
+  /** A socket write of these pieces begins: their memory stays theirs until `releaseOutput`. */
+  retainOutput(parts: readonly Buffer[]): void;
+  /** The socket write of these pieces completed or failed. */
+  releaseOutput(parts: readonly Buffer[]): void;
+  /** Codex dialect: the kernel took this process's frames up to `seq`. */
+  written(seq: number): void;
+}
+
 /** The JSON frame of an event (output of a process without a binary handle, exit, close). */
-export function eventFrame(dialect: Dialect, proc: ManagedProcess, entry: LogEntry): Buffer | string {
+export function eventFrame(dialect: Dialect, proc: FramedProcess, entry: LogEntry): Buffer | string {
   switch (entry.kind) {
     case 'output':
       return jsonOutputFrame(dialect.usesJsonrpc, proc.id, entry.seq, entry.stream, proc.outputData(entry));
@@ -66,9 +80,9 @@ export function jsonOutputFrame(usesJsonrpc: boolean, processId: string, seq: nu
  */
 export function writeBinaryEntry(
   ws: WebSocket,
-  proc: ManagedProcess,
+  proc: FramedProcess,
   entry: OutputEntry,
-  written: ManagedProcess | undefined,
+  written: FramedProcess | undefined,
   afterSend: () => void,
 ): boolean {
   if (ws.readyState !== ws.OPEN) return false;

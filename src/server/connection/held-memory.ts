@@ -7,12 +7,17 @@
  * No sockets: the connection says what it holds now and tells this when a part changed.
  */
 import type { MemoryAccount, MemoryBudget } from '../memory/memory-budget.js';
-import type { Session } from '../session/session.js';
+
+/** What held-memory accounting needs of the connection's session (a `Session`): its fair share's count. */
+export interface HeldSession {
+  /** What its connection holds besides output changed by `delta` bytes. */
+  connectionHeldChanged(delta: number): void;
+}
 
 /** What held-memory accounting needs of its connection. */
 export interface HeldLink {
   readonly closed: boolean;
-  readonly session: Session | null;
+  readonly session: HeldSession | null;
 }
 
 export class HeldMemory {
@@ -20,7 +25,7 @@ export class HeldMemory {
   private accounts: { budget: MemoryBudget; requests: MemoryAccount; send: MemoryAccount; receiving: MemoryAccount } | null = null;
   /** What this connection holds for its session, as last told to that session's fair share. */
   private heldReported = 0;
-  private reportedTo: Session | null = null;
+  private reportedTo: HeldSession | null = null;
 
   constructor(
     private readonly link: HeldLink,

@@ -13,7 +13,6 @@ import type { Socket } from 'node:net';
 import { formatBytes } from '../../util/format.js';
 import { afterWsReads } from '../../util/ws-internals.js';
 import type { MemoryBudget } from '../memory/memory-budget.js';
-import type { Session } from '../session/session.js';
 
 export class ReceiveMeter {
   private bytes = 0;
@@ -43,10 +42,20 @@ export class ReceiveMeter {
   }
 }
 
+/** What `ReceiveGuard` needs of the connection's session (a `Session`): its fair share. */
+export interface ReceivingSession {
+  /** The budget holds it back for holding its fair share or more. */
+  readonly overShare: boolean;
+  /** Its fair share of the memory budget now, bytes. */
+  readonly shareBytes: number;
+  /** Resolves once the memory budget no longer holds it back. */
+  whenUnheld(): Promise<void>;
+}
+
 /** What `ReceiveGuard` needs of its connection. */
 export interface ReceivingLink {
   readonly closed: boolean;
-  readonly session: Session | null;
+  readonly session: ReceivingSession | null;
   readonly whenClosed: Promise<void>;
   pause(): void;
   resume(): void;

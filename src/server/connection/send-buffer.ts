@@ -8,7 +8,14 @@
  * No writing: the connection sends, and tells this when something was queued (`queued`) and
  * when a write reached the kernel (`wrote`). It keeps its public `backpressured` flag; this sets it.
  */
-import type { BackpressureMarks } from './connection.js';
+
+/** A connection's send-buffer marks (the server's `backpressure` option). */
+export interface BackpressureMarks {
+  /** Stop handing the session's events to the socket above this many buffered bytes. */
+  highWaterBytes: number;
+  /** Start again at or below this. */
+  lowWaterBytes: number;
+}
 
 /** What the send buffer needs of its connection. */
 export interface SendBufferLink {

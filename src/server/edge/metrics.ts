@@ -22,10 +22,10 @@ export interface MetricsSource {
   connections(): number;
   sockets(): number;
   limits: { sessions: number; connections: number; processesPerSession: number; outputRetentionBytes: number };
-  /** The server-wide memory budget and process caps (issue 13). */
+  /** The server-wide memory budget and process caps. */
   memory?: MemoryBudget;
   capacity?: ProcessCapacity;
-  /** Fair shares of the budget's output (issue 22): sessions paused for being over theirs. */
+  /** Fair shares of the budget's output: sessions paused for being over theirs. */
   shares?: OutputShares;
   /** With a state dir: session records that could not be saved (the record on disk is stale). */
   stateDirSaveFailures?: () => number;

@@ -1,5 +1,5 @@
 /**
- * Fair shares of the memory budget's output (issue 22): which sessions' children stop being
+ * Fair shares of the memory budget's output: which sessions' children stop being
  * read when the budget is pressed, so one client that never acknowledges cannot freeze the
  * others' output.
  *

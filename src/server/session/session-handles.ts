@@ -1,7 +1,7 @@
 /**
  * A session's `binaryOutput` handles (extension `binaryOutput`): which process each handle
  * stands for (null while its start is in flight), and the next one to give — a cursor a
- * successor server restores from the session record (issue #27). Pure.
+ * successor server restores from the session record (restart adoption). Pure.
  */
 
 /** Handles are u32, never 0 (0 is "no handle"). */

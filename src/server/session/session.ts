@@ -87,7 +87,7 @@ export class Session implements ProcessHost {
     private readonly hooks: {
       expired(session: Session): void;
       detached(session: Session): void;
-      /** Its process list changed (a process removed): a state dir's record is rewritten (issue #27). */
+      /** Its process list changed (a process removed): a state dir's record is rewritten. */
       processesChanged?(session: Session): void;
     },
     /** The extensions negotiated at creation (protocol/extensions.ts); fixed for the session's life. */
@@ -134,7 +134,7 @@ export class Session implements ProcessHost {
   }
 
   /**
-   * Rebuilt by a successor server (issue #27): its handle cursor as recorded, and the TTL of
+   * Rebuilt by a successor server (restart adoption): its handle cursor as recorded, and the TTL of
    * a detached session running from now.
    * @internal
    */
@@ -144,7 +144,7 @@ export class Session implements ProcessHost {
     this.ttlTimer.unref?.();
   }
 
-  /** An adopted process joins the session under its id and handle (issue #27). @internal */
+  /** An adopted process joins the session under its id and handle (restart adoption). @internal */
   adoptProcess(proc: ManagedProcess): void {
     this.processes.set(proc.id, proc);
     if (proc.handle !== 0) this.handles.bind(proc.handle, proc);
@@ -153,7 +153,7 @@ export class Session implements ProcessHost {
   }
 
   /**
-   * The server stops and keeps its sessions (issue #27): every keeper is let go of without
+   * The server stops and keeps its sessions (the restart hand-over): every keeper is let go of without
    * killing anything, for a successor to adopt; nothing of it runs here any more.
    * @internal
    */
@@ -171,7 +171,7 @@ export class Session implements ProcessHost {
     return this.expired;
   }
 
-  /** Rebuilt by this server from its predecessor's state dir (issue #27); `session/list` and `tether ps` say so. */
+  /** Rebuilt by this server from its predecessor's state dir (restart adoption); `session/list` and `tether ps` say so. */
   get adopted(): boolean {
     return this._adopted;
   }
