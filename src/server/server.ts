@@ -21,7 +21,8 @@ import type { MemoryBudget } from './memory/memory-budget.js';
 import { OutputShares } from './memory/fair-share.js';
 import { FsDefaults, type FsServerLimits } from './fs/methods.js';
 import { HttpGate } from './edge/http-gate.js';
-import { createRpcServer, type ServerState } from './methods/methods.js';
+import { createRpcServer, type MethodsState } from './methods/methods.js';
+import type { FsRegistration } from './fs/methods.js';
 import type { ServerBackend } from './backend/backend.js';
 import { localBackend } from './local/local-backend.js';
 import { createMetricsRegistry } from './edge/metrics.js';
@@ -54,7 +55,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   /** Bound to a loopback address (decided on the address bound, not on the name given). */
   readonly loopback: boolean;
   private readonly connections = new Set<Connection>();
-  private readonly state: ServerState;
+  private readonly state: MethodsState;
   private readonly wss: WebSocketServer;
   private readonly gate: HttpGate;
   private readonly pingTimer: NodeJS.Timeout;
@@ -65,7 +66,9 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   private closing: Promise<void> | null = null;
   /** The largest message accepted (`maxMessageBytes`). @internal */
   readonly maxMessageBytes: number;
-  private readonly rpc: ReturnType<typeof createRpcServer>;
+  private readonly rpc: ReturnType<typeof createRpcServer>['rpc'];
+  /** The fs methods' per-session state (a restore rebuilds a record's watches and handles there). */
+  private readonly fsRegistration: FsRegistration;
   private readonly marks: BackpressureMarks;
   private readonly maxInflight: number;
   private readonly stallMs: number;
@@ -146,7 +149,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
         },
       },
     };
-    this.rpc = createRpcServer(this.state);
+    ({ rpc: this.rpc, fs: this.fsRegistration } = createRpcServer(this.state));
     this.marks = {
       highWaterBytes: opts.backpressure?.highWaterBytes ?? Defaults.highWaterBytes,
       lowWaterBytes: opts.backpressure?.lowWaterBytes ?? Defaults.lowWaterBytes,
@@ -229,7 +232,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     this.stallTimer.unref();
   }
 
-  /** A state dir (issue #27): kept processes, session records, and what a predecessor left (kept-server.ts). */
+  /** A state dir (restart adoption): kept processes, session records, and what a predecessor left (kept-server.ts). */
   private kept: KeptServer | null = null;
 
   /**
@@ -240,7 +243,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   useStateDir(kept: KeptServer): void {
     this.kept = kept;
     this.state.kept = kept;
-    kept.restore(this.state);
+    kept.restore({ ...this.state, fsRegistration: this.fsRegistration });
   }
 
   /**
@@ -331,7 +334,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
 
   /**
    * Stops listening, tells every client why (docs/protocol.md), closes every connection. With
-   * a state dir (issue #27) it keeps by default: clients are told "restarting" (1012), and
+   * a state dir (restart adoption) it keeps by default: clients are told "restarting" (1012), and
    * every keeper is let go of alive for a successor to adopt within `adoptWithinMs`.
    * `{ keep: false }`, or no state dir: "stopped" (1001), and every child and its
    * descendants are killed.
@@ -342,7 +345,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       clearInterval(this.pingTimer);
       clearInterval(this.stallTimer);
       const closedHttp = new Promise<void>((resolve) => this.http.close(() => resolve()));
-      // Every client is told why before its socket goes (issue #27): the close frame goes out
+      // Every client is told why before its socket goes (restart adoption): the close frame goes out
       // first, so no event of a process killed below can overtake it.
       const { code, reason } = stopClose(this.keptOnStop(keep));
       const goodbyes = [...this.connections].map((conn) => conn.closeWith(code, reason, STOP_CLOSE_GRACE_MS));
