@@ -5,8 +5,8 @@
  */
 import type { Readable, Writable } from 'node:stream';
 import type { TetherServer, TetherServerOptions } from '../server/index.js';
-import { startServerWith } from '../server/server-start.js';
-import { serveStdio, startStdioServer } from '../server/edge/stdio-listener.js';
+import { startServerWith, startStdioServer } from '../server/server-start.js';
+import { serveStdio } from '../server/edge/stdio-listener.js';
 import { RemoteBackend, type RemoteBackendOptions } from './remote-backend.js';
 
 export interface RelayOptions {
