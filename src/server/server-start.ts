@@ -105,7 +105,7 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
         detach();
       }
     }
-    const server = new TetherServer(http, opts, host, backend);
+    const server = TetherServer.create(http, opts, host, backend);
     if (kept) server.useStateDir(kept);
     return server;
   } catch (err) {
@@ -124,7 +124,7 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
 export function startStdioServer(opts: TetherServerOptions = {}, backend: ServerBackend = localBackend): TetherServer {
   backend.prepare();
   checkDurations(opts, 'startStdioServer');
-  return new TetherServer(createServer(), opts, 'stdio', backend);
+  return TetherServer.create(createServer(), opts, 'stdio', backend);
 }
 
 /**

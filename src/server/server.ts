@@ -37,16 +37,43 @@ import { stopClose } from '../protocol/close-reasons.js';
 /** How long a stopping server waits for a client to answer its close frame before cutting the socket. */
 const STOP_CLOSE_GRACE_MS = 1_000;
 
-/** The events of a `TetherServer` (names and payloads as they always were). */
+/** A connection the server took (the `connection` event's payload). */
+export interface ConnectionInfo {
+  /** Where it comes from: the peer's `address:port`, or `stdio`. */
+  readonly remote: string;
+}
+
+/** The events of a `TetherServer`. */
 export interface TetherServerEvents {
   /** A WebSocket passed the gate and became a connection (before `initialize`). */
-  connection: [conn: Connection];
+  connection: [connection: ConnectionInfo];
   /** A detached session was not resumed in time: it and its processes are gone. */
   'session-expired': [sessionId: string];
   /** A session lost its connection; it lives `sessionTtlMs` unless resumed. */
   'session-detached': [sessionId: string];
   /** `close()` finished: nothing listens, every child is gone. */
   close: [];
+}
+
+/**
+ * What tether's own modules and tests reach inside a server (`serverInternals`): not part of
+ * the public entry (index.ts), which exports neither this nor the accessor.
+ * @internal
+ */
+export interface ServerInternals {
+  /** Sessions by id (attached or detached). */
+  readonly sessions: ReadonlyMap<string, Session>;
+  /** The server-wide memory budget (what every byte holder reports to). */
+  readonly memory: MemoryBudget;
+  /** Each connection as it is made (before `initialize`), the internal object behind the `connection` event. */
+  onConnection(listener: (conn: Connection) => void): void;
+}
+
+const internalsOf = new WeakMap<TetherServer, ServerInternals>();
+
+/** The internals of `server`, for tether's own modules and tests (never exported by index.ts). @internal */
+export function serverInternals(server: TetherServer): ServerInternals {
+  return internalsOf.get(server)!;
 }
 
 export class TetherServer extends EventEmitter<TetherServerEvents> {
@@ -62,7 +89,9 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   private readonly stallTimer: NodeJS.Timeout;
   readonly maxConnections: number;
   /** The server-wide memory budget (what every byte holder reports to). */
-  readonly memory: MemoryBudget;
+  private readonly memory: MemoryBudget;
+  /** Each new Connection, for `serverInternals(server).onConnection`. */
+  private readonly connectionListeners: Array<(conn: Connection) => void> = [];
   private closing: Promise<void> | null = null;
   /** The largest message accepted (`maxMessageBytes`). @internal */
   readonly maxMessageBytes: number;
@@ -73,12 +102,20 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   private readonly maxInflight: number;
   private readonly stallMs: number;
 
-  /** Use `startServer`. `backend`: where the work is done (backend.ts), prepared already. */
-  constructor(
+  /**
+   * A server on `http` (listening already, or never: stdio). Use `startServer`; tether's own
+   * start (server-start.ts) calls this. `backend`: where the work is done (backend.ts), prepared already.
+   * @internal
+   */
+  static create(http: HttpServer, opts: TetherServerOptions, host: string, backend: ServerBackend = localBackend): TetherServer {
+    return new TetherServer(http, opts, host, backend);
+  }
+
+  private constructor(
     private readonly http: HttpServer,
     opts: TetherServerOptions,
     host: string,
-    backend: ServerBackend = localBackend,
+    backend: ServerBackend,
   ) {
     super();
     const address = http.address();
@@ -230,6 +267,12 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       Math.max(20, Math.min(1000, stallMs / 4)),
     );
     this.stallTimer.unref();
+
+    internalsOf.set(this, {
+      sessions: this.state.sessions,
+      memory: this.memory,
+      onConnection: (listener) => this.connectionListeners.push(listener),
+    });
   }
 
   /** A state dir (restart adoption): kept processes, session records, and what a predecessor left (kept-server.ts). */
@@ -272,7 +315,8 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       this.state.log('debug', `connection ${remote} closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
       conn.onClosed();
     });
-    this.emit('connection', conn);
+    for (const listener of this.connectionListeners) listener(conn);
+    this.emit('connection', { remote });
     return conn;
   }
 
@@ -301,9 +345,13 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     return this.state.sessions.size;
   }
 
-  /** Sessions by id, for tests and diagnostics. */
-  get sessions(): ReadonlyMap<string, Session> {
-    return this.state.sessions;
+  /**
+   * Ends the session `id` at once, as its client's `session/close` would (the relay's
+   * `closeOnDetach`: nobody can resume it); no session of that id: nothing.
+   * @internal
+   */
+  closeSession(id: string): void {
+    this.state.sessions.get(id)?.close();
   }
 
   /** Pids of every process of every session (for orphan checks). */
