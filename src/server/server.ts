@@ -19,10 +19,9 @@ import { defaultMaxConnections, defaultMaxHttpSockets, DescriptorBudget, descrip
 import { Connection, type BackpressureMarks } from './connection/connection.js';
 import type { MemoryBudget } from './memory/memory-budget.js';
 import { OutputShares } from './memory/fair-share.js';
-import { FsDefaults, type FsServerLimits } from './fs/methods.js';
+import { FsDefaults, type FsRegistration, type FsServerLimits } from './fs/methods.js';
 import { HttpGate } from './edge/http-gate.js';
 import { createRpcServer, type MethodsState } from './methods/methods.js';
-import type { FsRegistration } from './fs/methods.js';
 import type { ServerBackend } from './backend/backend.js';
 import { localBackend } from './local/local-backend.js';
 import { createMetricsRegistry } from './edge/metrics.js';
