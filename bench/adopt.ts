@@ -9,6 +9,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { serverInternals } from '../src/server/server.js';
 
 const repo = resolve(process.argv[2] ?? '.');
 const count = Number(process.argv[3] ?? 100);
@@ -24,7 +25,7 @@ await first.close({ keep: true });
 const started = performance.now();
 const second = await startServer({ ...options, port: first.port });
 const took = performance.now() - started;
-const adopted = [...second.sessions.values()].reduce((n, s) => n + s.processes.size, 0);
+const adopted = [...serverInternals(second).sessions.values()].reduce((n, s) => n + s.processes.size, 0);
 console.log(`${repo}: adopted ${adopted} of ${count} kept processes in ${took.toFixed(0)} ms`);
 await client.close().catch(() => {});
 await second.close({ keep: false });

@@ -18,6 +18,7 @@ import { ChaosProxy } from '../src/chaos/proxy.js';
 import { ExecClient } from '../src/client/index.js';
 import { startServer } from '../src/server/index.js';
 import { tetherArgs } from '../test/helpers/cli.js';
+import { serverInternals } from '../src/server/server.js';
 
 const outageS = Number(process.env.BENCH_OUTAGE_S ?? 20);
 const cap = Number(process.env.BENCH_CAP ?? 64);
@@ -73,7 +74,7 @@ const served = await Promise.all(
     }
   }),
 );
-console.log(`innocents served: ${served.filter(Boolean).length}/${innocentCount}; upstream sessions now: ${upstream.sessions.size} (cap ${cap})`);
+console.log(`innocents served: ${served.filter(Boolean).length}/${innocentCount}; upstream sessions now: ${serverInternals(upstream).sessions.size} (cap ${cap})`);
 await Promise.all(innocents.map((client) => client.close().catch(() => {})));
 relay.kill('SIGTERM');
 await proxy.close();

@@ -37,7 +37,7 @@ export {
   type TrustedCa,
 } from './client/index.js';
 export { ExecStdioClientTransport, ServerProcessExitedError, type ExecStdioServerParameters, type StderrMode } from './mcp/index.js';
-export { startServer, TetherServer, InsecureConfigError, Defaults as ServerDefaults, type TetherServerOptions, type TetherServerEvents, type LogLevel } from './server/index.js';
+export { startServer, TetherServer, InsecureConfigError, Defaults as ServerDefaults, type TetherServerOptions, type TetherServerEvents, type ConnectionInfo, type LogLevel } from './server/index.js';
 export {
   Gateway,
   ConfigError,

@@ -34,7 +34,7 @@ export interface Relay {
 export async function startRelay(options: RelayOptions): Promise<Relay> {
   const backend = await RemoteBackend.connect(options.to, options.upstream);
   const server = await startServerWith({ host: '127.0.0.1', port: 0, ...options.server }, backend);
-  if (options.closeOnDetach) server.on('session-detached', (id) => server.sessions.get(id)?.close());
+  if (options.closeOnDetach) server.on('session-detached', (id) => server.closeSession(id));
   return {
     server,
     backend,

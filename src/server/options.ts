@@ -133,7 +133,7 @@ export interface TetherServerOptions {
   /** Send-buffer marks: events wait in the output logs above the high mark until the buffer drains to the low one (1 MiB / 256 KiB). */
   backpressure?: Partial<BackpressureMarks>;
   /**
-   * Where the server keeps what a successor server needs to adopt its sessions (issue #27):
+   * Where the server keeps what a successor server needs to adopt its sessions (restart adoption):
    * its keepers' sockets, session records and idempotency-key journals (state-dir.ts). With
    * one, a server that stops or dies leaves its processes running for `adoptWithinMs`, and a
    * new server on the same state dir adopts them. Without one (undefined or null, the

@@ -1,8 +1,8 @@
 /**
  * How `tether serve` starts (server.ts is the running server): the options checked, an
  * unsafe configuration refused before anything listens (no token off loopback, decided on
- * the address a name resolves to and on the address bound), the state dir opened (issue
- * #27), the HTTP(S) server bound (or given a descriptor, `--replace`), then the TetherServer.
+ * the address a name resolves to and on the address bound), the state dir opened (restart
+ * adoption), the HTTP(S) server bound (or given a descriptor, `--replace`), then the TetherServer.
  */
 import { createServer, type Server as HttpServer } from 'node:http';
 import { createServer as createHttpsServer } from 'node:https';
@@ -56,7 +56,7 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
     if (!isLoopbackName(resolved.address)) throw refuse(`${host} (it resolves to ${resolved.address}, not a loopback address)`);
     bindAddress = resolved.address;
   }
-  // A state dir (issue #27): opened and locked (a refusal stops the start) before anything
+  // A state dir (restart adoption): opened and locked (a refusal stops the start) before anything
   // listens; what a predecessor left is adopted only once the port is bound, so a server that
   // cannot bind has touched no keeper (they go on waiting for the next one).
   const kept = opts.stateDir
@@ -105,7 +105,7 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
         detach();
       }
     }
-    const server = new TetherServer(http, opts, host, backend);
+    const server = TetherServer.create(http, opts, host, backend);
     if (kept) server.useStateDir(kept);
     return server;
   } catch (err) {
@@ -114,6 +114,17 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
     await new Promise<void>((resolve) => http.close(() => resolve()));
     throw err;
   }
+}
+
+/**
+ * A TetherServer that listens on no port, for `serveStdio` (edge/stdio-listener.ts: its `url`
+ * means nothing; its `close()` kills what is left). `backend`: where the work is done
+ * (backend.ts), as for `startServerWith`: the local one, or the relay's remote one.
+ */
+export function startStdioServer(opts: TetherServerOptions = {}, backend: ServerBackend = localBackend): TetherServer {
+  backend.prepare();
+  checkDurations(opts, 'startStdioServer');
+  return TetherServer.create(createServer(), opts, 'stdio', backend);
 }
 
 /**

@@ -20,9 +20,9 @@ import { Connection } from './connection/connection.js';
 import type { BackpressureMarks } from './connection/send-buffer.js';
 import type { MemoryBudget } from './memory/memory-budget.js';
 import { OutputShares } from './memory/fair-share.js';
-import { FsDefaults, type FsServerLimits } from './fs/methods.js';
+import { FsDefaults, type FsRegistration, type FsServerLimits } from './fs/methods.js';
 import { HttpGate } from './edge/http-gate.js';
-import { createRpcServer, type ServerState } from './methods/methods.js';
+import { createRpcServer, type MethodsState } from './methods/methods.js';
 import type { ServerBackend } from './backend/backend.js';
 import { localBackend } from './local/local-backend.js';
 import { createMetricsRegistry } from './edge/metrics.js';
@@ -37,10 +37,16 @@ import { stopClose } from '../protocol/close-reasons.js';
 /** How long a stopping server waits for a client to answer its close frame before cutting the socket. */
 const STOP_CLOSE_GRACE_MS = 1_000;
 
-/** The events of a `TetherServer` (names and payloads as they always were). */
+/** A connection the server took (the `connection` event's payload). */
+export interface ConnectionInfo {
+  /** Where it comes from: the peer's `address:port`, or `stdio`. */
+  readonly remote: string;
+}
+
+/** The events of a `TetherServer`. */
 export interface TetherServerEvents {
   /** A WebSocket passed the gate and became a connection (before `initialize`). */
-  connection: [conn: Connection];
+  connection: [connection: ConnectionInfo];
   /** A detached session was not resumed in time: it and its processes are gone. */
   'session-expired': [sessionId: string];
   /** A session lost its connection; it lives `sessionTtlMs` unless resumed. */
@@ -49,34 +55,67 @@ export interface TetherServerEvents {
   close: [];
 }
 
+/**
+ * What tether's own modules and tests reach inside a server (`serverInternals`): not part of
+ * the public entry (index.ts), which exports neither this nor the accessor.
+ * @internal
+ */
+export interface ServerInternals {
+  /** Sessions by id (attached or detached). */
+  readonly sessions: ReadonlyMap<string, Session>;
+  /** The server-wide memory budget (what every byte holder reports to). */
+  readonly memory: MemoryBudget;
+  /** Each connection as it is made (before `initialize`), the internal object behind the `connection` event. */
+  onConnection(listener: (conn: Connection) => void): void;
+}
+
+const internalsOf = new WeakMap<TetherServer, ServerInternals>();
+
+/** The internals of `server`, for tether's own modules and tests (never exported by index.ts). @internal */
+export function serverInternals(server: TetherServer): ServerInternals {
+  return internalsOf.get(server)!;
+}
+
 export class TetherServer extends EventEmitter<TetherServerEvents> {
   readonly url: string;
   readonly port: number;
   /** Bound to a loopback address (decided on the address bound, not on the name given). */
   readonly loopback: boolean;
   private readonly connections = new Set<Connection>();
-  private readonly state: ServerState;
+  private readonly state: MethodsState;
   private readonly wss: WebSocketServer;
   private readonly gate: HttpGate;
   private readonly pingTimer: NodeJS.Timeout;
   private readonly stallTimer: NodeJS.Timeout;
   readonly maxConnections: number;
   /** The server-wide memory budget (what every byte holder reports to). */
-  readonly memory: MemoryBudget;
+  private readonly memory: MemoryBudget;
+  /** Each new Connection, for `serverInternals(server).onConnection`. */
+  private readonly connectionListeners: Array<(conn: Connection) => void> = [];
   private closing: Promise<void> | null = null;
   /** The largest message accepted (`maxMessageBytes`). @internal */
   readonly maxMessageBytes: number;
-  private readonly rpc: ReturnType<typeof createRpcServer>;
+  private readonly rpc: ReturnType<typeof createRpcServer>['rpc'];
+  /** The fs methods' per-session state (a restore rebuilds a record's watches and handles there). */
+  private readonly fsRegistration: FsRegistration;
   private readonly marks: BackpressureMarks;
   private readonly maxInflight: number;
   private readonly stallMs: number;
 
-  /** Use `startServer`. `backend`: where the work is done (backend.ts), prepared already. */
-  constructor(
+  /**
+   * A server on `http` (listening already, or never: stdio). Use `startServer`; tether's own
+   * start (server-start.ts) calls this. `backend`: where the work is done (backend.ts), prepared already.
+   * @internal
+   */
+  static create(http: HttpServer, opts: TetherServerOptions, host: string, backend: ServerBackend = localBackend): TetherServer {
+    return new TetherServer(http, opts, host, backend);
+  }
+
+  private constructor(
     private readonly http: HttpServer,
     opts: TetherServerOptions,
     host: string,
-    backend: ServerBackend = localBackend,
+    backend: ServerBackend,
   ) {
     super();
     const address = http.address();
@@ -147,7 +186,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
         },
       },
     };
-    this.rpc = createRpcServer(this.state);
+    ({ rpc: this.rpc, fs: this.fsRegistration } = createRpcServer(this.state));
     this.marks = {
       highWaterBytes: opts.backpressure?.highWaterBytes ?? Defaults.highWaterBytes,
       lowWaterBytes: opts.backpressure?.lowWaterBytes ?? Defaults.lowWaterBytes,
@@ -228,9 +267,15 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       Math.max(20, Math.min(1000, stallMs / 4)),
     );
     this.stallTimer.unref();
+
+    internalsOf.set(this, {
+      sessions: this.state.sessions,
+      memory: this.memory,
+      onConnection: (listener) => this.connectionListeners.push(listener),
+    });
   }
 
-  /** A state dir (issue #27): kept processes, session records, and what a predecessor left (kept-server.ts). */
+  /** A state dir (restart adoption): kept processes, session records, and what a predecessor left (kept-server.ts). */
   private kept: KeptServer | null = null;
 
   /**
@@ -241,7 +286,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   useStateDir(kept: KeptServer): void {
     this.kept = kept;
     this.state.kept = kept;
-    kept.restore(this.state);
+    kept.restore({ ...this.state, fsRegistration: this.fsRegistration });
   }
 
   /**
@@ -270,7 +315,8 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       this.state.log('debug', `connection ${remote} closed (${code}${reason.length ? ` ${reason.toString()}` : ''})`);
       conn.onClosed();
     });
-    this.emit('connection', conn);
+    for (const listener of this.connectionListeners) listener(conn);
+    this.emit('connection', { remote });
     return conn;
   }
 
@@ -299,9 +345,13 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     return this.state.sessions.size;
   }
 
-  /** Sessions by id, for tests and diagnostics. */
-  get sessions(): ReadonlyMap<string, Session> {
-    return this.state.sessions;
+  /**
+   * Ends the session `id` at once, as its client's `session/close` would (the relay's
+   * `closeOnDetach`: nobody can resume it); no session of that id: nothing.
+   * @internal
+   */
+  closeSession(id: string): void {
+    this.state.sessions.get(id)?.close();
   }
 
   /** Pids of every process of every session (for orphan checks). */
@@ -332,7 +382,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
 
   /**
    * Stops listening, tells every client why (docs/protocol.md), closes every connection. With
-   * a state dir (issue #27) it keeps by default: clients are told "restarting" (1012), and
+   * a state dir (restart adoption) it keeps by default: clients are told "restarting" (1012), and
    * every keeper is let go of alive for a successor to adopt within `adoptWithinMs`.
    * `{ keep: false }`, or no state dir: "stopped" (1001), and every child and its
    * descendants are killed.
@@ -343,7 +393,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       clearInterval(this.pingTimer);
       clearInterval(this.stallTimer);
       const closedHttp = new Promise<void>((resolve) => this.http.close(() => resolve()));
-      // Every client is told why before its socket goes (issue #27): the close frame goes out
+      // Every client is told why before its socket goes (restart adoption): the close frame goes out
       // first, so no event of a process killed below can overtake it.
       const { code, reason } = stopClose(this.keptOnStop(keep));
       const goodbyes = [...this.connections].map((conn) => conn.closeWith(code, reason, STOP_CLOSE_GRACE_MS));

@@ -23,6 +23,7 @@ import { KnownExtensions } from '../../src/protocol/index.js';
 import type { ManagedProcess } from '../../src/server/output/process.js';
 import { startTetherServer, type TetherTarget } from '../helpers/tether.js';
 import { tetherShell } from '../helpers/cli.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const MiB = 1024 * 1024;
 /** `seq 1 N`: about 95 MB, deterministic and cheap to produce on both sides. */
@@ -62,7 +63,7 @@ interface CutRecord {
 
 /** The server's side of the producer: the one process of the server's sessions. */
 function serverProcess(): ManagedProcess | undefined {
-  for (const session of target.server.sessions.values()) for (const proc of session.processes.values()) return proc;
+  for (const session of serverInternals(target.server).sessions.values()) for (const proc of session.processes.values()) return proc;
   return undefined;
 }
 

@@ -12,6 +12,7 @@ import type { SessionListResult } from '../../src/protocol/index.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { RawClient } from '../helpers/raw-client.js';
 import { TETHER_BIN } from '../helpers/serve-process.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const run = promisify(execFile);
 
@@ -120,7 +121,7 @@ describe('tether ps', () => {
     // The server's side: what the adoption marks is what session/list says (and only then).
     const before = JSON.parse(await ps('alice', '--json')) as SessionListResult;
     expect(before.sessions.every((s) => s.adopted === undefined)).toBe(true);
-    const session = server.sessions.get(alice.sessionId)!;
+    const session = serverInternals(server).sessions.get(alice.sessionId)!;
     expect(session.adopted).toBe(false);
     session.markAdopted();
     const after = JSON.parse(await ps('alice', '--json')) as SessionListResult;

@@ -16,6 +16,7 @@ import { runTether, tetherArgs } from '../helpers/cli.js';
 import { collect } from '../helpers/client-util.js';
 import { makeFifo, readFifo, untilHeldBack } from '../helpers/fifo.js';
 import { waitGone } from '../helpers/procs.js';
+import { serverInternals } from '../../src/server/server.js';
 
 let upstream: TetherServer;
 let dir: string;
@@ -130,7 +131,7 @@ describe('tether relay (CLI)', () => {
     send({ method: 'initialized', params: {} });
     send({ id: 2, method: 'process/start', params: { processId: 'p', argv: ['sleep', '60'], cwd: 'file:///', env: {}, tty: false } });
     expect((await reply(2)).result).toEqual({ processId: 'p', sandboxType: 'none' });
-    const upstreamSession = [...upstream.sessions.values()].find((s) => s.processes.has('p'))!;
+    const upstreamSession = [...serverInternals(upstream).sessions.values()].find((s) => s.processes.has('p'))!;
     const upstreamProc = upstreamSession.processes.get('p')!;
     const gone = new Promise<void>((resolve) => upstream.on('session-expired', (id: string) => id === upstreamSession.id && resolve()));
     const exited = new Promise<number | null>((resolve) => child.once('exit', (code) => resolve(code)));

@@ -1,6 +1,6 @@
 /**
  * The tether server as a test target, in-process (fast to start, and tests can look inside:
- * `server.childPids()`, `server.sessions`).
+ * `server.childPids()`, `serverInternals(server).sessions` from server.ts).
  */
 import { startServer, type TetherServer, type TetherServerOptions } from '../../src/server/index.js';
 import type { Target, TargetOptions } from './target.js';

@@ -10,6 +10,7 @@ import { ExecClient } from '../../src/client/index.js';
 import { isCodex, startTarget, type Target } from '../helpers/target.js';
 import type { TetherTarget } from '../helpers/tether.js';
 import { waitFor } from '../helpers/client-util.js';
+import { serverInternals } from '../../src/server/server.js';
 
 async function until(cond: () => boolean, what: string, timeoutMs = 10_000): Promise<void> {
   const deadline = Date.now() + timeoutMs;
@@ -77,7 +78,7 @@ describe('ExecClient flow control', () => {
       client.on('flow', (e: { paused: boolean }) => flow.push(e.paused));
       await new Promise((resolve) => proc.once('spawn', resolve));
       const server = (target as TetherTarget).server;
-      const remote = [...server.sessions.get(client.sessionId)!.processes.values()][0]!;
+      const remote = [...serverInternals(server).sessions.get(client.sessionId)!.processes.values()][0]!;
       // The server stops reading it once a window of output is unacknowledged…
       await until(() => remote.isPaused, 'the server held the process back');
       expect(remote.unacknowledged).toBeGreaterThanOrEqual(8 * 1024 * 1024);

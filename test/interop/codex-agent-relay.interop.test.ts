@@ -31,6 +31,7 @@ import { CODEX_LATEST } from '../helpers/codex.js';
 import { tetherArgs } from '../helpers/cli.js';
 import { assistantMessage, FakeModel, functionCall, functionCallOutputs, outputsThisTurn, outputText, type ResponseItem, type ResponsesRequest } from '../helpers/fake-model.js';
 import { startTetherServer, type TetherTarget } from '../helpers/tether.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const MARKER = 'AGENTS-MARKER-7391';
 const PATCH = ['*** Begin Patch', '*** Update File: fix.txt', '@@', '-old line', '+new line', '*** Add File: added.txt', '+added content', '*** End Patch', ''].join('\n');
@@ -63,7 +64,7 @@ function workspace(): string {
  */
 function cutOnTraffic(server: TetherTarget, proxy: ChaosProxy, rules: Array<{ name: string; when: (text: string) => boolean }>): string[] {
   const done: string[] = [];
-  server.server.on('connection', (conn: Connection) => {
+  serverInternals(server.server).onConnection((conn: Connection) => {
     conn.ws.on('message', (data: Buffer | Buffer[], isBinary: boolean) => {
       if (isBinary) return;
       const text = Array.isArray(data) ? Buffer.concat(data).toString() : data.toString();

@@ -9,6 +9,7 @@ import { ErrorCode, KnownExtensions } from '../../src/protocol/index.js';
 import { RawClientPool } from '../helpers/raw-client.js';
 import { isCodex, isRelay, startTarget, type Target } from '../helpers/target.js';
 import type { TetherTarget } from '../helpers/tether.js';
+import { serverInternals } from '../../src/server/server.js';
 
 let target: Target;
 const pool = new RawClientPool();
@@ -79,10 +80,10 @@ describe('extension negotiation', () => {
     const { sessionId } = await c.request('initialize', { clientName: 'closer', tether: { version: 1, extensions: ['sessionClose'] } });
     c.notify('initialized', {});
     await c.request('process/start', { processId: 'p', argv: ['sleep', '60'], cwd: 'file:///', env: {}, tty: false });
-    const proc = server.sessions.get(sessionId)!.processes.get('p')!;
+    const proc = serverInternals(server).sessions.get(sessionId)!.processes.get('p')!;
     expect(await c.request('session/close', {})).toEqual({});
     expect(await c.closed).toMatchObject({ code: 1000, reason: 'session closed' });
-    expect(server.sessions.has(sessionId)).toBe(false);
+    expect(serverInternals(server).sessions.has(sessionId)).toBe(false);
     await proc.whenClosed;
     expect(proc.exitCode).toBe(137);
     // killed and reaped (behind a relay the process is upstream: its 137 says it was killed there)

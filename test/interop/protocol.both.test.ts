@@ -14,6 +14,7 @@ import { ErrorCode, Messages } from '../../src/protocol/index.js';
 import { RawClient, b64, type Frame } from '../helpers/raw-client.js';
 import { isCodex, isRelay, startTarget, type Target } from '../helpers/target.js';
 import { CODEX_VERSION } from '../helpers/codex.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -710,7 +711,7 @@ describe.skipIf(isCodex)('tether sessions (beyond Codex)', () => {
     const expired = new Promise<void>((resolve) => server.server.on('session-expired', (sid: string) => sid === sessionId && resolve()));
     await c.drop();
     await expired;
-    expect(server.server.sessions.has(sessionId)).toBe(false);
+    expect(serverInternals(server.server).sessions.has(sessionId)).toBe(false);
     const deadline = Date.now() + 5_000;
     while (pids.some((p) => !gone(p)) && Date.now() < deadline) await new Promise((r) => setTimeout(r, 20));
     for (const p of pids) expect(gone(p), `pid ${p} outlived its session`).toBe(true);
@@ -733,7 +734,7 @@ describe.skipIf(isCodex)('tether sessions (beyond Codex)', () => {
       tty: false,
     });
     // Long TTL for this one: the replay must not race the 400 ms expiry.
-    const session = server.server.sessions.get(sessionId)!;
+    const session = serverInternals(server.server).sessions.get(sessionId)!;
     (session.limits as { ttlMs: number }).ttlMs = 60_000;
     const detached = new Promise<void>((resolve) => server.server.on('session-detached', (sid: string) => sid === sessionId && resolve()));
     await c.drop();

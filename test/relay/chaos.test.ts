@@ -19,6 +19,7 @@ import { startRelay, type Relay } from '../../src/relay/relay.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { collect, waitFor } from '../helpers/client-util.js';
 import { RawClient } from '../helpers/raw-client.js';
+import { serverInternals } from '../../src/server/server.js';
 
 let upstream: TetherServer;
 let proxy: ChaosProxy;
@@ -189,7 +190,7 @@ describe('tether relay, upstream cut by traffic', () => {
     expect(last.error?.message).toMatch(/too many bytes of requests in flight/);
     // Only what the handover took was answered; the rest waits, within the cap (16 MiB).
     expect(answers.filter((a) => a === 'accepted').length).toBeLessThanOrEqual(2);
-    expect(relay.server.memory.used).toBeLessThan(17 * 1024 * 1024 + 2 * piece);
+    expect(serverInternals(relay.server).memory.used).toBeLessThan(17 * 1024 * 1024 + 2 * piece);
     proxy.refuse(false); // the upstream returns: tether's client resumes, the writes flow
     const frames = await Promise.all(replies);
     const accepted = frames.map((f, j) => (f.error ? -1 : j)).filter((j) => j >= 0);
@@ -209,11 +210,11 @@ describe('tether relay, upstream cut by traffic', () => {
     await c.handshake('relay-detach');
     await c.request('process/start', { processId: 'p', argv: ['sleep', '60'], cwd: pathToFileURL(dir).href, env: {}, tty: false });
     expect(relay.backend.openSessions).toBe(1);
-    const upstreamIds = [...upstream.sessions.keys()];
+    const upstreamIds = [...serverInternals(upstream).sessions.keys()];
     const gone = new Promise<string>((resolve) => upstream.on('session-expired', (id: string) => upstreamIds.includes(id) && resolve(id)));
     await c.drop();
     await gone; // closed upstream (session/close), not left detached for its TTL
     expect(relay.backend.openSessions).toBe(0);
-    expect(relay.server.sessions.size).toBe(0);
+    expect(serverInternals(relay.server).sessions.size).toBe(0);
   });
 });

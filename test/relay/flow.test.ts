@@ -12,6 +12,7 @@ import { ExecClient } from '../../src/client/index.js';
 import { startRelay, type Relay } from '../../src/relay/relay.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { RawClient } from '../helpers/raw-client.js';
+import { serverInternals } from '../../src/server/server.js';
 
 let upstream: TetherServer;
 let relay: Relay;
@@ -45,7 +46,7 @@ describe('relay flow control against an upstream without acks', () => {
     c.ws.send(JSON.stringify({ id: 1, method: 'process/start', params: { processId: 'big', argv: ['head', '-c', String(TOTAL), '/dev/zero'], cwd: pathToFileURL(tmpdir()).href, env: {}, tty: false } }));
     const proc = await vi.waitFor(
       () => {
-        const p = [...upstream.sessions.values()].flatMap((s) => [...s.processes.values()]).find((x) => x.id === 'big');
+        const p = [...serverInternals(upstream).sessions.values()].flatMap((s) => [...s.processes.values()]).find((x) => x.id === 'big');
         if (!p) throw new Error('not started upstream yet');
         return p;
       },

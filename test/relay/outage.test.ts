@@ -18,6 +18,7 @@ import { ExecClient } from '../../src/client/index.js';
 import { startRelay, type Relay } from '../../src/relay/relay.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { collect } from '../helpers/client-util.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const CAP = 8;
 
@@ -55,7 +56,7 @@ describe('tether relay, upstream down', () => {
     // A Codex-dialect client's session ends when it leaves (no resume awaited): each churned
     // session expires as soon as its client closes, as a closed one would.
     const churning = (relay = await startRelay({ to: proxy.url, upstream: { recoveryDeadlineMs: 60_000, extensions: [] }, server: { sessionTtlMs: 1 } }));
-    const before = upstream.sessions.size; // the relay's probe, left detached (no sessionClose)
+    const before = serverInternals(upstream).sessions.size; // the relay's probe, left detached (no sessionClose)
     proxy.refuse(true);
     let expired = 0;
     let allExpired: () => void = () => {};
@@ -76,7 +77,7 @@ describe('tether relay, upstream down', () => {
     const outputs = await Promise.all(innocents.map((client, i) => collect(client.spawn(['sh', '-c', `echo served ${i}`]).stdout)));
     expect(outputs).toEqual(innocents.map((_, i) => `served ${i}\n`));
     // No session closed during the outage reached the upstream.
-    expect(upstream.sessions.size - before).toBe(INNOCENTS);
+    expect(serverInternals(upstream).sessions.size - before).toBe(INNOCENTS);
     await Promise.all(innocents.map((c) => c.close()));
   });
 

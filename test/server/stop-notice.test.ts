@@ -14,6 +14,7 @@ import { spawnTether } from '../helpers/cli.js';
 import { startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 import { startTetherServer, type TetherTarget } from '../helpers/tether.js';
 import { collect, waitFor } from '../helpers/client-util.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const DEADLINE_MS = 60_000;
 const TEST_TIMEOUT_MS = 20_000;
@@ -91,7 +92,7 @@ describe('a close that says "restarting" (1012, the server keeps the session)', 
     const target = await startTetherServer();
     targets.push(target);
     const connections: Connection[] = [];
-    target.server.on('connection', (conn) => connections.push(conn));
+    serverInternals(target.server).onConnection((conn) => connections.push(conn));
     return { target, closeFirst: () => connections[0]!.ws.close(code, reason) };
   }
 

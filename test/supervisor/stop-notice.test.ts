@@ -14,6 +14,7 @@ import { restartingReason } from '../../src/protocol/close-reasons.js';
 import { restartingLine, SERVER_STOPPED_LINE } from '../../src/util/stop-notices.js';
 import { everything, text } from '../helpers/mcp-peers.js';
 import { startTetherServer, type TetherTarget } from '../helpers/tether.js';
+import { serverInternals } from '../../src/server/server.js';
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -47,7 +48,7 @@ describe('gateway: a tether server that restarts (1012)', () => {
   it('the server is "restarting" (not failed, no backoff), the gateway logs the restart line, and the session resumes', async () => {
     const target = await tether();
     const connections: Connection[] = [];
-    target.server.on('connection', (conn) => connections.push(conn));
+    serverInternals(target.server).onConnection((conn) => connections.push(conn));
     const { sup, logs, statuses, reconnecting } = supervise(target.url);
     await sup.start();
     expect(sup.status).toBe('connected');

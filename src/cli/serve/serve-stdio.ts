@@ -5,7 +5,8 @@
  * exits 0; a signal stops it as it stops `tether serve`, within the same deadline, whether or
  * not the client still reads stdout (stdio-stop.ts).
  */
-import { startStdioServer, serveStdio } from '../../server/edge/stdio-listener.js';
+import { serveStdio } from '../../server/edge/stdio-listener.js';
+import { startStdioServer } from '../../server/server-start.js';
 import { installLastResort } from '../../server/last-resort.js';
 import { Defaults } from '../../server/options.js';
 import type { Logger } from '../../util/logger.js';

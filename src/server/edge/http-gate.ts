@@ -11,7 +11,6 @@ import { isAllowedLoopbackHost } from '../../util/loopback.js';
 import type { Logger } from '../../util/logger.js';
 import { checkUpgrade, digest, type UpgradeVerdict } from './auth.js';
 import { serveMetrics } from './metrics.js';
-import type { TetherServerOptions } from '../options.js';
 
 export interface HttpGateOptions {
   /** Over TLS the cap's refusal waits for the handshake, so it is said inside the TLS session. */
@@ -26,7 +25,16 @@ export interface HttpGateOptions {
   log: Logger;
 }
 
-type AccessOptions = Pick<TetherServerOptions, 'token' | 'tokens' | 'allowedOrigins' | 'allowedHosts'>;
+/** Who may connect: the server's options of the same names (options.ts). */
+export interface AccessOptions {
+  /** The token a client must present (with `tokens`, any of them). */
+  token?: string;
+  tokens?: string[];
+  /** `Origin`s accepted besides none (a browser's page elsewhere is refused). */
+  allowedOrigins?: string[];
+  /** On a loopback listener, `Host` names accepted besides the loopback ones. */
+  allowedHosts?: string[];
+}
 
 export class HttpGate {
   /** Every open TCP socket, upgraded or not: what the connection cap counts. */
@@ -75,7 +83,7 @@ export class HttpGate {
     return this.open;
   }
 
-  /** `/readyz` answers 503 with `{"ready":false,"reason":…}` until called with null (issue #27: "adopting"). */
+  /** `/readyz` answers 503 with `{"ready":false,"reason":…}` until called with null (restart adoption: "adopting"). */
   setNotReady(reason: string | null): void {
     this.notReadyReason = reason;
   }

@@ -11,15 +11,10 @@
  * request; one JSON message per line; an empty line is ignored; a bad line gets one error
  * reply and the connection carries on; logs go to stderr, never to stdout.
  */
-import { createServer } from 'node:http';
 import type { Readable, Writable } from 'node:stream';
 import type WebSocket from 'ws';
 import { formatExactBytes } from '../../util/format.js';
-import type { ServerBackend } from '../backend/backend.js';
-import { localBackend } from '../local/local-backend.js';
-import type { TetherServerOptions } from '../options.js';
-import { TetherServer } from '../server.js';
-import { checkDurations } from '../server-start.js';
+import type { Connection } from '../connection/connection.js';
 import type { Session } from '../session/session.js';
 import { StdioSocket } from './stdio-socket.js';
 
@@ -27,24 +22,25 @@ import { StdioSocket } from './stdio-socket.js';
 const KILL_WAIT_MS = 2_000;
 
 /**
- * A TetherServer that listens on no port, for `serveStdio` (its `url` means nothing; its
- * `close()` kills what is left). `backend`: where the work is done (backend.ts), as for
- * `startServerWith`: the local one, or the relay's remote one.
+ * The server a stdio link is served by (a TetherServer, started by `startStdioServer` in
+ * server-start.ts): the largest message it accepts, and how it takes a link that is not a
+ * WebSocket upgrade.
  */
-export function startStdioServer(opts: TetherServerOptions = {}, backend: ServerBackend = localBackend): TetherServer {
-  backend.prepare();
-  checkDurations(opts, 'startStdioServer');
-  return new TetherServer(createServer(), opts, 'stdio', backend);
+export interface StdioHost {
+  readonly maxMessageBytes: number;
+  /** Serves `socket` (the part of a `ws` WebSocket a Connection uses) as one connection from `remote`. */
+  adopt(socket: WebSocket, remote: string): Connection;
 }
 
 /**
- * Serves one connection over `input`/`output` (a process's stdin and stdout) with `server`,
+ * Serves one connection over `input`/`output` (a process's stdin and stdout) with `server`
+ * (one that listens on no port: `startStdioServer`),
  * and resolves once it has ended: at the end of `input` (EOF), an error on either stream,
  * or the server closing it (`session/close`, `server.close()`). The session it was attached
  * to then expires at once, its processes killed (awaited, bounded); `server` itself stays
  * open (the caller closes it). Only protocol lines are written to `output`.
  */
-export async function serveStdio(server: TetherServer, input: Readable, output: Writable): Promise<void> {
+export async function serveStdio(server: StdioHost, input: Readable, output: Writable): Promise<void> {
   const maxMessageBytes = server.maxMessageBytes;
   const socket = new StdioSocket(input, output, maxMessageBytes);
   let session: Session | null = null;

@@ -1,5 +1,5 @@
 /**
- * The cap on outgoing `http/request` connections (issue 22): each request in flight holds one
+ * The cap on outgoing `http/request` connections (http/request): each request in flight holds one
  * socket (its own, never pooled), counted per session and across the server. The server-wide
  * cap is set aside in the descriptor plan (descriptors.ts, capacity.ts), so requests can never
  * take the descriptors that connections, processes and files were promised. Over a cap the

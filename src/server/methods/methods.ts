@@ -6,61 +6,48 @@
  */
 import { JSONRPCServer, type JSONRPCErrorResponse, type JSONRPCID } from 'json-rpc-2.0';
 import { ErrorCode, RpcError, methodNotFound } from '../../protocol/index.js';
-import type { KeptServer } from '../restart/kept-server.js';
 import type { ConnectionContext } from '../connection/connection.js';
-import type { ProcessCapacity } from '../memory/capacity.js';
-import type { DescriptorBudget } from '../memory/descriptors.js';
 import type { MemoryBudget } from '../memory/memory-budget.js';
 import { ByteBudget } from '../fs/budget.js';
 import { registerFsMethods, sessionShare, type FsRegistration, type FsServerLimits } from '../fs/methods.js';
 import { defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from '../memory/descriptors.js';
 import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
-import type { ServerBackend } from '../backend/backend.js';
 import type { Session, SessionLimits } from '../session/session.js';
-import type { OutputShares } from '../memory/fair-share.js';
-import type { Logger } from '../../util/logger.js';
-import type { ServerMonitor } from '../session/monitor.js';
 import { requireReady } from './method-guards.js';
-import { registerProcessMethods } from './process-methods.js';
-import { registerSessionMethods } from './session-methods.js';
+import { registerProcessMethods, type ProcessKeeping, type ProcessMethodsState } from './process-methods.js';
+import { registerSessionMethods, type SessionKeeping, type SessionMethodsState } from './session-methods.js';
 
-export interface ServerState {
-  sessions: Map<string, Session>;
-  /** Admits process starts within the descriptor limit. */
-  descriptors?: Pick<DescriptorBudget, 'admitStart' | 'startDone'>;
-  /** The server-wide memory budget: new sessions are refused when it is spent. */
-  memory?: MemoryBudget;
-  /** The server-wide process and pty caps (and the memory budget) for process/start. */
-  capacity?: ProcessCapacity;
+/** The idempotency-key journal the fs methods keep per session (fs/methods.ts), or null. */
+type KeyJournalOf = NonNullable<Parameters<typeof registerFsMethods>[5]>;
+
+/** What a server with a state dir (restart adoption, restart/kept-server.ts) does for the methods. */
+export interface MethodsKeeping extends SessionKeeping, ProcessKeeping {
+  /** The idempotency-key journal of `session`, remembering `capacity` keys (null: not kept). */
+  journalOf(session: Session, capacity: number): ReturnType<KeyJournalOf>;
+}
+
+/** What the methods use of the server: each group's state, and what the fs and HTTP methods share. */
+export interface MethodsState extends SessionMethodsState, ProcessMethodsState {
   limits: SessionLimits;
+  /** The server-wide memory budget: sessions, process output, file data and HTTP bodies are counted there. */
+  memory?: MemoryBudget;
   /** Limits of the filesystem methods (server/fs/methods.ts). */
   fs: FsServerLimits;
   /** Outgoing http/request sockets across the server (set aside in the descriptor plan); default derived from the limit. */
   httpSockets?: number;
-  maxSessions: number;
-  /** Fair shares of the memory budget's output between tokens and sessions (fair-share.ts). */
-  shares?: OutputShares;
-  /** Sessions one token may have at once (--max-sessions-per-token). */
-  maxSessionsPerToken?: number;
-  /** How long a connection whose session someone tries to resume has to answer a ping. */
-  livenessProbeMs: number;
-  sessionHooks: { expired(session: Session): void; detached(session: Session): void; processesChanged?(session: Session): void };
-  log: Logger;
-  /** Counts, facts for `session/list`, and the audit trail. */
-  monitor: ServerMonitor;
-  /** Digest of the admin token: a connection holding it lists every session. */
-  adminCredential: Buffer | null;
-  /** Where the work is done (backend.ts): processes, files, HTTP, the host's description. */
-  backend: ServerBackend;
-  /** A state dir (issue #27): processes are kept, sessions recorded (kept-server.ts). */
-  kept?: KeptServer;
-  /** Set by createRpcServer: the fs methods' per-session state, which a restore rebuilds. */
-  fsRegistration?: FsRegistration;
+  /** A state dir (restart adoption): processes are kept, sessions recorded (restart/kept-server.ts). */
+  kept?: MethodsKeeping;
+}
+
+/** The methods on one `json-rpc-2.0` server, and the fs methods' per-session state (which a restart adoption rebuilds). */
+export interface RpcMethods {
+  rpc: JSONRPCServer<ConnectionContext>;
+  fs: FsRegistration;
 }
 
 // Like Codex, every handler validates its params first and checks the handshake state second.
-export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionContext> {
+export function createRpcServer(state: MethodsState): RpcMethods {
   // Errors are answered on the wire (and internal ones logged below): the library need not print them.
   const rpc = new JSONRPCServer<ConnectionContext>({ errorListener: () => {} });
 
@@ -97,7 +84,6 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
     (session) => state.kept?.journalOf(session, state.fs.rememberedResults) ?? null,
     (session) => state.kept?.save(session),
   );
-  state.fsRegistration = fs;
   // Producers pause at the budget's pause mark and are read again below its resume mark: a
   // rare event (the budget must swing by a tenth), so every process is told.
   state.memory?.onPressureChange(() => {
@@ -124,6 +110,6 @@ export function createRpcServer(state: ServerState): JSONRPCServer<ConnectionCon
   registerSessionMethods(rpc, state, fs);
   registerProcessMethods(rpc, state);
 
-  return rpc;
+  return { rpc, fs };
 }
 

@@ -23,12 +23,40 @@ import {
   parseParams,
 } from '../../protocol/index.js';
 import type { ProcessReadResult, ProcessStartResult, ProcessTerminateResult, ProcessWriteResult } from '../../protocol/index.js';
+import type { Logger } from '../../util/logger.js';
 import type { ConnectionContext } from '../connection/connection.js';
+import type { ProcessCapacity } from '../memory/capacity.js';
+import type { DescriptorBudget } from '../memory/descriptors.js';
+import type { MemoryBudget } from '../memory/memory-budget.js';
 import { requireProcess, requireReady } from './method-guards.js';
-import type { ServerState } from './methods.js';
 import { listedArgv } from '../session/listed-argv.js';
-import { logfmtValue } from '../session/monitor.js';
+import { logfmtValue, type ServerMonitor } from '../session/monitor.js';
+import type { Session, SessionLimits } from '../session/session.js';
 import { ManagedProcess } from '../output/process.js';
+import type { SpawnSpec } from '../output/process-host.js';
+
+/** What a server with a state dir (restart adoption, restart/kept-server.ts) does for the process methods. */
+export interface ProcessKeeping {
+  /** How a new process of `session` is kept: its keeper's socket, timer, cap and meta. */
+  keepOptions(session: Session, p: { processId: string; handle: number; argv: string[]; tty: boolean; pipeStdin: boolean }): SpawnSpec['keep'];
+  /** `session`'s record follows its changes. */
+  save(session: Session): void;
+}
+
+/** What the process methods use of the server. */
+export interface ProcessMethodsState {
+  limits: Pick<SessionLimits, 'maxProcesses'>;
+  /** The server-wide process and pty caps (and the memory budget) for process/start. */
+  capacity?: Pick<ProcessCapacity, 'admit'>;
+  /** Admits process starts within the descriptor limit. */
+  descriptors?: Pick<DescriptorBudget, 'admitStart' | 'startDone'>;
+  /** The server-wide memory budget each process's output is counted in. */
+  memory?: MemoryBudget;
+  log: Logger;
+  monitor: ServerMonitor;
+  /** A state dir (restart adoption): every process is kept, its session's record follows. */
+  kept?: ProcessKeeping;
+}
 
 /** file:///x → /x, with a -32602 naming the field when it is not a usable file URI. */
 function cwdPath(uri: string): string {
@@ -48,7 +76,7 @@ function cwdPath(uri: string): string {
  */
 const MAX_WAIT_MS = 2 ** 31 - 1;
 
-export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, state: ServerState): void {
+export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, state: ProcessMethodsState): void {
   rpc.addMethod(Method.processStart, async (params, ctx): Promise<ProcessStartResult> => {
     const conn = ctx.conn;
     const p = parseParams(Method.processStart, ProcessStartParamsSchema, params);

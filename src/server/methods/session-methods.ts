@@ -23,27 +23,68 @@ import {
   parseParams,
 } from '../../protocol/index.js';
 import type { InitializeResult, SessionListResult } from '../../protocol/index.js';
+import type { Logger } from '../../util/logger.js';
+import type { ServerBackend } from '../backend/backend.js';
 import type { ConnectionContext } from '../connection/connection.js';
 import type { FsRegistration } from '../fs/methods.js';
-import { shareOwner } from '../memory/fair-share.js';
+import type { MemoryBudget } from '../memory/memory-budget.js';
+import { shareOwner, type OutputShares } from '../memory/fair-share.js';
 import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { requireReady } from './method-guards.js';
-import type { ServerState } from './methods.js';
-import { logfmtValue } from '../session/monitor.js';
-import { Session } from '../session/session.js';
+import { logfmtValue, type ServerMonitor } from '../session/monitor.js';
+import { Session, type DeliveredMap, type SessionLimits } from '../session/session.js';
+
+/** What a session is told when it expires, detaches or its processes change (the server's hooks). */
+export type SessionHooks = ConstructorParameters<typeof Session>[3];
+
+/** What a server with a state dir (restart adoption, restart/kept-server.ts) does for the session methods. */
+export interface SessionKeeping {
+  /** A new session's first record, written before its initialize answer goes out. */
+  created(session: Session): void;
+  /** Recorded processes a restart could not keep, told to a resuming client. */
+  readonly lost: {
+    named(sessionId: string, delivered: DeliveredMap | null | undefined, has: (processId: string) => boolean, restored: boolean): Record<string, string> | undefined;
+  };
+}
+
+/** What the handshake and session methods use of the server. */
+export interface SessionMethodsState {
+  /** Live sessions by id (attached or detached). */
+  sessions: Map<string, Session>;
+  limits: SessionLimits;
+  maxSessions: number;
+  /** Sessions one token may have at once (--max-sessions-per-token). */
+  maxSessionsPerToken?: number;
+  /** Fair shares of the memory budget's output between tokens and sessions (fair-share.ts). */
+  shares?: OutputShares;
+  /** The server-wide memory budget: new sessions are refused when it is spent. */
+  memory?: Pick<MemoryBudget, 'refusal'>;
+  /** How long a connection whose session someone tries to resume has to answer a ping. */
+  livenessProbeMs: number;
+  sessionHooks: SessionHooks;
+  log: Logger;
+  /** Counts, facts for `session/list`, and the audit trail. */
+  monitor: ServerMonitor;
+  /** Digest of the admin token: a connection holding it lists every session. */
+  adminCredential: Buffer | null;
+  /** Where the work is done (backend.ts): each session's back-end, the host's description. */
+  backend: ServerBackend;
+  /** A state dir (restart adoption): sessions are recorded, lost processes told. */
+  kept?: SessionKeeping;
+}
 
 /**
  * The back-end can no longer do a session's work (a relay's upstream session is gone): the
  * session expires, and its client, dropped, hears what a Codex server says for an unknown
  * session when it tries to resume it (and for unknown processes meanwhile).
  */
-function lostSession(state: ServerState, session: Session, reason: string): void {
+function lostSession(state: Pick<SessionMethodsState, 'log'>, session: Session, reason: string): void {
   if (session.isExpired) return;
   state.log('info', `session ${session.shortId} lost by its back-end: ${reason}`);
   session.lost(`session lost: ${reason}`);
 }
 
-export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, state: ServerState, fs: FsRegistration): void {
+export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, state: SessionMethodsState, fs: Pick<FsRegistration, 'connectionReady'>): void {
   rpc.addMethod(Method.initialize, (params, ctx): InitializeResult => {
     const conn = ctx.conn;
     if (conn.state !== 'new') throw invalidRequest(Messages.alreadyInitialized);
@@ -113,7 +154,7 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
     if (p.tether) {
       result.tether = { version: EXTENSIONS_VERSION, extensions };
       if (session.clientAcks) result.tether.outputWindow = session.limits.output.windowBytes;
-      // Processes it names that a restart could not keep: it is told now, not left waiting (issue #27).
+      // Processes it names that a restart could not keep: it is told now, not left waiting (restart adoption).
       const lost = session.clientAcks ? state.kept?.lost.named(session.id, p.tether.delivered, (id) => session.processes.has(id), session.adopted) : undefined;
       if (lost) result.tether.lost = lost;
     }

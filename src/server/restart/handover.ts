@@ -1,5 +1,5 @@
 /**
- * `tether serve --replace` (issue #27): a new server takes over the listening socket of the
+ * `tether serve --replace` (restart adoption): a new server takes over the listening socket of the
  * server that runs on the same state dir, with no moment in which a connection is refused
  * (what nginx's binary upgrade does; Node 20 has no `reusePort`, so the descriptor itself is
  * handed over). Over `DIR/admin.sock`:

@@ -1,5 +1,5 @@
 /**
- * A server with a state dir (issue #27): its processes run under kept keepers that outlive
+ * A server with a state dir (restart adoption): its processes run under kept keepers that outlive
  * it, its sessions are recorded there, and a successor adopts both.
  *
  * - At start: the state dir is opened (checked and locked: a refusal stops the start) before
@@ -26,12 +26,17 @@ import { KEEPER_GONE, LostProcesses } from './lost-processes.js';
 import type { ExtensionName } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
 import type { KeepOptions } from '../local/keeper/keeper.js';
-import type { ServerState } from '../methods/methods.js';
+import type { ServerBackend } from '../backend/backend.js';
+import type { FsRegistration } from '../fs/methods.js';
+import type { ProcessCapacity } from '../memory/capacity.js';
+import type { OutputShares } from '../memory/fair-share.js';
+import type { MemoryBudget } from '../memory/memory-budget.js';
+import type { ServerMonitor } from '../session/monitor.js';
 import { listedArgv } from '../session/listed-argv.js';
 import { ManagedProcess } from '../output/process.js';
 import type { OutputLimits } from '../output/process-host.js';
 import type { AdoptedChild } from './process-kept.js';
-import { Session } from '../session/session.js';
+import { Session, type SessionLimits } from '../session/session.js';
 import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
 import { adoptChild } from '../local/spawn.js';
 import { openStateDir, type StateDir } from './state-dir.js';
@@ -104,6 +109,22 @@ export interface KeptServerOptions {
   port?: number;
   /** The server's own output limits: what a keeper named by no record may retain. */
   output: OutputLimits;
+}
+
+/** The server a restore rebuilds the recorded sessions into (what `restore` uses of it). */
+export interface RestoreTarget {
+  /** Live sessions by id: the restored ones are added. */
+  sessions: Map<string, Session>;
+  limits: SessionLimits;
+  sessionHooks: ConstructorParameters<typeof Session>[3];
+  backend: ServerBackend;
+  shares?: OutputShares;
+  memory?: MemoryBudget;
+  capacity?: Pick<ProcessCapacity, 'admit'>;
+  monitor: ServerMonitor;
+  log: Logger;
+  /** The fs methods' per-session state: a record's watches and handles are rebuilt there. */
+  fsRegistration?: Pick<FsRegistration, 'restore'>;
 }
 
 export class KeptServer {
@@ -280,7 +301,7 @@ export class KeptServer {
    * Rebuilds the recorded sessions and their adopted processes into `state` (synchronously:
    * no client can connect in between). Keepers without a session are told to kill.
    */
-  restore(state: ServerState): void {
+  restore(state: RestoreTarget): void {
     const byId = new Map(this.records.map((r) => [r.id, r]));
     const sessions = new Map<string, Session>();
     for (const record of this.records) {

@@ -1,5 +1,5 @@
 /**
- * A session's idempotency-key journal in the state dir (issue #27): `DIR/sessions/<id>.keys`,
+ * A session's idempotency-key journal in the state dir (restart adoption): `DIR/sessions/<id>.keys`,
  * JSON lines, so that a successor server answers a re-sent mutating fs request (`fsResume`,
  * fs/results.ts) as the first copy was answered instead of running it again:
  *

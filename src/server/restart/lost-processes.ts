@@ -1,5 +1,5 @@
 /**
- * Processes a restart could not keep (issue #27): a session record names them, but the
+ * Processes a restart could not keep (restart adoption): a session record names them, but the
  * successor could not adopt them (their keeper died while no server ran, or its dump did not
  * fit together). The session is restored without them, and a client that resumes it with
  * `acks` naming one in `tether.delivered` is told in the `initialize` answer

@@ -1,5 +1,5 @@
 /**
- * Session records in the state dir (issue #27): `DIR/sessions/<id>.json`, one per session,
+ * Session records in the state dir (restart adoption): `DIR/sessions/<id>.json`, one per session,
  * what a successor server needs to rebuild the session around the keepers it adopts (who owns
  * it, its extensions and limits, its processes and the keeper socket of each).
  *

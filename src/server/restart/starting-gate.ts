@@ -1,5 +1,5 @@
 /**
- * What a server on a state dir answers between its bind and its first client (issue #27):
+ * What a server on a state dir answers between its bind and its first client (restart adoption):
  * it listens before it adopts its predecessor's keepers (a port it cannot bind then costs
  * nothing: no keeper was touched), and while it adopts, every request is answered 503 with
  * what it waits for: `/readyz` as `{"ready":false,"reason":…}`, an upgrade as

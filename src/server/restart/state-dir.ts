@@ -1,5 +1,5 @@
 /**
- * The state dir (issue #27): where a server keeps what a successor needs to adopt its
+ * The state dir (restart adoption): where a server keeps what a successor needs to adopt its
  * sessions. Layout:
  *
  *     DIR/server.lock            "<pid> <start time>\n" of the server using it (never two at once)

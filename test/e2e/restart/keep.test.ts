@@ -18,6 +18,7 @@ import { startServer } from '../../../src/server/index.js';
 import { spawnTether } from '../../helpers/cli.js';
 import { RawClient } from '../../helpers/raw-client.js';
 import { isLive as alive, makeStateDir, startServerProcess, type ServerProcess, type ServerUser } from '../../helpers/server-process.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const TEST_TIMEOUT_MS = 40_000;
 const LINES = 80;
@@ -358,7 +359,7 @@ describe('tether serve with a state dir: a successor adopts the running processe
         const { proc: bad, pid, keeperPid } = await spawnSayingPids(client);
         await goodSaid;
         // A mark past what the keeper retains: its dump cannot rebuild the log (tests only reach in like this).
-        const session = [...first.sessions.values()][0]!;
+        const session = [...serverInternals(first).sessions.values()][0]!;
         const proc = session.processes.get(bad.id)! as unknown as { child: { kept: { mark(seq: number, stream: 1 | 2, end: number): void } } };
         proc.child.kept.mark(1_000, 1, 1_000_000);
         await first.close();
@@ -366,7 +367,7 @@ describe('tether serve with a state dir: a successor adopts the running processe
         try {
           expect(logs.join('\n')).toMatch(/could not be rebuilt \(restore: mark 1000 ends stream 1 at 1000000/);
           await until(() => !alive(pid) && !alive(keeperPid), 10_000, 'gone');
-          const restored = second.sessions.get(session.id)!;
+          const restored = serverInternals(second).sessions.get(session.id)!;
           expect([...restored.processes.keys()]).toEqual([good.id]);
         } finally {
           await second.close({ keep: false });

@@ -14,6 +14,7 @@ import type { ManagedProcess } from '../../../src/server/output/process.js';
 import { blockedWriting } from '../../helpers/procs.js';
 import { RawClient } from '../../helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -41,14 +42,14 @@ describe('backpressure', () => {
       backpressure: { highWaterBytes: 512 * KiB, lowWaterBytes: 128 * KiB },
     });
     const conns: Connection[] = [];
-    target.server.on('connection', (conn: Connection) => conns.push(conn));
+    serverInternals(target.server).onConnection((conn: Connection) => conns.push(conn));
     const c = await RawClient.connect(target.url);
     const { sessionId } = await c.handshake();
     const size = 64 * MiB;
     const socket = (c.ws as unknown as { _socket: Socket })._socket;
     socket.pause(); // a reader that stopped reading (the kernel buffers fill, then the server's)
     c.send({ id: 'start', method: 'process/start', params: { processId: 'dump', argv: ['head', '-c', String(size), '/dev/zero'], cwd: CWD, env: ENV, tty: false } });
-    const session = target.server.sessions.get(sessionId)!;
+    const session = serverInternals(target.server).sessions.get(sessionId)!;
     await until(() => session.processes.has('dump'), 'the process started');
     const proc = session.processes.get('dump') as ManagedProcess;
     await until(() => proc.isPaused, 'the server paused the child');
@@ -92,7 +93,7 @@ describe('backpressure', () => {
     await c.drop();
     await detached;
     writeFileSync(go, '');
-    const proc = target.server.sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
+    const proc = serverInternals(target.server).sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
     await until(() => proc.isPaused, 'the detached child was paused');
     const read = proc.bytesRead;
     await until(() => blockedWriting(proc.pid, 1), 'the detached child is blocked writing its stdout');
@@ -121,7 +122,7 @@ describe('backpressure', () => {
     const detached = new Promise((r) => target!.server.once('session-detached', r));
     await c.drop();
     await detached;
-    const proc = target.server.sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
+    const proc = serverInternals(target.server).sessions.get(sessionId)!.processes.get('yes') as ManagedProcess;
     await until(() => proc.isPaused, 'the detached child was paused');
     const b = await RawClient.connect(target.url);
     await b.handshake('b', sessionId);
@@ -137,7 +138,7 @@ describe('backpressure', () => {
   it('error answers to a client that sends unparsable frames without reading wait within the mark: its socket stops being read, nothing is lost', async () => {
     target = await startTetherServer();
     const conns: Connection[] = [];
-    target.server.on('connection', (conn: Connection) => conns.push(conn));
+    serverInternals(target.server).onConnection((conn: Connection) => conns.push(conn));
     const c = await RawClient.connect(target.url);
     await c.handshake();
     const socket = (c.ws as unknown as { _socket: Socket })._socket;
@@ -151,7 +152,7 @@ describe('backpressure', () => {
     // Held back: the server stops reading the socket, and its send buffer stays near its mark.
     const server = target.server;
     await until(() => {
-      expect(server.memory.heldBy('send'), 'send buffer').toBeLessThan(4 * MiB);
+      expect(serverInternals(server).memory.heldBy('send'), 'send buffer').toBeLessThan(4 * MiB);
       return conns.some((conn) => conn.ws.isPaused);
     }, 'the server stops reading the flooder', 60_000);
     // Once it reads, every frame is answered: all the errors, then the request after them.

@@ -24,6 +24,7 @@ import {
   outputFrameHeader,
 } from '../../../src/protocol/index.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const MAX_SEQ = Number.MAX_SAFE_INTEGER;
 
@@ -288,7 +289,7 @@ describe('binaryOutput on the wire', () => {
     expect(bytes).toBe(4 * 1024 * 1024);
     peer.ws.send(encodeAckFrame(5, closed.params.seq));
     // The acknowledged close frees the process at once.
-    const session = [...target.server.sessions.values()].find((s) => s.processes.has('big'))!;
+    const session = [...serverInternals(target.server).sessions.values()].find((s) => s.processes.has('big'))!;
     await peer.until(() => (session.processes.get('big')?.unacknowledged === 0 ? true : undefined), 'the close acknowledged');
     peer.ws.close();
   });

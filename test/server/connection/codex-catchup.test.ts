@@ -12,6 +12,7 @@ import { pathToFileURL } from 'node:url';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const MiB = 1024 * 1024;
 const SIZE = 3 * MiB;
@@ -58,7 +59,7 @@ async function awayWhilePrinting(id: string): Promise<RawClient> {
   await a.drop();
   await detached;
   writeFileSync(go, '');
-  const proc = target.server.sessions.get(sessionId)!.processes.get(id)!;
+  const proc = serverInternals(target.server).sessions.get(sessionId)!.processes.get(id)!;
   await until(() => proc.closed, 'the process printed everything and closed');
   expect(existsSync(go)).toBe(true);
   const b = await pool.connect(target.url);

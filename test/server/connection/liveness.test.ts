@@ -12,6 +12,7 @@ import WebSocket from 'ws';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { spawnServe, type ServeProcess } from '../../helpers/serve-process.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -72,7 +73,7 @@ describe('liveness', () => {
     tcpOf(c).pause(); // the client reads nothing more; the server's send buffer fills and stops
     const ms = await detached;
     expect(ms).toBeGreaterThanOrEqual(1000); // never before the bound
-    expect(target.server.sessions.get(sessionId)?.attached).toBe(false);
+    expect(serverInternals(target.server).sessions.get(sessionId)?.attached).toBe(false);
   });
 
   it('keeps a slow client that reads a little at a time, for longer than the stall bound', async () => {
@@ -91,7 +92,7 @@ describe('liveness', () => {
     }
     expect(c.frames.length).toBeGreaterThan(before);
     expect(detached).toBe(false);
-    expect(target.server.sessions.get(sessionId)?.attached).toBe(true);
+    expect(serverInternals(target.server).sessions.get(sessionId)?.attached).toBe(true);
   });
 
   it('drops a connection that misses two pongs even while its pings queue behind unread output', async () => {

@@ -11,6 +11,7 @@ import type { ManagedProcess } from '../../../src/server/output/process.js';
 import { setKeeperLaunch } from '../../../src/server/local/keeper/keeper.js';
 import { RawClientPool, b64, type RawClient } from '../../helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 // Keep a hand on every child's streams (the keeper's pipes), to make one fail as a reused
 // descriptor would.
@@ -50,7 +51,7 @@ async function session(): Promise<{ c: RawClient; sessionId: string }> {
 }
 
 function managed(sessionId: string, processId: string): ManagedProcess {
-  const proc = target.server.sessions.get(sessionId)?.processes.get(processId);
+  const proc = serverInternals(target.server).sessions.get(sessionId)?.processes.get(processId);
   if (!proc) throw new Error(`no process ${processId} in session ${sessionId}`);
   return proc;
 }

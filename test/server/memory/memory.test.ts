@@ -13,6 +13,7 @@ import { afterEach, describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -51,7 +52,7 @@ describe('memory budget', () => {
   it('pauses every producer at 90 % of a 4 MiB budget, refuses at 100 % the session that spent it (not a newcomer), and loses no byte', async () => {
     const budget = 4 * MiB;
     target = await startTetherServer({ memoryBudgetBytes: budget });
-    const memory = target.server.memory;
+    const memory = serverInternals(target.server).memory;
     const acks = { version: 1, extensions: ['acks'] };
     // A client starts four producers of ~6.9 MB each (each more than the budget, each
     // below its 8 MiB window), acknowledges nothing, and goes away.
@@ -66,7 +67,7 @@ describe('memory budget', () => {
     a.notify('initialized', {});
     for (const id of ids) expect((await start(a, id, ['seq', '1', String(lines)])).error).toBeUndefined();
     await a.drop();
-    const session = target.server.sessions.get(sessionId)!;
+    const session = serverInternals(target.server).sessions.get(sessionId)!;
     const procs = ids.map((id) => session.processes.get(id)!);
     await until(() => memory.pressured && procs.every((p) => p.isPaused), 'every producer paused under the budget');
     // Paused because of the budget, not their windows: each keeps much less than 8 MiB, and none finished.
@@ -122,13 +123,13 @@ describe('memory budget', () => {
 
   it('does not read a process started while the budget is pressured, however fast it writes (none read during its start)', async () => {
     target = await startTetherServer({ memoryBudgetBytes: 4 * MiB });
-    const memory = target.server.memory;
+    const memory = serverInternals(target.server).memory;
     const c = await pool.connect(target.url);
     const { sessionId } = await c.request('initialize', { clientName: 'no-acks', tether: { version: 1, extensions: ['acks'] } });
     c.notify('initialized', {});
     expect((await start(c, 'first', ['yes'])).error).toBeUndefined();
     await until(() => memory.pressured, 'the budget is pressured');
-    const session = target.server.sessions.get(sessionId)!;
+    const session = serverInternals(target.server).sessions.get(sessionId)!;
     const held = memory.used;
     for (let i = 0; i < 20; i++) expect((await start(c, `late${i}`, ['yes'])).error).toBeUndefined();
     await c.request('environment/status', {});
@@ -139,7 +140,7 @@ describe('memory budget', () => {
 
   it('counts input waiting for a child that does not read it, caps it per connection, and gives it back', async () => {
     target = await startTetherServer({ maxMessageBytes: 2 * MiB });
-    const memory = target.server.memory;
+    const memory = serverInternals(target.server).memory;
     const c = await pool.connect(target.url);
     await c.handshake();
     expect((await start(c, 'deaf', ['sleep', '60'], { pipeStdin: true })).error).toBeUndefined();
@@ -158,7 +159,7 @@ describe('memory budget', () => {
 
   it('refuses the session that spent the budget its processes and large requests with -32603 naming the budget; a newcomer and small calls pass; room comes back', async () => {
     target = await startTetherServer({ memoryBudgetBytes: MiB });
-    const memory = target.server.memory;
+    const memory = serverInternals(target.server).memory;
     // A session from before, now detached: resuming it is how a client gets its output back.
     const away = await pool.connect(target.url);
     const { sessionId } = await away.handshake('away');
@@ -192,13 +193,13 @@ describe('memory budget', () => {
 
   it('keeps at most about the high-water mark queued for a client that asks for big reads and never reads its socket', async () => {
     target = await startTetherServer({ outputRetentionBytes: MiB, backpressure: { highWaterBytes: MiB, lowWaterBytes: 256 * KiB } });
-    const memory = target.server.memory;
+    const memory = serverInternals(target.server).memory;
     const c = await pool.connect(target.url);
     await c.handshake();
     await start(c, 'big', ['head', '-c', String(MiB), '/dev/zero']);
     await start(c, 'sleeper', ['sleep', '60']);
     await c.waitClosed('big');
-    const sleeperClosed = target.server.sessions.values().next().value!.processes.get('sleeper')!.whenClosed;
+    const sleeperClosed = serverInternals(target.server).sessions.values().next().value!.processes.get('sleeper')!.whenClosed;
     const socket = (c.ws as unknown as { _socket: Socket })._socket;
     socket.pause();
     const reads = Array.from({ length: 60 }, () => c.call('process/read', { processId: 'big', afterSeq: 0 }));
@@ -226,6 +227,6 @@ describe('memory budget', () => {
       Array.from({ length: 5 }, (_, i) => c.call('http/request', { method: 'GET', url, requestId: `r${i}` })),
     );
     for (const a of answers) expect(Buffer.from(a.result.bodyBase64, 'base64').equals(body)).toBe(true);
-    expect(target.server.memory.heldBy('files')).toBe(0);
+    expect(serverInternals(target.server).memory.heldBy('files')).toBe(0);
   });
 });

@@ -11,6 +11,7 @@ import { ErrorCode } from '../../../src/protocol/index.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { disposeStateDir, makeStateDir } from '../../helpers/server-process.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
@@ -109,7 +110,7 @@ describe('limits', () => {
     await c.request('process/start', { processId: 'x', argv: ['/bin/true'], cwd: CWD, env: ENV, tty: false });
     await c.waitClosed('x');
     expect((await c.call('process/read', { processId: 'x' })).result).toBeDefined();
-    const session = [...target.server.sessions.values()][0]!;
+    const session = [...serverInternals(target.server).sessions.values()][0]!;
     const start = Date.now();
     while (session.processes.has('x') && Date.now() - start < 5_000) await new Promise((r) => setTimeout(r, 20));
     const gone = await c.call('process/read', { processId: 'x' });
@@ -126,14 +127,14 @@ describe('limits', () => {
     const detached = new Promise((r) => target!.server.once('session-detached', r));
     await c.drop();
     await detached;
-    const session = target.server.sessions.get(sessionId)!;
+    const session = serverInternals(target.server).sessions.get(sessionId)!;
     const proc = session.processes.get('x')!;
     await proc.whenClosed;
     // A witness: an attached session's process closed after x is forgotten once the retention
     // time is over (an event), so x's retention time is over too; x must still be there.
     const w = await client();
     await w.handshake('witness');
-    const witness = [...target.server.sessions.values()].find((s) => s !== session)!;
+    const witness = [...serverInternals(target.server).sessions.values()].find((s) => s !== session)!;
     await w.request('process/start', { processId: 'w', argv: ['/bin/true'], cwd: CWD, env: ENV, tty: false });
     await w.waitClosed('w');
     const start = Date.now();
@@ -179,7 +180,7 @@ describe('limits', () => {
       // The longest id allowed works; the refused ones left nothing behind.
       const longest = 'q'.repeat(1024);
       expect((await start(longest)).result).toEqual({ processId: longest, sandboxType: 'none' });
-      const session = target.server.sessions.get(sessionId)!;
+      const session = serverInternals(target.server).sessions.get(sessionId)!;
       expect([...session.processes.keys()]).toEqual([longest]);
       for (const method of ['process/read', 'process/terminate', 'process/signal']) {
         const refused = await c.call(method, { processId: huge, signal: 'interrupt' });

@@ -12,6 +12,7 @@ import type { Connection } from '../../../src/server/connection/connection.js';
 import { Session } from '../../../src/server/session/session.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { serverInternals } from '../../../src/server/server.js';
 
 let target: TetherTarget | undefined;
 const pool = new RawClientPool();
@@ -46,7 +47,7 @@ describe('resume', () => {
     const detached = new Promise((r) => target!.server.on('session-detached', (id: string) => id === sessionId && r(id)));
     (a.ws as unknown as { _socket: Socket })._socket.pause(); // half-open: reads nothing, answers nothing
     await detached;
-    expect(target.server.sessions.get(sessionId)?.attached).toBe(false);
+    expect(serverInternals(target.server).sessions.get(sessionId)?.attached).toBe(false);
   });
 
   it('keeps a connection that answers pings', async () => {
@@ -56,13 +57,13 @@ describe('resume', () => {
     let pings = 0;
     a.ws.on('ping', () => pings++);
     while (pings < 4) await new Promise((r) => a.ws.once('ping', r));
-    expect(target.server.sessions.get(sessionId)?.attached).toBe(true);
+    expect(serverInternals(target.server).sessions.get(sessionId)?.attached).toBe(true);
   });
 
   it('does not take a session away from a live connection', async () => {
     target = await startTetherServer({ livenessProbeMs: 100 });
     const connections: Connection[] = [];
-    target.server.on('connection', (conn: Connection) => connections.push(conn));
+    serverInternals(target.server).onConnection((conn: Connection) => connections.push(conn));
     const a = await client();
     const { sessionId } = await a.handshake();
     const b = await client();

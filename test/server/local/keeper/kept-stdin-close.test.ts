@@ -29,6 +29,7 @@ import { ManagedProcess } from '../../../../src/server/output/process.js';
 import { b64, RawClient } from '../../../helpers/raw-client.js';
 import { spawnTether } from '../../../helpers/cli.js';
 import { startTetherServer, type TetherTarget } from '../../../helpers/tether.js';
+import { serverInternals } from '../../../../src/server/server.js';
 
 const CHILD = ['sh', '-c', 'sha256sum; exit 7'];
 /** A run that has not ended by then hangs (a healthy one takes well under a second here). */
@@ -220,7 +221,7 @@ describe('the last data frame and the eof read together by the keeper', () => {
         const { sessionId } = await c.handshake();
         const processId = `together-${how.length}`;
         await c.request('process/start', { processId, argv: CHILD, cwd: pathToFileURL(dir).href, env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false, pipeStdin: true });
-        const proc = target.server.sessions.get(sessionId)!.processes.get(processId)!;
+        const proc = serverInternals(target.server).sessions.get(sessionId)!.processes.get(processId)!;
         const keeper = keeperOf(proc.pid);
         const data = payload(3500);
         // Stopped, the keeper reads nothing: the frames wait in its socket, together.
