@@ -31,9 +31,19 @@ import { LogExposure } from './log-exposure.js';
 import { readChunks, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
 
-export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputLogOptions, type OutputMemory } from './log-entries.js';
+export {
+  outputParts,
+  type CloseEntry,
+  type ExitEntry,
+  type ExposedEntry,
+  type LogEntry,
+  type OutputEntry,
+  type OutputLogObserver,
+  type OutputLogOptions,
+  type OutputMemory,
+} from './log-entries.js';
 export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
-export type { ExposedEntry, OutputLogObserver, RestoreMark, RestoreState } from './log-restore.js';
+export type { RestoreMark, RestoreState } from './log-restore.js';
 export type { ReadAnswer, ReadChunk } from './log-read.js';
 
 export class OutputLog {

@@ -5,7 +5,8 @@
  * from the keeper's dump so that the seqs its clients saw stay the same (`openLog`).
  */
 import type { KeeperDump } from '../local/keeper/keeper.js';
-import { keeperStream, type OutputLogObserver, type RestoreState } from '../output/log-restore.js';
+import { keeperStream, type RestoreState } from '../output/log-restore.js';
+import type { OutputLogObserver } from '../output/log-entries.js';
 import { OutputLog, type OutputMemory } from '../output/output-log.js';
 import { chunkLimit } from '../output/output-chunks.js';
 import type { SpawnSpec } from '../output/process-host.js';
