@@ -337,8 +337,13 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     if (zygote) {
       const waiting = [...zygote.pending];
       retireZygote(zygote);
-      for (const proc of waiting) proc.abandonStart(failure(proc.file));
+      for (const proc of waiting) proc.zygoteRetired(failure);
     }
+    this.abandonStart(failure(this.file));
+  }
+
+  /** @internal The zygote this start was sent through was retired (launch.ts `PendingStart`): the start fails. */
+  zygoteRetired(failure: (file: string) => KeeperSpawnError): void {
     this.abandonStart(failure(this.file));
   }
 

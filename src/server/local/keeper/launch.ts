@@ -10,7 +10,7 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Socket } from 'node:net';
-import type { KeptProcess } from './keeper.js';
+import type { KeeperSpawnError } from './wire.js';
 import { keeperPath, nativeAddon } from '../native.js';
 
 /** A keeper's five channels (the server's ends), and the keeper process when spawned directly. */
@@ -72,13 +72,19 @@ export function adoptedChannels(control: Socket, fds: { stdin: number; stdout: n
   };
 }
 
+/** A start sent through the zygote that no keeper has picked up yet (keeper.ts's KeptProcess). */
+export interface PendingStart {
+  /** The zygote was retired for not answering: the start fails with what `failure` says of its command. */
+  zygoteRetired(failure: (file: string) => KeeperSpawnError): void;
+}
+
 /** The zygote (native/keeper.c, --zygote) and the server's end of its SOCK_SEQPACKET channel. */
 export interface Zygote {
   child: ChildProcess;
   channel: number;
   alive: boolean;
   /** Starts sent through it that no keeper has picked up yet. */
-  pending: Set<KeptProcess>;
+  pending: Set<PendingStart>;
   /** Closes the server's end of the channel; it is no longer the zygote in use. */
   dead(): void;
 }
