@@ -31,7 +31,6 @@ import {
   encodeSpec,
   KILL_MESSAGE,
   type KeeperDump,
-  type KeepOptions,
   parseStartReport,
   resizeMessage,
   signalMessage,
@@ -42,9 +41,10 @@ import {
   type KeeperSpec,
 } from './wire.js';
 import { assertKeeperBuilt } from '../native.js';
+import type { KeepOptions } from '../../backend/child.js';
 
 export { prepareKeepers, setKeeperLaunch, type OutputListener } from './launch.js';
-export type { KeeperDump, KeeperSpawnError, KeepOptions } from './wire.js';
+export type { KeeperDump, KeeperSpawnError } from './wire.js';
 
 export interface KeeperSpawnOptions extends KeeperSpec {
   /**

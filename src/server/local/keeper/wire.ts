@@ -8,6 +8,7 @@
  * lifecycle of one keeper is keeper.ts, launching it keeper-launch.ts.
  */
 import { constants as osConstants } from 'node:os';
+import type { KeepOptions } from '../../backend/child.js';
 
 /** What the keeper needs to start a command (the "spec" message). */
 export interface KeeperSpec {
@@ -160,18 +161,6 @@ export function startTimeoutError(who: string, timeoutMs: number, file: string):
 }
 
 /* ---- kept mode (issue #27): the keeper outlives its server and is adopted by the next ---- */
-
-/** What a kept keeper needs before its spec: where to listen, how long to wait, what to retain. */
-export interface KeepOptions {
-  /** How long the keeper waits for an adopter after its server is gone (ms), then kills the tree. */
-  adoptMs: number;
-  /** The most output bytes (stdout + stderr) the keeper retains; it stops reading the command at that. */
-  capBytes: number;
-  /** The Unix socket the keeper listens on for an adopter (mode 0600). */
-  path: string;
-  /** An opaque blob returned verbatim at adoption. */
-  meta: Buffer;
-}
 
 /** The "keep" message, sent before "spec": `keep <ADOPT_MS> <CAP_BYTES> <PATHLEN> <METALEN>\n<PATH><META>`. */
 export function encodeKeep(opts: KeepOptions): Buffer {
