@@ -37,7 +37,7 @@ export interface OutputLogOptions {
    */
   clientAcks: boolean;
   /**
-   * Where appended Buffers live (output-arena.ts): told when the log lets go of one (evicted,
+   * Where appended Buffers live (util/byte-arena.ts): told when the log lets go of one (evicted,
    * discarded, or joined into a copy), and asked to merge a chunk with the next read when
    * both are adjacent in memory. Without it the log only drops its references.
    */

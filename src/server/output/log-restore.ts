@@ -40,14 +40,14 @@ export class StreamOffsets {
   }
 }
 
-/** A mark as the keeper dump gives it (keeper-wire.ts KeeperMark). */
+/** A mark as the keeper dump gives it (backend/child.ts KeptDump). */
 export interface RestoreMark {
   seq: number;
   stream: 1 | 2 | 'x' | 'c';
   end?: number;
 }
 
-/** What a successor knows of a kept process's output (keeper-wire.ts KeeperDump, and more). */
+/** What a successor knows of a kept process's output (backend/child.ts KeptDump, and more). */
 export interface RestoreState {
   /** The bytes the keeper retains: [base, base + data.length) of each stream. */
   streams: { 1: { base: number; data: Buffer }; 2: { base: number; data: Buffer } };

@@ -222,7 +222,7 @@ export class OutputLog {
   }
 
   /**
-   * The server's memory budget is past its pause mark (issue 13): acknowledged history —
+   * The server's memory budget (memory/memory-budget.ts) is past its pause mark: acknowledged history —
    * output the client consumed (or, in the Codex dialect, the kernel took) — is the one thing
    * held that may go, so none is kept until the pressure is over. Unacknowledged output is
    * never dropped: its child is paused instead (`shouldReadChild`).

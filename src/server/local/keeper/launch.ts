@@ -6,7 +6,7 @@
  * SOCK_SEQPACKET channel (SCM_RIGHTS). A process/start thus costs the server a few syscalls —
  * no fork of the (large) server, no exec, nothing that blocks its event loop — and one fork,
  * of the command. Elsewhere (or with TETHER_KEEPER_LAUNCH=spawn) each keeper is spawned.
- * What goes over the channels is keeper-wire.ts; one keeper's lifecycle is keeper.ts.
+ * What goes over the channels is wire.ts; one keeper's lifecycle is keeper.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Socket } from 'node:net';
@@ -56,7 +56,7 @@ function outputSocket(fd: number, stream: 'stdout' | 'stderr', listener: OutputL
 }
 
 /**
- * The channels of an adopted kept keeper (issue #27): the control socket and the three fds it
+ * The channels of an adopted kept keeper (restart adoption): the control socket and the three fds it
  * passed (stdin, stdout, stderr), wrapped as a launched keeper's are. No start channel: the
  * command runs already.
  */

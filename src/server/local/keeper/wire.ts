@@ -3,9 +3,9 @@
  * socket: what the server writes on the control socket (the spec block, signal, kill,
  * resize), what the keeper answers there (exit), what the command's child says on the start
  * channel (pid, error), and the errno and signal names these numbers map to. Kept mode
- * (issue #27): the keep message, stdin frames, mark/drop/release, the keeper's took lines and
+ * (restart adoption): the keep message, stdin frames, mark/drop/release, the keeper's took lines and
  * the adoption dump. Pure: the
- * lifecycle of one keeper is keeper.ts, launching it keeper-launch.ts.
+ * lifecycle of one keeper is keeper.ts, launching it launch.ts.
  */
 import { constants as osConstants } from 'node:os';
 import type { KeepOptions } from '../../backend/child.js';
@@ -160,7 +160,7 @@ export function startTimeoutError(who: string, timeoutMs: number, file: string):
   );
 }
 
-/* ---- kept mode (issue #27): the keeper outlives its server and is adopted by the next ---- */
+/* ---- kept mode (restart adoption): the keeper outlives its server and is adopted by the next ---- */
 
 /** The "keep" message, sent before "spec": `keep <ADOPT_MS> <CAP_BYTES> <PATHLEN> <METALEN>\n<PATH><META>`. */
 export function encodeKeep(opts: KeepOptions): Buffer {
