@@ -16,16 +16,17 @@
  * `lost` hook it was given: the server then expires the session, so its client hears what a
  * Codex server says for an unknown session or process.
  *
- * The local back-end (local-backend.ts) is what `tether serve` runs: every command under its
- * own local `tether-keeper`, node:fs, node:http, this machine's description. Nothing here loads
- * native code at import; the local `prepare` does, when a server starts.
+ * What a child is, started or adopted, is child.ts. The local back-end (local/local-backend.ts)
+ * is what `tether serve` runs: every command under its own local `tether-keeper`, node:fs,
+ * node:http, this machine's description. Nothing here loads native code at import; the local
+ * `prepare` does, when a server starts.
  */
 import type { EnvironmentConfigReadResult, EnvironmentInfo, ExtensionName } from '../../protocol/index.js';
 import type { FsWork } from './fs-work.js';
 import type { HttpRequestWork, HttpResponseLike } from './http-work.js';
-import type { ChildEvents, ChildSpec, SpawnedChild } from '../local/spawn.js';
+import type { ChildEvents, ChildSpec, SpawnedChild } from './child.js';
 
-export type { ChildEvents, ChildSpec, SpawnedChild } from '../local/spawn.js';
+export type { ChildEvents, ChildSpec, SpawnedChild } from './child.js';
 export type { HttpRequestWork, HttpResponseLike } from './http-work.js';
 export type { FsTarget, FsWork } from './fs-work.js';
 
@@ -45,7 +46,7 @@ export interface ServerBackend {
 export interface SessionBackend {
   /**
    * Starts a child (rejects with an RpcError naming what failed, leaving nothing behind); its
-   * events reach `events` only after the microtasks that follow the resolution (spawn.ts).
+   * events reach `events` only after the microtasks that follow the resolution (local/spawn.ts).
    */
   spawn(spec: ChildSpec, events: ChildEvents): Promise<SpawnedChild>;
   readonly fs: FsWork;

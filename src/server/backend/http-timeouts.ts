@@ -1,6 +1,6 @@
 /**
- * The default deadlines of one `http/request` (issue 22): a connect timeout (no connection to
- * the host within 30 s) and an idle timeout (no byte from it, headers or body, for 60 s) — not
+ * The default deadlines of one `http/request`: a connect timeout (no connection to the host
+ * within 30 s) and an idle timeout (no byte from it, headers or body, for 60 s) — not
  * a total one, so a long body that keeps coming is never cut. The time the server itself
  * waits (for its client to read, for memory) does not count as idle. Pure: the timer
  * functions are injected, tests drive them with fake timers.

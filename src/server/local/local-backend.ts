@@ -1,7 +1,7 @@
 /**
  * The local back-end (backend.ts): what `tether serve` does. Every command under its own
  * local `tether-keeper` (spawn.ts, keeper.ts), files with node:fs (fs/local-work.ts), HTTP
- * with node:http (http-work.ts), and this machine's description. It holds nothing per
+ * with node:http (http-send.ts), and this machine's description. It holds nothing per
  * session: one `SessionBackend` serves them all. Native code is loaded by `prepare` (when a
  * server starts) and by the first spawn, never at import.
  */
@@ -10,7 +10,7 @@ import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
 import { readEnvironmentConfig } from '../fs/environment-config.js';
 import { localFs } from './fs/local-work.js';
-import { sendLocal } from '../backend/http-work.js';
+import { sendLocal } from './http-send.js';
 import { prepareKeepers } from './keeper/keeper.js';
 import { protectServerProcess } from './native.js';
 import { spawnChild } from './spawn.js';

@@ -4,89 +4,15 @@
  * command leaves behind and kills that whole tree on request or when the server dies. This
  * file is the whole of "how a process is run"; what happens to its output (numbering,
  * retention, flow control) is `ManagedProcess`'s business, and it sees every kind of child
- * through the same small `SpawnedChild` surface.
+ * through the same small `SpawnedChild` surface (backend/child.ts, which this implements).
  */
-import type { Writable } from 'node:stream';
 import { constants as osConstants } from 'node:os';
 import { ErrorCode, internalError, RpcError, type StartErrorDetail } from '../../protocol/index.js';
 import type { OutputStream } from '../../protocol/index.js';
-import type { buildChildEnv } from './env.js';
-import { KeptProcess, type KeeperDump, type KeepOptions } from './keeper/keeper.js';
-import type { AdoptedChild } from '../restart/process-kept.js';
-import type { FramedStdin } from './keeper/kept.js';
+import type { AdoptedChild, ChildEvents, ChildSpec, KeptChild, SpawnedChild } from '../backend/child.js';
+import { KeptProcess, type KeeperDump } from './keeper/keeper.js';
 import { osErrorMessage } from '../../util/os-error.js';
 import { quoted } from '../../util/format.js';
-
-export interface ChildSpec {
-  argv: string[];
-  cwd: string;
-  /** The client's `cwd` as sent (a `file:` URI), for a back-end that forwards it. */
-  cwdUri?: string;
-  /** The client's `env`; with `envPolicy`, the back-end builds the child's environment from its own (env.ts). */
-  env: Record<string, string>;
-  envPolicy?: Parameters<typeof buildChildEnv>[1];
-  /** The client's process id, for a back-end that forwards it. */
-  processId?: string;
-  tty: boolean;
-  pipeStdin: boolean;
-  arg0?: string | null;
-  /** The terminal's initial size (tty only; 80x24 when not given). */
-  terminalSize?: { cols: number; rows: number } | null;
-  /** Kept mode (issue #27, a server with a state dir): the keeper outlives the server for a successor to adopt. */
-  keep?: KeepOptions;
-}
-
-/** What a running child tells its owner, in this order per stream: output…, then exit/close. */
-export interface ChildEvents {
-  /** `data` is valid only during the call (a read buffer reused by the next read): copy what is kept. */
-  output(stream: OutputStream, data: Buffer): void;
-  /** The process ended (its own status, or 128+N for signal N); output may still follow. */
-  exit(rawExitCode: number): void;
-  /** The process ended and its output reached end of file: nothing more will come. */
-  close(): void;
-  /** An output stream failed; the child can no longer be followed faithfully. */
-  streamError(stream: OutputStream, error: Error): void;
-}
-
-export interface SpawnedChild {
-  readonly pid: number;
-  /**
-   * Its input: a pipe, or the terminal (a pty has no end of file: never end() it). Null
-   * without one. A write's callback runs once the child's pipe — or the terminal — took it.
-   */
-  readonly stdin: Writable | null;
-  /** Stop (false) or restart (true) reading its output: a stopped child blocks on write. */
-  setReading(reading: boolean): void;
-  /** Sends `signal` to the command's process group. */
-  signal(signal: NodeJS.Signals): void;
-  /** Kills the command and everything it started, whatever its state. */
-  killTree(): void;
-  /** The same, synchronously (the server process is exiting); a kept keeper only with `evenKept`. */
-  killTreeSync(evenKept?: boolean): void;
-  /** Sets the terminal's size (tty children; others ignore it). */
-  resize(cols: number, rows: number): void;
-  /** True while the command or anything it started is alive. */
-  readonly alive: boolean;
-  /** Resolves when the command and everything it started are gone. */
-  readonly whenGone: Promise<void>;
-  /** Kept mode (issue #27): what the keeper is told besides signals, and its framed stdin. */
-  readonly kept?: KeptChild;
-}
-
-/** A kept keeper's side of a child (keeper.ts): marks, drops, release, hand-over, framed stdin. */
-export interface KeptChild {
-  /** Stdin as frames answered on `took` (null: the command has no stdin). */
-  readonly stdin: FramedStdin | null;
-  mark(seq: number, stream: 1 | 2, end: number): void;
-  markEvent(seq: number, event: 'x' | 'c'): void;
-  drop(seq: number): void;
-  /** Done with it for good: the keeper ends as without keep once the tree is gone. */
-  release(): void;
-  /** Let go of it without killing anything (a kept stop): a successor adopts it. */
-  handOver(): void;
-  /** The keeper's socket (DIR/k/….sock). */
-  readonly socketPath: string;
-}
 
 /** A terminal's size until the client says otherwise (what node-pty used, and Codex). */
 const DEFAULT_TTY_SIZE = { cols: 80, rows: 24 } as const;
@@ -127,7 +53,7 @@ export async function spawnChild(spec: ChildSpec, events: ChildEvents): Promise<
 }
 
 /**
- * Adopts the kept keeper at `socketPath` (issue #27): the child as `spawnChild` gives it, and
+ * Adopts the kept keeper at `socketPath` (restart adoption): the child as `spawnChild` gives it, and
  * the keeper's dump, from which the caller rebuilds the process's log; `shapeOf` tells from
  * the dump (its meta) whether it has a terminal and a stdin. No event reaches the events
  * given to `bind` before `begin()`.

@@ -33,7 +33,7 @@ import { listedArgv } from '../session/listed-argv.js';
 import { logfmtValue, type ServerMonitor } from '../session/monitor.js';
 import type { Session, SessionLimits } from '../session/session.js';
 import { ManagedProcess } from '../output/process.js';
-import type { SpawnSpec } from '../output/process-host.js';
+import type { SpawnSpec } from '../output/process-spec.js';
 
 /** What a server with a state dir (restart adoption, restart/kept-server.ts) does for the process methods. */
 export interface ProcessKeeping {

@@ -6,13 +6,13 @@
  */
 import type { Writable } from 'node:stream';
 import type { WriteStatus } from '../../protocol/index.js';
-import type { FramedStdin } from '../local/keeper/kept.js';
+import type { KeptStdin } from '../backend/child.js';
 import { WriteIds } from './write-ids.js';
 
 export class ChildStdin {
   private stdin: Writable | null = null;
-  /** Kept mode (issue #27): writes go to the keeper as frames with their writeId (keeper-kept.ts). */
-  private framed: FramedStdin | null = null;
+  /** Kept mode (restart adoption): writes go to the keeper as frames with their writeId (local/keeper/kept.ts). */
+  private framed: KeptStdin | null = null;
   private open = false;
   private readonly writeIds = new WriteIds();
   /**
@@ -28,7 +28,7 @@ export class ChildStdin {
   constructor(private readonly tty: boolean) {}
 
   /** The child's stdin (null: it has none); it stays open until it errs, closes, or `close()`. */
-  attach(stdin: Writable | null, framed: FramedStdin | null = null): void {
+  attach(stdin: Writable | null, framed: KeptStdin | null = null): void {
     if (!stdin) return;
     this.framed = framed;
     if (framed?.closed) return; // adopted with its stdin already closed
@@ -38,7 +38,7 @@ export class ChildStdin {
     stdin.on('close', () => (this.open = false));
   }
 
-  /** Adopted (issue #27): the writeIds the keeper took before, oldest first, are taken already. */
+  /** Adopted (restart adoption): the writeIds the keeper took before, oldest first, are taken already. */
   seed(writeIds: readonly string[]): void {
     for (const id of writeIds) this.writeIds.add(id);
   }

@@ -3,10 +3,26 @@
  * close — and what becomes of an output chunk's bytes: read in pieces, joined into one
  * Buffer once (`sealOutput`), let go of once (`dropOutput`), each piece given back to the
  * memory it lives in; and searching the entries kept (from `head` on), whose seqs ascend.
- * And the log's options. Pure.
+ * And the log's options, and the observer they may name (told what clients could see). Pure.
  */
 import type { OutputStream } from '../../protocol/index.js';
-import type { OutputLogObserver } from './log-restore.js';
+
+/** An entry as it is first exposed to a client. */
+export type ExposedEntry =
+  | { kind: 'output'; seq: number; stream: OutputStream; /** Its keeper stream's byte offset at the entry's end (exclusive). */ end: number }
+  | { kind: 'exit'; seq: number }
+  | { kind: 'close'; seq: number };
+
+/**
+ * Told by the log, synchronously; must not throw. `exposed`: once per entry, in seq order, the
+ * moment it first becomes visible to a client (sent, returned by a read, skipped over or
+ * acknowledged), before the caller can send or return it. `dropped`: the log let go of every
+ * entry up to `seq` (evicted, or discarded).
+ */
+export interface OutputLogObserver {
+  exposed(entry: ExposedEntry): void;
+  dropped(seq: number): void;
+}
 
 export interface OutputLogOptions {
   /** Unacknowledged output at which the child stops being read. */
@@ -21,7 +37,7 @@ export interface OutputLogOptions {
    */
   clientAcks: boolean;
   /**
-   * Where appended Buffers live (output-arena.ts): told when the log lets go of one (evicted,
+   * Where appended Buffers live (util/byte-arena.ts): told when the log lets go of one (evicted,
    * discarded, or joined into a copy), and asked to merge a chunk with the next read when
    * both are adjacent in memory. Without it the log only drops its references.
    */

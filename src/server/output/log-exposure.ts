@@ -1,13 +1,13 @@
 /**
  * What of an output log (output-log.ts) a client could have seen, and telling its observer
- * (issue #27, log-restore.ts): `seq` is the highest seq exposed (sent, returned by a read,
+ * (restart adoption, log-restore.ts): `seq` is the highest seq exposed (sent, returned by a read,
  * skipped over or acknowledged; the log seals it against appends), each entry it passes is
  * told to the observer once, in order, with its keeper stream's END offset, and so is the
  * highest seq the log let go of. Pure.
  */
 import type { OutputStream } from '../../protocol/index.js';
-import { indexAfter, type LogEntry } from './log-entries.js';
-import { StreamOffsets, type OutputLogObserver } from './log-restore.js';
+import { indexAfter, type LogEntry, type OutputLogObserver } from './log-entries.js';
+import { StreamOffsets } from './log-restore.js';
 
 export class LogExposure {
   /** Highest seq a client could have seen. */

@@ -1,6 +1,7 @@
 /**
- * What the output log (output-log.ts) tells a keeper that keeps its output (issue #27), and
- * how a successor server rebuilds the log from what that keeper kept. Pure.
+ * What the output log (output-log.ts) tells a keeper that keeps its output (restart adoption;
+ * its observer, log-entries.ts), and how a successor server rebuilds the log from what that
+ * keeper kept. Pure.
  *
  * The keeper numbers each stream's bytes from 0 for the life of the process (stream 1:
  * stdout, or the terminal; stream 2: stderr). When an entry is first exposed to a client the
@@ -12,23 +13,6 @@
  */
 import type { OutputStream } from '../../protocol/index.js';
 import type { LogEntry } from './log-entries.js';
-
-/** An entry as it is first exposed to a client. */
-export type ExposedEntry =
-  | { kind: 'output'; seq: number; stream: OutputStream; /** Its keeper stream's byte offset at the entry's end (exclusive). */ end: number }
-  | { kind: 'exit'; seq: number }
-  | { kind: 'close'; seq: number };
-
-/**
- * Told by the log, synchronously; must not throw. `exposed`: once per entry, in seq order, the
- * moment it first becomes visible to a client (sent, returned by a read, skipped over or
- * acknowledged), before the caller can send or return it. `dropped`: the log let go of every
- * entry up to `seq` (evicted, or discarded).
- */
-export interface OutputLogObserver {
-  exposed(entry: ExposedEntry): void;
-  dropped(seq: number): void;
-}
 
 /** The keeper's stream number of an output stream (a terminal's output is stream 1). */
 export function keeperStream(stream: OutputStream): 1 | 2 {
@@ -56,14 +40,14 @@ export class StreamOffsets {
   }
 }
 
-/** A mark as the keeper dump gives it (keeper-wire.ts KeeperMark). */
+/** A mark as the keeper dump gives it (backend/child.ts KeptDump). */
 export interface RestoreMark {
   seq: number;
   stream: 1 | 2 | 'x' | 'c';
   end?: number;
 }
 
-/** What a successor knows of a kept process's output (keeper-wire.ts KeeperDump, and more). */
+/** What a successor knows of a kept process's output (backend/child.ts KeptDump, and more). */
 export interface RestoreState {
   /** The bytes the keeper retains: [base, base + data.length) of each stream. */
   streams: { 1: { base: number; data: Buffer }; 2: { base: number; data: Buffer } };

@@ -9,7 +9,7 @@ import { HeldOutput } from './held-output.js';
 import type { MemoryBudget } from '../memory/memory-budget.js';
 import type { OutputLog } from './output-log.js';
 import { PauseClock } from './pause-clock.js';
-import type { OutputLimits } from './process-host.js';
+import type { OutputLimits } from './process-spec.js';
 import { shouldReadChild } from './read-decision.js';
 
 /** What of the process the decision depends on. */

@@ -31,9 +31,19 @@ import { LogExposure } from './log-exposure.js';
 import { readChunks, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
 
-export { outputParts, type CloseEntry, type ExitEntry, type LogEntry, type OutputEntry, type OutputLogOptions, type OutputMemory } from './log-entries.js';
+export {
+  outputParts,
+  type CloseEntry,
+  type ExitEntry,
+  type ExposedEntry,
+  type LogEntry,
+  type OutputEntry,
+  type OutputLogObserver,
+  type OutputLogOptions,
+  type OutputMemory,
+} from './log-entries.js';
 export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
-export type { ExposedEntry, OutputLogObserver, RestoreMark, RestoreState } from './log-restore.js';
+export type { RestoreMark, RestoreState } from './log-restore.js';
 export type { ReadAnswer, ReadChunk } from './log-read.js';
 
 export class OutputLog {
@@ -212,7 +222,7 @@ export class OutputLog {
   }
 
   /**
-   * The server's memory budget is past its pause mark (issue 13): acknowledged history —
+   * The server's memory budget (memory/memory-budget.ts) is past its pause mark: acknowledged history —
    * output the client consumed (or, in the Codex dialect, the kernel took) — is the one thing
    * held that may go, so none is kept until the pressure is over. Unacknowledged output is
    * never dropped: its child is paused instead (`shouldReadChild`).

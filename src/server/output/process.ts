@@ -4,23 +4,22 @@
  * sends over the attached connection in turn with the other processes; acknowledgements
  * (or, in the Codex dialect, the kernel taking a frame and `process/read` answers) free
  * them; and the child is read only while the log's decision (`shouldReadChild`) says so.
- * How the child is run (pipes, a pty) is `spawn.ts`'s business.
+ * How the child is run (pipes, a pty) is its back-end's business (backend/child.ts).
  *
- * It coordinates; each job has its module: what it is given (process-host.ts), reads cut
+ * It coordinates; each job has its module: what it is given (process-spec.ts), reads cut
  * into chunks (output-chunks.ts), whether the child is read, how long it was not and what its
  * output holds under the memory budget (output-flow.ts), the long polls of process/read
  * (news-waiters.ts) and its answer (log-read.ts), stdin and its writeIds (child-stdin.ts,
  * write-ids.ts), when its exit is reported (exit-grace.ts), signal names (protocol/signals.ts),
- * and in kept mode its log's observer and the log rebuilt on adoption (process-kept.ts).
+ * its log as its spec asks for it and in kept mode its observer (process-log.ts). Adopted by a
+ * successor server (restart adoption), it is handed its log rebuilt (restart/process-kept.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../../protocol/index.js';
 import type { OutputLog, LogEntry, OutputEntry } from './output-log.js';
-import type { ChildEvents, SpawnedChild } from '../local/spawn.js';
-import { openLog, rawExitCode, type AdoptedChild } from '../restart/process-kept.js';
-import type { KeeperDump } from '../local/keeper/keeper.js';
+import type { AdoptedChild, ChildEvents, ChildStarter, SpawnedChild } from '../backend/child.js';
 import { processReadResult } from './log-read.js';
-import type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
-import type { SessionBackend } from '../backend/backend.js';
+import type { AdoptedOutput, LogOpener, OutputLimits, SpawnSpec } from './process-spec.js';
+import { newLog } from './process-log.js';
 import { settleWithin } from '../../util/timeouts.js';
 import { ByteArena } from '../../util/byte-arena.js';
 import { OutputFlow } from './output-flow.js';
@@ -30,7 +29,25 @@ import { osSignal } from '../../protocol/signals.js';
 import { ChildStdin } from './child-stdin.js';
 import { ExitGrace } from './exit-grace.js';
 
-export type { OutputLimits, ProcessHost, SpawnSpec } from './process-host.js';
+export type { OutputLimits, SpawnSpec } from './process-spec.js';
+
+/** The session a process belongs to: it schedules sending over the attached connection. */
+export interface ProcessHost {
+  /** A connection is attached and taking output (the initialize answer went out). */
+  readonly attached: boolean;
+  /** The process has something to send: put it in the send rotation. */
+  outputReady(proc: ManagedProcess): void;
+  processClosed(proc: ManagedProcess): void;
+  /** The client acknowledged every event up to the close (`acks`): its output was freed. */
+  processDone(proc: ManagedProcess): void;
+  /** The output this process holds under the memory budget changed by `delta` bytes (its session's fair share). */
+  outputHeldChanged?(delta: number): void;
+  /**
+   * Whether the memory budget holds this session's children back now (its fair share,
+   * fair-share.ts); undefined: whenever the budget is pressured.
+   */
+  readonly outputHeldBack?: boolean;
+}
 
 export class ManagedProcess {
   readonly id: string;
@@ -66,8 +83,8 @@ export class ManagedProcess {
   private constructor(
     spec: SpawnSpec,
     private readonly host: ProcessHost,
-    /** Adopted (issue #27): the log is rebuilt from the keeper's dump. */
-    adopted?: KeeperDump,
+    /** Opens its log: new, or rebuilt for a process a successor adopted (restart adoption). */
+    openLog: LogOpener,
   ) {
     this.id = spec.processId;
     this.tty = spec.tty;
@@ -76,7 +93,7 @@ export class ManagedProcess {
     this.limits = spec.limits;
     // Spare blocks given back after a quiet while: the budget learns of it.
     this.arena = new ByteArena({ onTrim: () => this.updateFlow() });
-    this.log = openLog(spec, this.arena, () => this.child?.kept, adopted);
+    this.log = openLog(this.arena, () => this.child?.kept);
     this.flow = new OutputFlow(this.log, this.arena, spec.limits, spec.memory, (delta) => this.host.outputHeldChanged?.(delta));
   }
 
@@ -84,20 +101,20 @@ export class ManagedProcess {
    * Spawns the child through its session's `backend` (backend.ts); rejects with
    * -32603 and the OS message if it cannot start (nothing is left behind).
    */
-  static async start(spec: SpawnSpec, host: ProcessHost, backend: Pick<SessionBackend, 'spawn'>): Promise<ManagedProcess> {
-    const proc = new ManagedProcess(spec, host);
+  static async start(spec: SpawnSpec, host: ProcessHost, backend: ChildStarter): Promise<ManagedProcess> {
+    const proc = new ManagedProcess(spec, host, newLog(spec));
     proc.attach(await backend.spawn(spec, proc.childEvents(spec.tty)));
     proc.updateFlow();
     return proc;
   }
 
   /** Its child runs (spawned, or adopted with the writeIds its keeper took and whether stdin is over). */
-  private attach(child: SpawnedChild, adopted?: KeeperDump): void {
+  private attach(child: SpawnedChild, adopted?: AdoptedOutput): void {
     this.child = child;
     this.pid = child.pid;
-    if (adopted) this.stdin.seed(adopted.ids);
+    if (adopted) this.stdin.seed(adopted.writeIds);
     this.stdin.attach(child.stdin, child.kept?.stdin ?? null);
-    if (adopted?.exited) this.stdin.close();
+    if (adopted && adopted.exitCode !== null) this.stdin.close();
   }
 
   /**
@@ -126,21 +143,21 @@ export class ManagedProcess {
   }
 
   /**
-   * A process of a kept keeper a successor server adopted (issue #27, kept-server.ts): its
-   * log rebuilt from the keeper's dump (same seqs as before), its exit as the keeper knew it,
-   * the writeIds the keeper took. It was announced before: its output flows when attached.
+   * A process of a kept keeper a successor server adopted (restart adoption,
+   * restart/process-kept.ts): its log rebuilt from what the keeper kept (same seqs as before),
+   * its exit as the keeper knew it, the writeIds the keeper took. It was announced before: its
+   * output flows when attached.
    * @internal
    */
-  static adopt(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild): ManagedProcess {
-    const { child, dump } = adopted;
-    const proc = new ManagedProcess(spec, host, dump);
+  static adopt(spec: SpawnSpec, host: ProcessHost, adopted: Omit<AdoptedChild, 'dump'>, output: AdoptedOutput): ManagedProcess {
+    const proc = new ManagedProcess(spec, host, output.openLog);
     adopted.bind(proc.childEvents(spec.tty));
-    if (proc.log.exitSeq !== null && dump.exited) proc.exitCode = rawExitCode(dump.exited.code, dump.exited.signal);
+    if (proc.log.exitSeq !== null && output.exitCode !== null) proc.exitCode = output.exitCode;
     if (proc.log.closeSeq !== null) {
       proc.closed = true;
       proc.resolveClosed();
     }
-    proc.attach(child, dump);
+    proc.attach(adopted.child, output);
     proc.announced = true;
     adopted.begin();
     proc.updateFlow();

@@ -21,7 +21,7 @@ export interface ReadDecisionInputs {
    */
   readAheadBytes: number;
   /**
-   * The server-wide memory budget (issue 13) is past its pause mark (90 %, until it falls
+   * The server-wide memory budget (memory/memory-budget.ts) is past its pause mark (90 %, until it falls
    * below 80 %): every producer pauses, its child blocks on write, nothing is dropped.
    */
   memoryPressured: boolean;

@@ -25,7 +25,7 @@ import { KeyJournal } from './key-journal.js';
 import { KEEPER_GONE, LostProcesses } from './lost-processes.js';
 import type { ExtensionName } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
-import type { KeepOptions } from '../local/keeper/keeper.js';
+import type { AdoptedChild, KeepOptions } from '../backend/child.js';
 import type { ServerBackend } from '../backend/backend.js';
 import type { FsRegistration } from '../fs/methods.js';
 import type { ProcessCapacity } from '../memory/capacity.js';
@@ -33,9 +33,9 @@ import type { OutputShares } from '../memory/fair-share.js';
 import type { MemoryBudget } from '../memory/memory-budget.js';
 import type { ServerMonitor } from '../session/monitor.js';
 import { listedArgv } from '../session/listed-argv.js';
-import { ManagedProcess } from '../output/process.js';
-import type { OutputLimits } from '../output/process-host.js';
-import type { AdoptedChild } from './process-kept.js';
+import type { ManagedProcess } from '../output/process.js';
+import type { OutputLimits } from '../output/process-spec.js';
+import { adoptProcess } from './process-kept.js';
 import { Session, type SessionLimits } from '../session/session.js';
 import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
 import { adoptChild } from '../local/spawn.js';
@@ -346,7 +346,7 @@ export class KeptServer {
       }
       let proc: ManagedProcess;
       try {
-        proc = ManagedProcess.adopt(
+        proc = adoptProcess(
           {
             processId: a.meta.process,
             argv: a.meta.argv,

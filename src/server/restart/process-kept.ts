@@ -1,48 +1,25 @@
 /**
- * What a ManagedProcess does in kept mode (issue #27), apart from its usual work: it tells
- * its keeper which output entries a client could have seen (`mark`, before the entry goes
- * out) and which the log let go of (`drop`), and, adopted by a successor, it rebuilds its log
- * from the keeper's dump so that the seqs its clients saw stay the same (`openLog`).
+ * A process a successor server adopted from its kept keeper (restart adoption, kept-server.ts):
+ * its output log rebuilt from the keeper's dump, so that the seqs its clients saw stay the
+ * same, with the observer that goes on telling the keeper what clients could see
+ * (output/process-log.ts), its exit and the writeIds as the keeper knew them; the
+ * ManagedProcess is handed that, never the dump.
  */
-import type { KeeperDump } from '../local/keeper/keeper.js';
-import { keeperStream, type OutputLogObserver, type RestoreState } from '../output/log-restore.js';
-import { OutputLog, type OutputMemory } from '../output/output-log.js';
-import { chunkLimit } from '../output/output-chunks.js';
-import type { SpawnSpec } from '../output/process-host.js';
-import type { ChildEvents, KeptChild, SpawnedChild } from '../local/spawn.js';
+import type { AdoptedChild, KeptDump } from '../backend/child.js';
+import type { RestoreState } from '../output/log-restore.js';
+import { OutputLog } from '../output/output-log.js';
+import { ManagedProcess, type ProcessHost } from '../output/process.js';
+import { keeperObserver, logOptions } from '../output/process-log.js';
+import type { SpawnSpec } from '../output/process-spec.js';
 import { constants as osConstants } from 'node:os';
-
-/** A child adopted from a kept keeper, its events held until `begin` (spawn.ts `adoptChild`). */
-export interface AdoptedChild {
-  readonly child: SpawnedChild;
-  readonly dump: KeeperDump;
-  /** Where its events go (set once, before `begin`). */
-  bind(events: ChildEvents): void;
-  begin(): void;
-}
 
 /** The exit code the server reports: the command's own, or 128+N for signal N. */
 export function rawExitCode(code: number | null, signal: NodeJS.Signals | null): number {
   return code ?? 128 + (signal ? (osConstants.signals[signal] ?? 0) : 0);
 }
 
-/** Tells the keeper (once there is one) what the log exposes and drops (output-log.ts's observer). */
-export function keeperObserver(kept: () => KeptChild | undefined): OutputLogObserver {
-  return {
-    exposed(entry) {
-      const keeper = kept();
-      if (!keeper) return;
-      if (entry.kind === 'output') keeper.mark(entry.seq, keeperStream(entry.stream), entry.end);
-      else keeper.markEvent(entry.seq, entry.kind === 'exit' ? 'x' : 'c');
-    },
-    dropped(seq) {
-      kept()?.drop(seq);
-    },
-  };
-}
-
 /** What OutputLog.restore needs from a keeper's dump. */
-export function restoreState(dump: KeeperDump, tty: boolean): RestoreState {
+export function restoreState(dump: KeptDump, tty: boolean): RestoreState {
   return {
     streams: dump.streams,
     marks: dump.marks,
@@ -53,19 +30,15 @@ export function restoreState(dump: KeeperDump, tty: boolean): RestoreState {
 }
 
 /**
- * A process's output log (output-log.ts), its bytes in `memory`: new, or rebuilt from the dump
- * of the keeper it was `adopted` from (issue #27). In kept mode (`spec.keep`, or adopted) its
- * observer tells the keeper what clients could see, and what the log let go of.
+ * The process of an adopted child: its log rebuilt from the dump (its bytes in the process's
+ * memory; throws if the dump does not fit together), its exit as the keeper knew it, the
+ * writeIds the keeper took. It was announced before: its output flows when attached.
  */
-export function openLog(spec: SpawnSpec, memory: OutputMemory, kept: () => KeptChild | undefined, adopted?: KeeperDump): OutputLog {
-  const options = {
-    memory,
-    windowBytes: spec.limits.windowBytes,
-    retentionBytes: spec.limits.retentionBytes,
-    // A Codex client gets chunks the size of a pipe read at most (it may read in small steps).
-    maxChunkBytes: chunkLimit(spec.limits.maxChunkBytes, spec.clientAcks),
-    clientAcks: spec.clientAcks,
-    observer: spec.keep || adopted ? keeperObserver(kept) : undefined,
-  };
-  return adopted ? OutputLog.restore(options, restoreState(adopted, spec.tty)) : new OutputLog(options);
+export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild): ManagedProcess {
+  const { dump } = adopted;
+  return ManagedProcess.adopt(spec, host, adopted, {
+    openLog: (memory, kept) => OutputLog.restore(logOptions(spec, memory, keeperObserver(kept)), restoreState(dump, spec.tty)),
+    exitCode: dump.exited ? rawExitCode(dump.exited.code, dump.exited.signal) : null,
+    writeIds: dump.ids,
+  });
 }

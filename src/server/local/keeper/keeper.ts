@@ -12,8 +12,8 @@
  * pseudo-terminal and relays it over its stdin/stdout, so the server never holds a pty
  * descriptor.
  *
- * How keepers are launched (a zygote on Linux) is keeper-launch.ts; what is said over the
- * control socket and the start channel is keeper-wire.ts.
+ * How keepers are launched (a zygote on Linux) is launch.ts; what is said over the
+ * control socket and the start channel is wire.ts.
  *
  * Events: 'exit' (code, signal) when the command ended; 'close' (code, signal) once it ended
  * and its stdout/stderr reached end of file; 'gone' when the keeper itself exited (nothing it
@@ -31,7 +31,6 @@ import {
   encodeSpec,
   KILL_MESSAGE,
   type KeeperDump,
-  type KeepOptions,
   parseStartReport,
   resizeMessage,
   signalMessage,
@@ -42,9 +41,10 @@ import {
   type KeeperSpec,
 } from './wire.js';
 import { assertKeeperBuilt } from '../native.js';
+import type { KeepOptions } from '../../backend/child.js';
 
 export { prepareKeepers, setKeeperLaunch, type OutputListener } from './launch.js';
-export type { KeeperDump, KeeperSpawnError, KeepOptions } from './wire.js';
+export type { KeeperDump, KeeperSpawnError } from './wire.js';
 
 export interface KeeperSpawnOptions extends KeeperSpec {
   /**
@@ -54,7 +54,7 @@ export interface KeeperSpawnOptions extends KeeperSpec {
    */
   startTimeoutMs?: number;
   /**
-   * Kept mode (issue #27): the keeper listens on `keep.path`, outlives its server for
+   * Kept mode (restart adoption): the keeper listens on `keep.path`, outlives its server for
    * `keep.adoptMs`, retains up to `keep.capBytes` of output and takes stdin as frames.
    */
   keep?: KeepOptions;
@@ -101,7 +101,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   private readonly channels: Omit<KeeperChannels, 'start'> & { start?: Socket };
   /** Kept mode: stdin as frames answered on `took` (null otherwise, or without stdin). */
   readonly framedStdin: FramedStdin | null = null;
-  /** Kept mode (spawned with `keep`, or adopted; keeper-kept.ts): mark, drop, release, hand over. Null otherwise. */
+  /** Kept mode (spawned with `keep`, or adopted; kept.ts): mark, drop, release, hand over. Null otherwise. */
   readonly kept: KeptControl | null = null;
   /** Resolves once the command runs; rejects if it could not start. */
   readonly started = new Promise<void>((resolve, reject) => {
@@ -222,7 +222,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
   }
 
   /**
-   * Adopts the kept keeper listening on `socketPath` (issue #27): receives its control socket
+   * Adopts the kept keeper listening on `socketPath` (restart adoption): receives its control socket
    * and the stdin/stdout/stderr channels (SCM_RIGHTS), then reads its dump (what it retained,
    * its marks, the exit, the writeIds it took). The object then behaves as a spawned one; the
    * dump is the caller's to rebuild the process's log from. Rejects if the keeper refuses,
@@ -271,7 +271,7 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
    */
   killTreeSync(evenKept = false): void {
     if (!this.keeperRunning || !this.keeperPid) return;
-    // A kept keeper outlives its server on purpose (issue #27): only a stop for good kills it.
+    // A kept keeper outlives its server on purpose (restart adoption): only a stop for good kills it.
     if (this.kept && !this.kept.released && !evenKept) return;
     try {
       process.kill(this.keeperPid, 'SIGTERM');
@@ -337,8 +337,13 @@ export class KeptProcess extends EventEmitter<KeptProcessEvents> {
     if (zygote) {
       const waiting = [...zygote.pending];
       retireZygote(zygote);
-      for (const proc of waiting) proc.abandonStart(failure(proc.file));
+      for (const proc of waiting) proc.zygoteRetired(failure);
     }
+    this.abandonStart(failure(this.file));
+  }
+
+  /** @internal The zygote this start was sent through was retired (launch.ts `PendingStart`): the start fails. */
+  zygoteRetired(failure: (file: string) => KeeperSpawnError): void {
     this.abandonStart(failure(this.file));
   }
 

@@ -1,8 +1,8 @@
 /**
- * Kept mode on the server's side of a keeper (issue #27; keeper.ts is the keeper's lifecycle):
+ * Kept mode on the server's side of a keeper (restart adoption; keeper.ts is the keeper's lifecycle):
  *
  * - `FramedStdin`: every write goes to the keeper as a frame carrying its writeId
- *   (keeper-wire.ts `encodeStdinFrame`) and is answered once the keeper reports (`took <N>`)
+ *   (wire.ts `encodeStdinFrame`) and is answered once the keeper reports (`took <N>`)
  *   that it took that frame whole — the keeper, not the server, remembers which writeIds were
  *   applied, so a successor adopting it knows too. Frames are numbered as the keeper counts
  *   them: cumulative for the process's whole life, eof included.

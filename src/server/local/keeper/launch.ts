@@ -6,11 +6,11 @@
  * SOCK_SEQPACKET channel (SCM_RIGHTS). A process/start thus costs the server a few syscalls —
  * no fork of the (large) server, no exec, nothing that blocks its event loop — and one fork,
  * of the command. Elsewhere (or with TETHER_KEEPER_LAUNCH=spawn) each keeper is spawned.
- * What goes over the channels is keeper-wire.ts; one keeper's lifecycle is keeper.ts.
+ * What goes over the channels is wire.ts; one keeper's lifecycle is keeper.ts.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Socket } from 'node:net';
-import type { KeptProcess } from './keeper.js';
+import type { KeeperSpawnError } from './wire.js';
 import { keeperPath, nativeAddon } from '../native.js';
 
 /** A keeper's five channels (the server's ends), and the keeper process when spawned directly. */
@@ -56,7 +56,7 @@ function outputSocket(fd: number, stream: 'stdout' | 'stderr', listener: OutputL
 }
 
 /**
- * The channels of an adopted kept keeper (issue #27): the control socket and the three fds it
+ * The channels of an adopted kept keeper (restart adoption): the control socket and the three fds it
  * passed (stdin, stdout, stderr), wrapped as a launched keeper's are. No start channel: the
  * command runs already.
  */
@@ -72,13 +72,19 @@ export function adoptedChannels(control: Socket, fds: { stdin: number; stdout: n
   };
 }
 
+/** A start sent through the zygote that no keeper has picked up yet (keeper.ts's KeptProcess). */
+export interface PendingStart {
+  /** The zygote was retired for not answering: the start fails with what `failure` says of its command. */
+  zygoteRetired(failure: (file: string) => KeeperSpawnError): void;
+}
+
 /** The zygote (native/keeper.c, --zygote) and the server's end of its SOCK_SEQPACKET channel. */
 export interface Zygote {
   child: ChildProcess;
   channel: number;
   alive: boolean;
   /** Starts sent through it that no keeper has picked up yet. */
-  pending: Set<KeptProcess>;
+  pending: Set<PendingStart>;
   /** Closes the server's end of the channel; it is no longer the zygote in use. */
   dead(): void;
 }

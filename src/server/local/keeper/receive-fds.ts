@@ -1,5 +1,5 @@
 /**
- * A successor's first step of adopting a keeper (keeper-kept.ts `connectAdoption`): connect to
+ * A successor's first step of adopting a keeper (kept.ts `connectAdoption`): connect to
  * its socket and receive its descriptors, off the main thread. The addon's
  * `connectReceiveFds` blocks (SO_RCVTIMEO) until the keeper sends them; on the main thread a
  * keeper that accepts and never answers would stall everything else for its whole deadline,

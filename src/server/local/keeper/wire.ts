@@ -3,11 +3,12 @@
  * socket: what the server writes on the control socket (the spec block, signal, kill,
  * resize), what the keeper answers there (exit), what the command's child says on the start
  * channel (pid, error), and the errno and signal names these numbers map to. Kept mode
- * (issue #27): the keep message, stdin frames, mark/drop/release, the keeper's took lines and
+ * (restart adoption): the keep message, stdin frames, mark/drop/release, the keeper's took lines and
  * the adoption dump. Pure: the
- * lifecycle of one keeper is keeper.ts, launching it keeper-launch.ts.
+ * lifecycle of one keeper is keeper.ts, launching it launch.ts.
  */
 import { constants as osConstants } from 'node:os';
+import type { KeepOptions } from '../../backend/child.js';
 
 /** What the keeper needs to start a command (the "spec" message). */
 export interface KeeperSpec {
@@ -159,19 +160,7 @@ export function startTimeoutError(who: string, timeoutMs: number, file: string):
   );
 }
 
-/* ---- kept mode (issue #27): the keeper outlives its server and is adopted by the next ---- */
-
-/** What a kept keeper needs before its spec: where to listen, how long to wait, what to retain. */
-export interface KeepOptions {
-  /** How long the keeper waits for an adopter after its server is gone (ms), then kills the tree. */
-  adoptMs: number;
-  /** The most output bytes (stdout + stderr) the keeper retains; it stops reading the command at that. */
-  capBytes: number;
-  /** The Unix socket the keeper listens on for an adopter (mode 0600). */
-  path: string;
-  /** An opaque blob returned verbatim at adoption. */
-  meta: Buffer;
-}
+/* ---- kept mode (restart adoption): the keeper outlives its server and is adopted by the next ---- */
 
 /** The "keep" message, sent before "spec": `keep <ADOPT_MS> <CAP_BYTES> <PATHLEN> <METALEN>\n<PATH><META>`. */
 export function encodeKeep(opts: KeepOptions): Buffer {

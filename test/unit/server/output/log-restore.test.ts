@@ -7,8 +7,8 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { keeperStream, type ExposedEntry, type RestoreMark, type RestoreState } from '../../../../src/server/output/log-restore.js';
-import { OutputLog, type LogEntry, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
+import { keeperStream, type RestoreMark, type RestoreState } from '../../../../src/server/output/log-restore.js';
+import { OutputLog, type ExposedEntry, type LogEntry, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
 import type { OutputStream } from '../../../../src/protocol/index.js';
 
 /** What a keeper in kept mode does with marks and drops (native/kept.c), in memory. */
