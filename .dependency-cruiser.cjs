@@ -12,7 +12,7 @@ const RANKS = [
   ['connection'],
   ['session'],
   ['output'],
-  ['memory', 'backend'],
+  ['memory', 'backend', 'native'],
 ];
 
 const layerRules = RANKS.flatMap((folders, rank) =>

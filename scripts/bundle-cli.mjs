@@ -17,7 +17,7 @@ import { build } from 'esbuild';
 
 const root = join(dirname(fileURLToPath(import.meta.url)), '..');
 // Two levels under the root, as dist/cli is: main.ts finds ../../package.json from either
-// (server/local/native.ts looks for the nearest package.json above it).
+// (server/native/native.ts looks for the nearest package.json above it).
 const outdir = join(root, 'dist', 'bundle');
 
 rmSync(outdir, { recursive: true, force: true });

@@ -71,7 +71,7 @@ describe('start-up loads only what a command needs', () => {
     const { files, sources } = await loadedBy(['--version']);
     expect(files.filter((f) => f !== 'bin/tether.js' && !/^dist\/bundle\/[^/]+\.js$/.test(f))).toEqual([]);
     expect(sources).toContain('dist/cli/main.js');
-    expect(sources.filter((m) => !/^dist\/(cli\/(main|usage)|server\/local\/native)\.js$/.test(m))).toEqual([]);
+    expect(sources.filter((m) => !/^dist\/(cli\/(main|usage)|server\/native\/(index|native))\.js$/.test(m))).toEqual([]);
   });
 
   it("without dist/ built, the command says to build it", async () => {

@@ -16,8 +16,8 @@ import { cleanEnv, requireTools, run, tarball, which } from '../helpers/install.
 
 // The keeper the server-side code (src/server/local/keeper/keeper.ts) launches: the arm64 prebuild, through qemu.
 const keeper = vi.hoisted(() => ({ path: '' }));
-vi.mock('../../src/server/local/native.js', async (importOriginal) => ({
-  ...(await importOriginal<typeof import('../../src/server/local/native.js')>()),
+vi.mock('../../src/server/native/native.js', async (importOriginal) => ({
+  ...(await importOriginal<typeof import('../../src/server/native/native.js')>()),
   keeperPath: () => keeper.path,
   assertKeeperBuilt: () => {},
 }));

@@ -12,7 +12,7 @@ import { readEnvironmentConfig } from '../fs/environment-config.js';
 import { localFs } from './fs/local-work.js';
 import { sendLocal } from './http-send.js';
 import { prepareKeepers } from './keeper/keeper.js';
-import { protectServerProcess } from './native.js';
+import { protectServerProcess } from '../native/native.js';
 import { spawnChild } from './spawn.js';
 
 const localSession: SessionBackend = {

@@ -21,7 +21,7 @@ import { createServer as createHttpServer, type Server as HttpServer } from 'nod
 import { createServer, type Server, type Socket } from 'node:net';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nativeAddon } from '../../../src/server/local/native.js';
+import { nativeAddon } from '../../../src/server/native/native.js';
 import { MAX_RECORD_BYTES } from '../../../src/server/restart/session-store.js';
 import { socketFd } from '../../../src/util/node-internals.js';
 import { execProducer, PRODUCER_OUTPUT, startRestartableServer, type RestartableServer } from '../../helpers/restart.js';

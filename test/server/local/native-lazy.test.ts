@@ -50,7 +50,7 @@ describe('server modules and native code', () => {
   });
 
   it('the check sees the addon once something asks for it (nativeAddon)', async () => {
-    const native = join(DIST_SERVER, 'local', 'native.js');
+    const native = join(DIST_SERVER, 'native', 'native.js');
     const { loaded } = await dlopenedBy([native], `(await import(pathToFileURL(${JSON.stringify(native)}).href)).nativeAddon();`);
     expect(loaded).toHaveLength(1);
     expect(loaded[0]).toMatch(/tether_native[^/]*\.node$/);

@@ -40,7 +40,7 @@ import {
   type KeeperSpawnError,
   type KeeperSpec,
 } from './wire.js';
-import { assertKeeperBuilt } from '../native.js';
+import { assertKeeperBuilt } from '../../native/native.js';
 import type { KeepOptions } from '../../backend/child.js';
 
 export { prepareKeepers, setKeeperLaunch, type OutputListener } from './launch.js';

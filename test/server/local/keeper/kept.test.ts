@@ -26,7 +26,7 @@ import {
   type ControlMessage,
   type KeeperDump,
 } from '../../../../src/server/local/keeper/wire.js';
-import { nativeAddon } from '../../../../src/server/local/native.js';
+import { nativeAddon } from '../../../../src/server/native/native.js';
 
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 

@@ -9,7 +9,7 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { nativeAddon } from '../../../../src/server/local/native.js';
+import { nativeAddon } from '../../../../src/server/native/native.js';
 import { receiveFds } from '../../../../src/server/local/keeper/receive-fds.js';
 import { socketFd } from '../../../../src/util/node-internals.js';
 

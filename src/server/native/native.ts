@@ -18,7 +18,7 @@ import { fileURLToPath } from 'node:url';
 
 /**
  * The package's root: the nearest folder above this module with a package.json (this file
- * runs from src/server/local, dist/server/local or the bundle in dist/bundle).
+ * runs from src/server/native, dist/server/native or the bundle in dist/bundle).
  */
 const PACKAGE_DIR = packageDir(path.dirname(fileURLToPath(import.meta.url)));
 
