@@ -55,7 +55,7 @@ export async function main(argv: string[]): Promise<void> {
     case '--version':
     case '-V':
     case '-v':
-      process.stdout.write(`tether ${version()} (native: ${(await import('../server/native/native.js')).nativeSummary()})\n`);
+      process.stdout.write(`tether ${version()} (native: ${(await import('../server/native/index.js')).nativeSummary()})\n`);
       return;
     case 'help': {
       const [topic, ...extra] = rest;

@@ -19,10 +19,9 @@
  * otherwise when the attempt in flight ends (finishing it, then closing what it opened, leaves
  * no upstream session behind).
  */
-import type { ExecClientOptions } from '../client/index.js';
-import { ExecClient } from '../client/index.js';
+import { type ExecClientOptions, ExecClient } from '../client/index.js';
 import { internalError, type EnvironmentInfo, type ExtensionName } from '../protocol/index.js';
-import type { ServerBackend, SessionBackend } from '../server/backend/backend.js';
+import type { ServerBackend, SessionBackend } from '../server/backend/index.js';
 import { remoteHttpRequest } from './remote-http.js';
 import { RemoteFsWork } from './remote-fs.js';
 import { spawnRemote } from './remote-child.js';

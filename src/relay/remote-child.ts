@@ -10,10 +10,9 @@
  */
 import { Writable } from 'node:stream';
 import type { ExecClient, ExecProcess } from '../client/index.js';
-import type { OutputStream } from '../protocol/index.js';
-import { internalError, RpcError } from '../protocol/index.js';
+import { type OutputStream, internalError, RpcError } from '../protocol/index.js';
 import { protocolSignal } from '../protocol/signals.js';
-import type { ChildEvents, ChildSpec, SpawnedChild } from '../server/backend/backend.js';
+import type { ChildEvents, ChildSpec, SpawnedChild } from '../server/backend/index.js';
 import { RemoteOutput } from './remote-output.js';
 
 /** Starts `spec` upstream; resolves once the upstream server has it, rejects with its error. */

@@ -16,8 +16,7 @@
  * upstream connection: a Codex upstream loses them at a cut, as a direct client would).
  */
 import { randomUUID } from 'node:crypto';
-import type { ExecClient } from '../client/index.js';
-import { OutcomeUnknownError } from '../client/index.js';
+import { type ExecClient, OutcomeUnknownError } from '../client/index.js';
 import {
   FsMethod,
   internalError,
@@ -29,7 +28,7 @@ import {
   type FsWatchMissingResult,
   type FsWrittenResult,
 } from '../protocol/index.js';
-import type { FsScope, FsTarget, FsWork } from '../server/backend/fs-work.js';
+import type { FsScope, FsTarget, FsWork } from '../server/backend/index.js';
 import { RemoteHandles } from './remote-handles.js';
 
 /** Where the relay's fs requests go: its session's upstream client, once connected. */

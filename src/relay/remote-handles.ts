@@ -6,8 +6,8 @@
  * a server. The ids, the per-scope cap and the refusals are the server's own
  * (server/fs/handle-ids.ts, shared with the local back-end).
  */
-import type { FsScope } from '../server/backend/fs-work.js';
-import { checkHandleId, HandleIds } from '../server/fs/handle-ids.js';
+import type { FsScope } from '../server/backend/index.js';
+import { checkHandleId, HandleIds } from '../server/fs/index.js';
 
 export class RemoteHandles {
   /** Per scope: downstream id → upstream id, for open handles. */

@@ -8,10 +8,9 @@
  * There is no resumable `http/request` extension (yet): a streamed upstream body would need one.
  */
 import { randomUUID } from 'node:crypto';
-import type { ExecClient } from '../client/index.js';
-import { OutcomeUnknownError } from '../client/index.js';
+import { type ExecClient, OutcomeUnknownError } from '../client/index.js';
 import { internalError } from '../protocol/index.js';
-import type { HttpRequestWork, HttpResponseLike } from '../server/backend/backend.js';
+import type { HttpRequestWork, HttpResponseLike } from '../server/backend/index.js';
 
 interface UpstreamAnswer {
   status: number;

@@ -6,7 +6,7 @@
 import { Writable } from 'node:stream';
 import { doneWhenWritten } from '../client/process/process-output.js';
 import type { OutputStream } from '../protocol/index.js';
-import type { ChildEvents } from '../server/backend/backend.js';
+import type { ChildEvents } from '../server/backend/index.js';
 import { OutputBatch } from './output-batch.js';
 
 /**

@@ -9,4 +9,4 @@ export type { LogLevel } from '../util/logger.js';
 /** @internal The relay's doors (src/relay): a server with another back-end, on a port or on stdio. */
 export { startServerWith, startStdioServer } from './server-start.js';
 /** @internal */
-export { serveStdio } from './edge/stdio-listener.js';
+export { serveStdio } from './edge/index.js';

@@ -2,9 +2,9 @@
  * What `startServer` takes (`TetherServerOptions`) and the defaults of what it leaves out
  * (`Defaults`, re-exported by the library as `ServerDefaults`).
  */
-import type { BackpressureMarks } from './connection/send-buffer.js';
-import type { FsServerLimits } from './fs/methods.js';
-import type { OutputLimits } from './output/process.js';
+import type { BackpressureMarks } from './connection/index.js';
+import type { FsServerLimits } from './fs/index.js';
+import type { OutputLimits } from './output/index.js';
 import type { Logger } from '../util/logger.js';
 
 export interface TetherServerOptions {

@@ -11,11 +11,10 @@ import { isIP, type AddressInfo } from 'node:net';
 import { isLoopbackName } from '../util/loopback.js';
 import { stderrLogger } from '../util/logger.js';
 import { invalidDuration } from '../util/timeouts.js';
-import type { ServerBackend } from './backend/backend.js';
-import { KeptServer } from './restart/kept-server.js';
-import { localBackend } from './local/local-backend.js';
+import type { ServerBackend } from './backend/index.js';
+import { KeptServer, answerWhileStarting } from './restart/index.js';
+import { localBackend } from './local/index.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
-import { answerWhileStarting } from './restart/starting-gate.js';
 import { TetherServer } from './server.js';
 
 /** `startServer` refused an unsafe configuration (before listening). */

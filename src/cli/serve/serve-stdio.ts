@@ -5,7 +5,7 @@
  * exits 0; a signal stops it as it stops `tether serve`, within the same deadline, whether or
  * not the client still reads stdout (stdio-stop.ts).
  */
-import { serveStdio } from '../../server/edge/stdio-listener.js';
+import { serveStdio } from '../../server/edge/index.js';
 import { startStdioServer } from '../../server/server-start.js';
 import { installLastResort } from '../../server/last-resort.js';
 import { Defaults } from '../../server/options.js';

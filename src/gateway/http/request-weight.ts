@@ -5,7 +5,7 @@
  * more for the text it is held as while it is served. A 4 MiB `_meta` of `{},{},…` weighs
  * some 180 MB (what parsing it would make), a 4 MiB base64 string about 8 MiB.
  */
-import { frameCost } from '../../server/connection/frame-cost.js';
+import { frameCost } from '../../server/connection/index.js';
 
 export interface RequestWeight {
   /** Estimated bytes held while the request is served. */

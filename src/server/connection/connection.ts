@@ -34,9 +34,9 @@ import { RequestGate } from './request-gate.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { SendBuffer, type BackpressureMarks } from './send-buffer.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
-import type { LogEntry } from '../output/output-log.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
-import type { Session, SessionLink } from '../session/session.js';
+import type { LogEntry } from '../output/index.js';
+import type { MemoryBudget } from '../memory/index.js';
+import type { Session, SessionLink } from '../session/index.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
 

@@ -11,7 +11,7 @@ import type WebSocket from 'ws';
 import { Method, type Dialect } from '../../protocol/index.js';
 import { writeBinaryOutput } from './binary-output.js';
 import { rawSocketOf } from '../../util/ws-internals.js';
-import { outputParts, type LogEntry, type OutputEntry } from '../output/output-log.js';
+import { outputParts, type LogEntry, type OutputEntry } from '../output/index.js';
 
 /** Pieces of one output chunk sent as continuation frames at most (more are joined first). */
 const MAX_FRAGMENTS = 64;

@@ -6,7 +6,7 @@
  *
  * No sockets: the connection says what it holds now and tells this when a part changed.
  */
-import type { MemoryAccount, MemoryBudget } from '../memory/memory-budget.js';
+import type { MemoryAccount, MemoryBudget } from '../memory/index.js';
 
 /** What held-memory accounting needs of the connection's session (a `Session`): its fair share's count. */
 export interface HeldSession {

@@ -12,7 +12,7 @@
 import type { Socket } from 'node:net';
 import { formatBytes } from '../../util/format.js';
 import { afterWsReads } from '../../util/ws-internals.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
+import type { MemoryBudget } from '../memory/index.js';
 
 export class ReceiveMeter {
   private bytes = 0;

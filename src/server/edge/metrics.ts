@@ -8,12 +8,8 @@
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { Counter, Gauge, Registry, collectDefaultMetrics } from 'prom-client';
 import type { UpgradeVerdict } from './auth.js';
-import type { ProcessCapacity } from '../memory/capacity.js';
-import { MEMORY_HOLDERS, type MemoryBudget } from '../memory/memory-budget.js';
-import type { ServerMonitor, MonitorCounters } from '../session/monitor.js';
-import type { Session } from '../session/session.js';
-import { HOLD_REASONS, type HoldReason, type OutputShares } from '../memory/fair-share.js';
-import type { RefusalReason } from '../session/monitor.js';
+import { type ProcessCapacity, MEMORY_HOLDERS, type MemoryBudget, HOLD_REASONS, type HoldReason, type OutputShares } from '../memory/index.js';
+import type { ServerMonitor, MonitorCounters, Session, RefusalReason } from '../session/index.js';
 
 /** What the metrics read from the server at scrape time. */
 export interface MetricsSource {

@@ -14,8 +14,8 @@
 import type { Readable, Writable } from 'node:stream';
 import type WebSocket from 'ws';
 import { formatExactBytes } from '../../util/format.js';
-import type { Connection } from '../connection/connection.js';
-import type { Session } from '../session/session.js';
+import type { Connection } from '../connection/index.js';
+import type { Session } from '../session/index.js';
 import { StdioSocket } from './stdio-socket.js';
 
 /** How long the end of a stdio connection waits for its processes' trees to be gone. */

@@ -9,7 +9,7 @@
  * waiting only because its own owner is at its share never holds up other owners' requests,
  * so one session cannot take the whole budget while another's small read waits.
  */
-import type { MemoryAccount } from '../memory/memory-budget.js';
+import type { MemoryAccount } from '../memory/index.js';
 
 interface Waiter {
   bytes: number;

@@ -5,7 +5,7 @@
  * open (their descriptors die with the server: the successor answers their use with an error
  * naming the restart). Paths are NativePath bytes, stored losslessly as base64.
  */
-import type { KeptFsRecord, KeptWatchRecord, NativePath } from '../backend/fs-work.js';
+import type { KeptFsRecord, KeptWatchRecord, NativePath } from '../backend/index.js';
 import { nativePath } from './uri.js';
 
 /** A watch as the scope holds it. */

@@ -38,8 +38,8 @@ import {
   type FsWatchMissingResult,
   type FsWrittenResult,
 } from '../../protocol/index.js';
-import type { Connection, ConnectionContext } from '../connection/connection.js';
-import type { Session } from '../session/session.js';
+import type { Connection, ConnectionContext } from '../connection/index.js';
+import type { Session } from '../session/index.js';
 import { decodeBase64 } from './base64.js';
 import { ByteBudget } from './budget.js';
 import { Limiter, OpenFileCount } from './limiter.js';
@@ -47,7 +47,7 @@ import { MAX_CONFIG_ANSWER_BYTES, MAX_CONFIG_FILE_BYTES } from './environment-co
 import { fsError, mapFsErrors } from './errors.js';
 import { checkBlockLength, checkHandleId } from './handle-ids.js';
 import { FsConnectionState, FsSessionState } from './scope.js';
-import type { FsTarget, KeptFsRecord } from '../backend/fs-work.js';
+import type { FsTarget, KeptFsRecord } from '../backend/index.js';
 import type { ResultJournal } from './results.js';
 import { parsePathUri } from './uri.js';
 import { checkWalkLimits } from './walk-limits.js';

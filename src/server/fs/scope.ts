@@ -7,9 +7,9 @@
  * state in the scope (backend/fs-work.ts, `FsScopeState`; the local one: local/fs/local-scope.ts).
  */
 import { FsMethod } from '../../protocol/index.js';
-import type { FsScope as BackendFsScope, FsScopeLimits, FsScopeState, FsWork, KeptFsRecord } from '../backend/fs-work.js';
-import type { Connection } from '../connection/connection.js';
-import type { Session } from '../session/session.js';
+import type { FsScope as BackendFsScope, FsScopeLimits, FsScopeState, FsWork, KeptFsRecord } from '../backend/index.js';
+import type { Connection } from '../connection/index.js';
+import type { Session } from '../session/index.js';
 import { ResultMemory, type ResultJournal } from './results.js';
 
 /** Handles and the missing-watch of one owner (a connection or a session): the back-end keeps them in its own state. */

@@ -5,7 +5,7 @@
  * with rust-url's path-segment escaping so both servers name the same file the same way.
  */
 import { invalidParams, invalidRequest } from '../../protocol/index.js';
-import type { NativePath } from '../backend/fs-work.js';
+import type { NativePath } from '../backend/index.js';
 
 const SCHEME = /^[\t\n\f\r ]*[A-Za-z][A-Za-z0-9+.-]*:/;
 

@@ -4,8 +4,7 @@
  */
 import { request as httpRequest, type IncomingMessage } from 'node:http';
 import { request as httpsRequest } from 'node:https';
-import type { RequestTimeouts } from '../backend/http-timeouts.js';
-import type { HttpRequestWork, HttpResponseLike } from '../backend/http-work.js';
+import type { RequestTimeouts, HttpRequestWork, HttpResponseLike } from '../backend/index.js';
 
 const MAX_REDIRECTS = 10;
 

@@ -5,14 +5,14 @@
  * session: one `SessionBackend` serves them all. Native code is loaded by `prepare` (when a
  * server starts) and by the first spawn, never at import.
  */
-import type { ServerBackend, SessionBackend } from '../backend/backend.js';
+import type { ServerBackend, SessionBackend } from '../backend/index.js';
 import { buildChildEnv } from './env.js';
 import { environmentInfo } from './environment-info.js';
-import { readEnvironmentConfig } from '../fs/environment-config.js';
+import { readEnvironmentConfig } from '../fs/index.js';
 import { localFs } from './fs/local-work.js';
 import { sendLocal } from './http-send.js';
 import { prepareKeepers } from './keeper/keeper.js';
-import { protectServerProcess } from '../native/native.js';
+import { protectServerProcess } from '../native/index.js';
 import { spawnChild } from './spawn.js';
 
 const localSession: SessionBackend = {

@@ -7,9 +7,8 @@
  * through the same small `SpawnedChild` surface (backend/child.ts, which this implements).
  */
 import { constants as osConstants } from 'node:os';
-import { ErrorCode, internalError, RpcError, type StartErrorDetail } from '../../protocol/index.js';
-import type { OutputStream } from '../../protocol/index.js';
-import type { AdoptedChild, ChildEvents, ChildSpec, KeptChild, SpawnedChild } from '../backend/child.js';
+import { ErrorCode, internalError, RpcError, type StartErrorDetail, type OutputStream } from '../../protocol/index.js';
+import type { AdoptedChild, ChildEvents, ChildSpec, KeptChild, SpawnedChild } from '../backend/index.js';
 import { KeptProcess, type KeeperDump } from './keeper/keeper.js';
 import { osErrorMessage } from '../../util/os-error.js';
 import { quoted } from '../../util/format.js';

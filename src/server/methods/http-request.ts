@@ -15,12 +15,10 @@
  */
 import { z } from 'zod';
 import { internalError, invalidParams, parseParams, RpcError } from '../../protocol/index.js';
-import type { Connection } from '../connection/connection.js';
-import { decodeBase64 } from '../fs/base64.js';
-import type { ByteBudget } from '../fs/budget.js';
+import type { Connection } from '../connection/index.js';
+import { decodeBase64, type ByteBudget } from '../fs/index.js';
 import type { OutgoingSockets } from './http-sockets.js';
-import { HttpTimeoutDefaults, RequestTimeouts, type HttpTimeoutLimits } from '../backend/http-timeouts.js';
-import type { HttpRequestWork, HttpResponseLike } from '../backend/http-work.js';
+import { HttpTimeoutDefaults, RequestTimeouts, type HttpTimeoutLimits, type HttpRequestWork, type HttpResponseLike } from '../backend/index.js';
 
 export const HttpMethod = { request: 'http/request', bodyDelta: 'http/request/bodyDelta' } as const;
 

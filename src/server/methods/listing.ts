@@ -11,9 +11,8 @@
  */
 import { performance } from 'node:perf_hooks';
 import type { ProcessListing, SessionListing, SessionListResult } from '../../protocol/index.js';
-import type { ServerMonitor } from '../session/monitor.js';
-import type { ManagedProcess } from '../output/process.js';
-import type { Session } from '../session/session.js';
+import type { ServerMonitor, Session } from '../session/index.js';
+import type { ManagedProcess } from '../output/index.js';
 
 /** Serialized bytes of one answer at most (about: entries are measured as they are added). */
 export const MAX_LIST_BYTES = 4 * 1024 * 1024;

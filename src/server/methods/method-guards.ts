@@ -4,9 +4,9 @@
  * a method names.
  */
 import { Messages, invalidRequest } from '../../protocol/index.js';
-import type { Connection } from '../connection/connection.js';
-import type { ManagedProcess } from '../output/process.js';
-import type { Session } from '../session/session.js';
+import type { Connection } from '../connection/index.js';
+import type { ManagedProcess } from '../output/index.js';
+import type { Session } from '../session/index.js';
 
 /** Which words Codex uses in its "client must call initialize before using … methods" texts. */
 export type Family = 'exec' | 'environment info' | 'environment status' | 'filesystem' | 'environment config' | 'http';

@@ -6,14 +6,12 @@
  */
 import { JSONRPCServer, type JSONRPCErrorResponse, type JSONRPCID } from 'json-rpc-2.0';
 import { ErrorCode, RpcError, methodNotFound } from '../../protocol/index.js';
-import type { ConnectionContext } from '../connection/connection.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
-import { ByteBudget } from '../fs/budget.js';
-import { registerFsMethods, sessionShare, type FsRegistration, type FsServerLimits } from '../fs/methods.js';
-import { defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from '../memory/descriptors.js';
+import type { ConnectionContext } from '../connection/index.js';
+import { type MemoryBudget, defaultMaxHttpSockets, defaultMaxHttpSocketsPerSession } from '../memory/index.js';
+import { ByteBudget, registerFsMethods, sessionShare, type FsRegistration, type FsServerLimits } from '../fs/index.js';
 import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
-import type { Session, SessionLimits } from '../session/session.js';
+import type { Session, SessionLimits } from '../session/index.js';
 import { requireReady } from './method-guards.js';
 import { registerProcessMethods, type ProcessKeeping, type ProcessMethodsState } from './process-methods.js';
 import { registerSessionMethods, type SessionKeeping, type SessionMethodsState } from './session-methods.js';

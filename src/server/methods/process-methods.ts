@@ -24,16 +24,11 @@ import {
 } from '../../protocol/index.js';
 import type { ProcessReadResult, ProcessStartResult, ProcessTerminateResult, ProcessWriteResult } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
-import type { ConnectionContext } from '../connection/connection.js';
-import type { ProcessCapacity } from '../memory/capacity.js';
-import type { DescriptorBudget } from '../memory/descriptors.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
+import type { ConnectionContext } from '../connection/index.js';
+import type { ProcessCapacity, DescriptorBudget, MemoryBudget } from '../memory/index.js';
 import { requireProcess, requireReady } from './method-guards.js';
-import { listedArgv } from '../session/listed-argv.js';
-import { logfmtValue, type ServerMonitor } from '../session/monitor.js';
-import type { Session, SessionLimits } from '../session/session.js';
-import { ManagedProcess } from '../output/process.js';
-import type { SpawnSpec } from '../output/process-spec.js';
+import { listedArgv, logfmtValue, type ServerMonitor, type Session, type SessionLimits } from '../session/index.js';
+import { ManagedProcess, type SpawnSpec } from '../output/index.js';
 
 /** What a server with a state dir (restart adoption, restart/kept-server.ts) does for the process methods. */
 export interface ProcessKeeping {

@@ -24,15 +24,13 @@ import {
 } from '../../protocol/index.js';
 import type { InitializeResult, SessionListResult } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
-import type { ServerBackend } from '../backend/backend.js';
-import type { ConnectionContext } from '../connection/connection.js';
-import type { FsRegistration } from '../fs/methods.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
-import { shareOwner, type OutputShares } from '../memory/fair-share.js';
+import type { ServerBackend } from '../backend/index.js';
+import type { ConnectionContext } from '../connection/index.js';
+import type { FsRegistration } from '../fs/index.js';
+import { type MemoryBudget, shareOwner, type OutputShares } from '../memory/index.js';
 import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { requireReady } from './method-guards.js';
-import { logfmtValue, type ServerMonitor } from '../session/monitor.js';
-import { Session, type DeliveredMap, type SessionLimits } from '../session/session.js';
+import { logfmtValue, type ServerMonitor, Session, type DeliveredMap, type SessionLimits } from '../session/index.js';
 
 /** What a session is told when it expires, detaches or its processes change (the server's hooks). */
 export type SessionHooks = ConstructorParameters<typeof Session>[3];

@@ -6,7 +6,7 @@
  */
 import type { Writable } from 'node:stream';
 import type { WriteStatus } from '../../protocol/index.js';
-import type { KeptStdin } from '../backend/child.js';
+import type { KeptStdin } from '../backend/index.js';
 import { WriteIds } from './write-ids.js';
 
 export class ChildStdin {

@@ -4,7 +4,7 @@
  * output, each in its own account, and the change of their sum reported to its session
  * (whose fair share counts it). Without a budget, nothing is counted.
  */
-import type { MemoryAccount, MemoryBudget } from '../memory/memory-budget.js';
+import type { MemoryAccount, MemoryBudget } from '../memory/index.js';
 
 /** The log's and the arena's sizes this is updated from. */
 export interface HeldSizes {

@@ -6,7 +6,7 @@
  */
 import type { ByteArena } from '../../util/byte-arena.js';
 import { HeldOutput } from './held-output.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
+import type { MemoryBudget } from '../memory/index.js';
 import type { OutputLog } from './output-log.js';
 import { PauseClock } from './pause-clock.js';
 import type { OutputLimits } from './process-spec.js';

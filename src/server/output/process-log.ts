@@ -6,7 +6,7 @@
  * which the log let go of (`drop`). A new process's log opens here; one rebuilt for a process
  * a successor adopted opens in restart/process-kept.ts, with the same options.
  */
-import type { KeptChild } from '../backend/child.js';
+import type { KeptChild } from '../backend/index.js';
 import type { OutputLogObserver } from './log-entries.js';
 import { keeperStream } from './log-restore.js';
 import { chunkLimit } from './output-chunks.js';

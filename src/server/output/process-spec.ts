@@ -4,8 +4,8 @@
  * options), what to start (`SpawnSpec`), and, adopted by a successor server (restart
  * adoption), its log rebuilt and what its keeper knew (`AdoptedOutput`). Types only.
  */
-import type { MemoryBudget } from '../memory/memory-budget.js';
-import type { ChildSpec, KeptChild } from '../backend/child.js';
+import type { MemoryBudget } from '../memory/index.js';
+import type { ChildSpec, KeptChild } from '../backend/index.js';
 import type { OutputLog, OutputMemory } from './output-log.js';
 
 /** How a process keeps and paces its output (from the server's options). */

@@ -16,7 +16,7 @@
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../../protocol/index.js';
 import type { OutputLog, LogEntry, OutputEntry } from './output-log.js';
-import type { AdoptedChild, ChildEvents, ChildStarter, SpawnedChild } from '../backend/child.js';
+import type { AdoptedChild, ChildEvents, ChildStarter, SpawnedChild } from '../backend/index.js';
 import { processReadResult } from './log-read.js';
 import type { AdoptedOutput, LogOpener, OutputLimits, SpawnSpec } from './process-spec.js';
 import { newLog } from './process-log.js';

@@ -25,7 +25,7 @@ import net from 'node:net';
 import { dirname, join } from 'node:path';
 import type { Logger } from '../../util/logger.js';
 import { socketFd } from '../../util/node-internals.js';
-import { nativeAddon } from '../native/native.js';
+import { nativeAddon } from '../native/index.js';
 
 /** The admin socket's name in the state dir. */
 export const ADMIN_SOCKET_NAME = 'admin.sock';

@@ -25,20 +25,14 @@ import { KeyJournal } from './key-journal.js';
 import { KEEPER_GONE, LostProcesses } from './lost-processes.js';
 import type { ExtensionName } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
-import type { AdoptedChild, KeepOptions } from '../backend/child.js';
-import type { ServerBackend } from '../backend/backend.js';
-import type { FsRegistration } from '../fs/methods.js';
-import type { ProcessCapacity } from '../memory/capacity.js';
-import type { OutputShares } from '../memory/fair-share.js';
-import type { MemoryBudget } from '../memory/memory-budget.js';
-import type { ServerMonitor } from '../session/monitor.js';
-import { listedArgv } from '../session/listed-argv.js';
-import type { ManagedProcess } from '../output/process.js';
-import type { OutputLimits } from '../output/process-spec.js';
+import type { AdoptedChild, KeepOptions, ServerBackend } from '../backend/index.js';
+import type { FsRegistration } from '../fs/index.js';
+import type { ProcessCapacity, OutputShares, MemoryBudget } from '../memory/index.js';
+import { type ServerMonitor, listedArgv, Session, type SessionLimits } from '../session/index.js';
+import type { ManagedProcess, OutputLimits } from '../output/index.js';
 import { adoptProcess } from './process-kept.js';
-import { Session, type SessionLimits } from '../session/session.js';
 import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
-import { adoptChild } from '../local/spawn.js';
+import { adoptChild } from '../local/index.js';
 import { openStateDir, type StateDir } from './state-dir.js';
 
 /**

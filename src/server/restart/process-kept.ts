@@ -5,12 +5,8 @@
  * (output/process-log.ts), its exit and the writeIds as the keeper knew them; the
  * ManagedProcess is handed that, never the dump.
  */
-import type { AdoptedChild, KeptDump } from '../backend/child.js';
-import type { RestoreState } from '../output/log-restore.js';
-import { OutputLog } from '../output/output-log.js';
-import { ManagedProcess, type ProcessHost } from '../output/process.js';
-import { keeperObserver, logOptions } from '../output/process-log.js';
-import type { SpawnSpec } from '../output/process-spec.js';
+import type { AdoptedChild, KeptDump } from '../backend/index.js';
+import { type RestoreState, OutputLog, ManagedProcess, type ProcessHost, keeperObserver, logOptions, type SpawnSpec } from '../output/index.js';
 import { constants as osConstants } from 'node:os';
 
 /** The exit code the server reports: the command's own, or 128+N for signal N. */

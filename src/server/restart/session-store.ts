@@ -21,9 +21,9 @@ import { randomBytes } from 'node:crypto';
 import { constants as fsConstants } from 'node:fs';
 import { open, readdir, rename, unlink, writeFile } from 'node:fs/promises';
 import { join } from 'node:path';
-import { checkKeptFs } from '../fs/kept-fs.js';
-import type { KeptFsRecord } from '../backend/fs-work.js';
-import type { SessionLimits } from '../session/session.js';
+import { checkKeptFs } from '../fs/index.js';
+import type { KeptFsRecord } from '../backend/index.js';
+import type { SessionLimits } from '../session/index.js';
 import { stderrLogger, type Logger } from '../../util/logger.js';
 
 /** One process of a session record. */

@@ -7,7 +7,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { listedArgv } from './listed-argv.js';
-import type { ManagedProcess } from '../output/process.js';
+import type { ManagedProcess } from '../output/index.js';
 import type { Session } from './session.js';
 import type { Logger } from '../../util/logger.js';
 

@@ -10,14 +10,12 @@
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { ExtensionName } from '../../protocol/index.js';
-import type { SessionBackend } from '../backend/backend.js';
-import { shareOwner, type OutputShares, type SessionShare } from '../memory/fair-share.js';
-import type { LogEntry } from '../output/output-log.js';
-import type { ManagedProcess, OutputLimits, ProcessHost } from '../output/process.js';
+import type { SessionBackend, KeptFsRecord } from '../backend/index.js';
+import { shareOwner, type OutputShares, type SessionShare } from '../memory/index.js';
+import type { LogEntry, ManagedProcess, OutputLimits, ProcessHost } from '../output/index.js';
 import { settleWithin } from '../../util/timeouts.js';
 import { HandleTable } from './session-handles.js';
 import { ClosedRetention } from './closed-retention.js';
-import type { KeptFsRecord } from '../backend/fs-work.js';
 
 /** What a session needs from the connection it is attached to. */
 export interface SessionLink {

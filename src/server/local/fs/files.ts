@@ -7,8 +7,8 @@
 import { constants } from 'node:fs';
 import { open, type FileHandle } from 'node:fs/promises';
 import { invalidRequest, type RpcError } from '../../../protocol/index.js';
-import { errnoError, notAFile } from '../../fs/errors.js';
-import type { NativePath } from '../../backend/fs-work.js';
+import { errnoError, notAFile } from '../../fs/index.js';
+import type { NativePath } from '../../backend/index.js';
 
 const READ_FLAGS = constants.O_RDONLY | constants.O_NONBLOCK;
 const REPLACE_FLAGS = constants.O_WRONLY | constants.O_CREAT | constants.O_TRUNC | constants.O_NONBLOCK;

@@ -8,8 +8,8 @@
  */
 import type { FileHandle } from 'node:fs/promises';
 import { FsLimits, type FsOpenMode } from '../../../protocol/index.js';
-import type { NativePath, OpenFileSlots } from '../../backend/fs-work.js';
-import { checkBlockLength, checkHandleId, HandleIds, unknownHandle } from '../../fs/handle-ids.js';
+import type { NativePath, OpenFileSlots } from '../../backend/index.js';
+import { checkBlockLength, checkHandleId, HandleIds, unknownHandle } from '../../fs/index.js';
 import { openForRead, openForReplace } from './files.js';
 
 interface OpenFile {

@@ -3,8 +3,8 @@
  * files (handles.ts) and the missing-watch (watch.ts), with what a session record keeps of
  * them (fs/kept-fs.ts) and what a successor server restores.
  */
-import type { FsScope, FsScopeState, KeptFsRecord, NativePath } from '../../backend/fs-work.js';
-import { decodeWatch, encodeWatch, type WatchSpec } from '../../fs/kept-fs.js';
+import type { FsScope, FsScopeState, KeptFsRecord, NativePath } from '../../backend/index.js';
+import { decodeWatch, encodeWatch, type WatchSpec } from '../../fs/index.js';
 import { HandleTable } from './handles.js';
 import { MissingWatch } from './watch.js';
 

@@ -4,7 +4,7 @@
  * client's scope (local-scope.ts). Node's errors are left as they are: the handlers turn them
  * into Codex's.
  */
-import type { FsScope, FsWork } from '../../backend/fs-work.js';
+import type { FsScope, FsWork } from '../../backend/index.js';
 import { readWholeFile, writeWholeFile } from './files.js';
 import { canonicalize, getMetadata, readDirectory } from './metadata.js';
 import { copy, createDirectory, remove } from './tree.js';

@@ -6,8 +6,8 @@
 import type { BigIntStats } from 'node:fs';
 import { lstat, opendir, realpath, stat } from 'node:fs/promises';
 import { invalidRequest, type FsDirectoryEntry, type FsMetadata } from '../../../protocol/index.js';
-import { joinPath, pathToUri } from '../../fs/uri.js';
-import type { NativePath } from '../../backend/fs-work.js';
+import { joinPath, pathToUri } from '../../fs/index.js';
+import type { NativePath } from '../../backend/index.js';
 
 export async function getMetadata(path: NativePath): Promise<FsMetadata> {
   const target = await stat(path.bytes, { bigint: true });

@@ -15,9 +15,8 @@ import { constants } from 'node:fs';
 import { lstat, mkdir, open, opendir, readlink, realpath, rm, rmdir, symlink, unlink, type FileHandle } from 'node:fs/promises';
 import { dirname } from 'node:path';
 import { internalError, invalidRequest } from '../../../protocol/index.js';
-import { notAFile } from '../../fs/errors.js';
-import { joinPath } from '../../fs/uri.js';
-import type { NativePath } from '../../backend/fs-work.js';
+import { notAFile, joinPath } from '../../fs/index.js';
+import type { NativePath } from '../../backend/index.js';
 
 /** How long one fs/copy may run (10 minutes); past it the copy stops with an error. */
 export const COPY_DEADLINE_MS = 10 * 60 * 1000;

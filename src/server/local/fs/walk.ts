@@ -16,9 +16,8 @@ import type { Dirent } from 'node:fs';
 import { lstat, opendir, realpath, stat } from 'node:fs/promises';
 import type { FsWalkOptions, FsWalkResult } from '../../../protocol/index.js';
 import { osErrorMessage } from '../../../util/os-error.js';
-import { joinPath, pathToUri } from '../../fs/uri.js';
-import { checkWalkLimits } from '../../fs/walk-limits.js';
-import type { NativePath } from '../../backend/fs-work.js';
+import { joinPath, pathToUri, checkWalkLimits } from '../../fs/index.js';
+import type { NativePath } from '../../backend/index.js';
 
 export async function walk(root: NativePath, options: FsWalkOptions): Promise<FsWalkResult> {
   checkWalkLimits(options);

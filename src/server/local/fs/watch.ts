@@ -14,7 +14,7 @@
 import { watch, type FSWatcher } from 'node:fs';
 import { stat } from 'node:fs/promises';
 import { dirname } from 'node:path';
-import type { NativePath } from '../../backend/fs-work.js';
+import type { NativePath } from '../../backend/index.js';
 
 export class MissingWatch {
   private watchers: FSWatcher[] = [];

@@ -40,8 +40,8 @@ import {
   type KeeperSpawnError,
   type KeeperSpec,
 } from './wire.js';
-import { assertKeeperBuilt } from '../../native/native.js';
-import type { KeepOptions } from '../../backend/child.js';
+import { assertKeeperBuilt } from '../../native/index.js';
+import type { KeepOptions } from '../../backend/index.js';
 
 export { prepareKeepers, setKeeperLaunch, type OutputListener } from './launch.js';
 export type { KeeperDump, KeeperSpawnError } from './wire.js';

@@ -13,7 +13,7 @@
 import { Socket } from 'node:net';
 import { adoptedChannels, type KeeperChannels } from './launch.js';
 import { dropMessage, DumpReader, encodeStdinFrame, markMessage, RELEASE_MESSAGE, STDIN_EOF, type KeeperDump } from './wire.js';
-import { nativeAddon } from '../../native/native.js';
+import { nativeAddon } from '../../native/index.js';
 import { receiveFds } from './receive-fds.js';
 
 export class FramedStdin {

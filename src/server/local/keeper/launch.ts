@@ -11,7 +11,7 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { Socket } from 'node:net';
 import type { KeeperSpawnError } from './wire.js';
-import { keeperPath, nativeAddon } from '../../native/native.js';
+import { keeperPath, nativeAddon } from '../../native/index.js';
 
 /** A keeper's five channels (the server's ends), and the keeper process when spawned directly. */
 export interface KeeperChannels {

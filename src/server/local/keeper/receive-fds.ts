@@ -16,7 +16,7 @@
  * start, the call is made here, as before.
  */
 import { Worker } from 'node:worker_threads';
-import { nativeAddon, nativeBuild } from '../../native/native.js';
+import { nativeAddon, nativeBuild } from '../../native/index.js';
 
 /** Runs in the worker (CommonJS, `eval`): one call, one answer, then the worker ends. */
 const WORKER_SOURCE = `

@@ -8,7 +8,7 @@
  * lifecycle of one keeper is keeper.ts, launching it launch.ts.
  */
 import { constants as osConstants } from 'node:os';
-import type { KeepOptions } from '../../backend/child.js';
+import type { KeepOptions } from '../../backend/index.js';
 
 /** What the keeper needs to start a command (the "spec" message). */
 export interface KeeperSpec {

@@ -1,0 +1,11 @@
+/**
+ * server/output/: The numbered output of one process: its log, reads, flow, stdin and exit.
+ * This file is the folder's only door: what other folders use of it, and nothing else.
+ */
+export type { RestoreState } from './log-restore.js';
+export { OutputLog, outputParts } from './output-log.js';
+export type { LogEntry, OutputEntry } from './output-log.js';
+export { keeperObserver, logOptions } from './process-log.js';
+export type { OutputLimits, SpawnSpec } from './process-spec.js';
+export { ManagedProcess } from './process.js';
+export type { ProcessHost } from './process.js';
