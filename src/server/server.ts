@@ -323,7 +323,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     this.gate.setNotReady(ready ? null : reason);
   }
 
-  /** The listening socket's descriptor (what `tether serve --replace` hands to a successor), or null once closed. */
+  /** @internal The listening socket's descriptor (what `tether serve --replace` hands to a successor), or null once closed. */
   get listeningFd(): number | null {
     return listeningFd(this.http);
   }
@@ -355,6 +355,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
   }
 
   /**
+   * @internal (the `tether serve` command's exit path)
    * Last resort, synchronous (the CLI calls it on an uncaught exception and on exit): every
    * process's keeper is told to kill its tree. A server that dies without calling it loses
    * nothing either: each keeper sees its control socket close and does the same.
@@ -363,7 +364,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     for (const s of this.state.sessions.values()) s.killAllSync(evenKept);
   }
 
-  /** How long a kept stop keeps the processes for a successor (0 without a state dir). */
+  /** @internal How long a kept stop keeps the processes for a successor (0 without a state dir). */
   get keptForMs(): number {
     return this.kept?.adoptWithinMs ?? 0;
   }
