@@ -4,13 +4,18 @@
  * all (a Codex exec-server, an older tether).
  */
 import type { ExecClient } from '../client/index.js';
-import { formatAge } from '../util/format.js';
 
 /** The warning for `--keep askedMs`, or null when the server granted it all (or nothing was asked). */
 export function keepShortfall(client: Pick<ExecClient, 'sessionKeep'>, askedMs: number | undefined): string | null {
   if (askedMs === undefined) return null;
   const keep = client.sessionKeep;
-  if (!keep) return `--keep ${formatAge(askedMs)}: this server does not take a keep time (no sessionKeep extension); the session lasts its own session TTL after a drop`;
+  if (!keep) return `--keep ${formatKeep(askedMs)}: this server does not take a keep time (no sessionKeep extension); the session lasts its own session TTL after a drop`;
   if (keep.grantedMs >= askedMs) return null;
-  return `--keep ${formatAge(askedMs)}: the server keeps this session ${formatAge(keep.grantedMs)} after a drop, its most (--max-session-ttl)`;
+  return `--keep ${formatKeep(askedMs)}: the server keeps this session ${formatKeep(keep.grantedMs)} after a drop, its most (--max-session-ttl)`;
+}
+
+/** A keep in the unit a user would type it: 8h, 90m, 45s, 1500ms. */
+export function formatKeep(ms: number): string {
+  for (const [unit, size] of [['h', 3_600_000], ['m', 60_000], ['s', 1000]] as const) if (ms >= size && ms % size === 0) return `${ms / size}${unit}`;
+  return `${ms}ms`;
 }

@@ -52,7 +52,7 @@ describe('tether exec --keep', () => {
   it('asking past --max-session-ttl: granted the maximum, one warning line on stderr', async () => {
     const run = await tether(['exec', '--url', target.url, '--keep', '2h', '--', ...psFromInside()]);
     expect(run.code).toBe(0);
-    expect(run.stderr).toBe('tether exec: --keep 2h00m: the server keeps this session 10m00s after a drop, its most (--max-session-ttl)\n');
+    expect(run.stderr).toBe('tether exec: --keep 2h: the server keeps this session 10m after a drop, its most (--max-session-ttl)\n');
     const listed = JSON.parse(run.stdout) as { sessions: Array<{ clientName: string; keepMs?: number }> };
     expect(listed.sessions.find((s) => s.clientName === 'tether-exec')?.keepMs).toBe(600_000);
   });
