@@ -1,0 +1,60 @@
+/**
+ * A session's keep (extension `sessionKeep`) survives a restart: the server is killed -9
+ * while its client is away, and the successor on the same state dir keeps the adopted
+ * session as long as its client asked, within the successor's own --max-session-ttl (not the
+ * --session-ttl of 1 s, which would end it before its client is back).
+ */
+import { afterEach, describe, expect, it } from 'vitest';
+import { RawClient } from '../../helpers/raw-client.js';
+import { startRestartableServer, type RestartableServer } from '../../helpers/restart.js';
+
+const TEST_TIMEOUT_MS = 45_000;
+
+let restartables: RestartableServer[] = [];
+const raws: RawClient[] = [];
+afterEach(async () => {
+  for (const raw of raws.splice(0)) await raw.drop();
+  for (const r of restartables.splice(0)) await r.dispose();
+  restartables = [];
+});
+
+async function connect(url: string): Promise<RawClient> {
+  const raw = await RawClient.connect(url);
+  raws.push(raw);
+  return raw;
+}
+
+describe('sessionKeep across a restart', () => {
+  it(
+    'the successor keeps the adopted session as long as its client was granted',
+    async () => {
+      const server = await startRestartableServer('self', ['--session-ttl', '1s', '--max-session-ttl', '1h']);
+      restartables.push(server);
+      const raw = await connect(server.url);
+      const extensions = ['acks', 'sessionKeep', 'sessionList'];
+      const init = await raw.request('initialize', { clientName: 'keep-restart', tether: { version: 1, extensions, keepMs: 600_000 } });
+      raw.notify('initialized', {});
+      expect(init.tether.keepMs).toBe(600_000);
+      await raw.request('process/start', { processId: 'p1', argv: ['sleep', '60'], cwd: 'file:///tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false });
+
+      await server.stop('SIGKILL');
+      await raw.drop();
+      await server.successor();
+
+      // Another session on the successor lists it: adopted, detached, kept 10 min.
+      const other = await connect(server.url);
+      await other.request('initialize', { clientName: 'lister', tether: { version: 1, extensions } });
+      other.notify('initialized', {});
+      const listed = await other.request('session/list', {});
+      const adopted = listed.sessions.find((s: { session: string }) => s.session === String(init.sessionId).slice(0, 8));
+      expect(adopted).toMatchObject({ adopted: true, attached: false, keepMs: 600_000 });
+
+      // Its client comes back and asks again: granted within the successor's limits.
+      const back = await connect(server.url);
+      const resumed = await back.request('initialize', { clientName: 'keep-restart', resumeSessionId: init.sessionId, tether: { version: 1, extensions, keepMs: 7_200_000, delivered: {} } });
+      expect(resumed.tether.keepMs).toBe(3_600_000);
+      expect(resumed.tether.keepMaxMs).toBe(3_600_000);
+    },
+    TEST_TIMEOUT_MS,
+  );
+});
