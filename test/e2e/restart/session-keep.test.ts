@@ -7,6 +7,7 @@
 import { afterEach, describe, expect, it } from 'vitest';
 import { RawClient } from '../../helpers/raw-client.js';
 import { startRestartableServer, type RestartableServer } from '../../helpers/restart.js';
+import { serverUsers } from '../../helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 45_000;
 
@@ -24,11 +25,11 @@ async function connect(url: string): Promise<RawClient> {
   return raw;
 }
 
-describe('sessionKeep across a restart', () => {
+describe.each(serverUsers())('sessionKeep across a restart (server as %s)', (user) => {
   it(
     'the successor keeps the adopted session as long as its client was granted',
     async () => {
-      const server = await startRestartableServer('self', ['--session-ttl', '1s', '--max-session-ttl', '1h']);
+      const server = await startRestartableServer(user, ['--session-ttl', '1s', '--max-session-ttl', '1h']);
       restartables.push(server);
       const raw = await connect(server.url);
       const extensions = ['acks', 'sessionKeep', 'sessionList'];
