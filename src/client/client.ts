@@ -37,7 +37,6 @@ export type ClientState = EngineState;
 export type { RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
 export { fullEnvPolicy } from './process/process-ops.js';
 
-/** `ExecClient`'s events and their arguments. */
 /** What the server granted for `sessionKeepMs` (`client.sessionKeep`). */
 export interface SessionKeep {
   /** What the client asked (`sessionKeepMs`), ms; null: it asked nothing. */
@@ -48,6 +47,7 @@ export interface SessionKeep {
   maxMs: number;
 }
 
+/** `ExecClient`'s events and their arguments. */
 export interface ExecClientEventMap {
   /** The client changed state (connected, recovering, failed, or closed by `close()`). */
   state: [change: StateChange];

@@ -39,6 +39,8 @@ export type SessionHooks = ConstructorParameters<typeof Session>[3];
 export interface SessionKeeping {
   /** A new session's first record, written before its initialize answer goes out. */
   created(session: Session): void;
+  /** Its record is written again (soon): what it records changed (a resume's new keep). */
+  save(session: Session): void;
   /** Recorded processes a restart could not keep, told to a resuming client. */
   readonly lost: {
     named(sessionId: string, delivered: DeliveredMap | null | undefined, has: (processId: string) => boolean, restored: boolean): Record<string, string> | undefined;
@@ -114,7 +116,11 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
       }
       session = existing;
       // Each resume's ask replaces the last grant (a successor server may grant less or more).
-      if (session.extensions.has('sessionKeep')) session.keepFor(grantKeep(p.tether?.keepMs, state.keep, session.limits.ttlMs));
+      if (session.extensions.has('sessionKeep')) {
+        const before = session.limits.ttlMs;
+        session.keepFor(grantKeep(p.tether?.keepMs, state.keep, before));
+        if (session.limits.ttlMs !== before) state.kept?.save(session);
+      }
       // One info line per reconnect (its detach is logged at debug): a flaky link's session
       // logs each drop once, with how long it lasted.
       const detachedMs = state.monitor.sessionResumed(session, p.clientName);
