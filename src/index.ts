@@ -30,6 +30,7 @@ export {
   type KillSignal,
   type RecoveredEvent,
   type RestartingEvent,
+  type SessionKeep,
   type SpawnOptions,
   type StateChange,
   type ProcessEvent,

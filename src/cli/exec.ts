@@ -10,6 +10,7 @@ import { ServerStoppedError, SessionLostError, type ExecClient, type ExecProcess
 import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { RpcError } from '../protocol/errors.js';
 import { connectClient } from './connect.js';
+import { keepShortfall } from './keep-notice.js';
 import { catchEarlySignals, type EarlySignals } from './early-signals.js';
 import { describeStartFailure } from './start-failure.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
@@ -61,6 +62,7 @@ export async function run(argv: string[]): Promise<void> {
       // slow pipe) may safely slow the remote command instead of filling our memory.
       outputHighWaterMark: 8 * 1024 * 1024,
       signal: early.signal,
+      sessionKeepMs: options.keepMs,
       // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.
       logger: (level, message) => {
         if (level === 'warn') say(message);
@@ -72,6 +74,8 @@ export async function run(argv: string[]): Promise<void> {
     return exit(EXIT_TETHER_ERROR);
   }
   reportRecoveries(client);
+  const shortfall = keepShortfall(client, options.keepMs);
+  if (shortfall) say(shortfall);
 
   // Every way out ends the session (session/close) rather than leaving it detached.
   const code = await runRemote(client, options, early);

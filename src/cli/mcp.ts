@@ -10,6 +10,7 @@ import type { ExecClient } from '../client/index.js';
 import type { Logger } from '../util/logger.js';
 import { runBridge, EXIT_SESSION_LOST, EXIT_START_FAILED } from '../mcp/bridge.js';
 import { connectClient } from './connect.js';
+import { keepShortfall } from './keep-notice.js';
 import { catchEarlySignals } from './early-signals.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
 import { endStdio, flushed, SIGNAL_FLUSH_MS, stopOnSignals } from './stdio-stop.js';
@@ -75,6 +76,7 @@ export async function run(argv: string[]): Promise<void> {
     client = await connectClient(options, { token, ca }, {
       clientName: 'tether-mcp',
       signal: early.signal,
+      sessionKeepMs: options.keepMs,
       // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.
       logger: (level, message) => {
         if (level === 'warn') say(message);
@@ -85,6 +87,8 @@ export async function run(argv: string[]): Promise<void> {
     say(`cannot connect to ${options.url}: ${(error as Error).message}`);
     return exit(EXIT_SESSION_LOST);
   }
+  const shortfall = keepShortfall(client, options.keepMs);
+  if (shortfall) say(shortfall);
 
   let remoteEnv;
   try {

@@ -40,6 +40,8 @@ export interface RemoteOptions extends ConnectionOptions {
   env: Record<string, string>;
   inheritEnv: boolean;
   cwd?: string;
+  /** --keep DURATION: how long the server should keep the session after a drop (it grants at most its --max-session-ttl). */
+  keepMs?: number;
   /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
 }
@@ -63,7 +65,10 @@ export const REMOTE_OPTIONS_HELP = `${connectionOptionsHelp()}
   -e, --env NAME=VALUE      set a variable for the remote command (repeatable;
                             a bare NAME forwards its value from this side)
   --inherit-env             forward this shell's environment to the remote command
-  --cwd DIR                 remote working directory (default: the server's)`;
+  --cwd DIR                 remote working directory (default: the server's)
+  --keep DURATION           ask the server to keep the session this long after a drop
+                            (a laptop asleep: 8h); it grants at most its --max-session-ttl
+                            (default 24h), and says so. Default: its --session-ttl (30s)`;
 
 /**
  * A command's own flags, beside the connection flags: called with the flag's name (`--x` of
@@ -149,7 +154,7 @@ export function isWebSocketUrl(url: string): boolean {
  * for -h/--help; problems are `UsageError`s naming them.
  */
 export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
-  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd'> = { tty: false, env: {}, inheritEnv: false };
+  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd' | 'keepMs'> = { tty: false, env: {}, inheritEnv: false };
   const parsed = parseLeadingOptions(
     argv,
     environment,
@@ -175,6 +180,9 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
         }
         case '--inherit-env':
           own.inheritEnv = true;
+          return true;
+        case '--keep':
+          own.keepMs = parseDuration(name, value());
           return true;
         case '--cwd':
           own.cwd = value();

@@ -37,6 +37,16 @@ export type ClientState = EngineState;
 export type { RecoveredEvent, RestartingEvent, StateChange } from './engine.js';
 export { fullEnvPolicy } from './process/process-ops.js';
 
+/** What the server granted for `sessionKeepMs` (`client.sessionKeep`). */
+export interface SessionKeep {
+  /** What the client asked (`sessionKeepMs`), ms; null: it asked nothing. */
+  askedMs: number | null;
+  /** How long the server keeps the session after a drop, ms. */
+  grantedMs: number;
+  /** The longest keep the server grants (its `--max-session-ttl`), ms. */
+  maxMs: number;
+}
+
 /** `ExecClient`'s events and their arguments. */
 export interface ExecClientEventMap {
   /** The client changed state (connected, recovering, failed, or closed by `close()`). */
@@ -71,13 +81,14 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
   #envInfo: EnvironmentInfo | undefined;
   #envInfoPromise: Promise<EnvironmentInfo> | undefined;
   #closing = false;
+  #keep: SessionKeep | null = null;
 
   private constructor(
     readonly url: string,
     options: ExecClientOptions,
   ) {
     super();
-    for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs'] as const) {
+    for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs', 'sessionKeepMs'] as const) {
       const value = options[key];
       const invalid = value === undefined ? null : invalidDuration(value);
       if (invalid) throw new TypeError(`ExecClient.connect: ${key} ${invalid} (got ${String(value)})`);
@@ -101,6 +112,10 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       initialized: (init) => {
         if (link.acks) this.#acknowledger.setWindow(init.tether?.outputWindow ?? DEFAULT_OUTPUT_WINDOW);
         if (init.environmentInfo) this.#envInfo = init.environmentInfo;
+        const { keepMs, keepMaxMs } = init.tether ?? {};
+        if (link.extensions.has('sessionKeep') && typeof keepMs === 'number') {
+          this.#keep = { askedMs: options.sessionKeepMs ?? null, grantedMs: keepMs, maxMs: typeof keepMaxMs === 'number' ? keepMaxMs : keepMs };
+        }
       },
       retry: (attempt, error) => this.emit('retry', { attempt, error }),
     }));
@@ -165,6 +180,15 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
 
   get sessionId(): string {
     return this.#link.sessionId;
+  }
+
+  /**
+   * How long the server keeps this session after a drop, as it granted it when the session
+   * was created (extension `sessionKeep`); null against a server without it (a Codex server:
+   * its session TTL, 30 s by default). `grantedMs < askedMs`: the server grants less than asked.
+   */
+  get sessionKeep(): SessionKeep | null {
+    return this.#keep;
   }
 
   /** The extensions the server accepted for this session (empty against a Codex server). */

@@ -3,7 +3,7 @@
  * exactly-once process I/O through drops (docs/protocol.md, "How a client recovers").
  */
 export { ExecClient } from './client.js';
-export type { ClientState, ExecClientEventMap, RecoveredEvent, RestartingEvent, StateChange } from './client.js';
+export type { ClientState, ExecClientEventMap, RecoveredEvent, RestartingEvent, SessionKeep, StateChange } from './client.js';
 export type { ExecClientOptions, SpawnOptions } from './options.js';
 export { ExecProcess } from './process/process.js';
 export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs/fs.js';

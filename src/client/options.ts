@@ -46,6 +46,13 @@ export interface ExecClientOptions {
    * Codex dialect. `[]` never asks (the Codex dialect against any server). See `extensions`.
    */
   extensions?: readonly ExtensionName[];
+  /**
+   * How long the session should outlive a drop on the server, ms (extension `sessionKeep`):
+   * asked in `initialize` and again on every resume. The server grants at least its session
+   * TTL and at most its `--max-session-ttl`; `client.sessionKeep` says what it granted.
+   * Default: ask nothing (the server's session TTL, 30 s by default).
+   */
+  sessionKeepMs?: number;
   /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
   logger?: Logger;
 }

@@ -65,7 +65,8 @@ export class SessionLink {
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
     this.clientName = options.clientName ?? 'tether-client';
     const wanted = options.extensions ?? KnownExtensions;
-    this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted] } : undefined;
+    const keepMs = options.sessionKeepMs === undefined ? {} : { keepMs: Math.ceil(options.sessionKeepMs) };
+    this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted], ...keepMs } : undefined;
     this.engine = new ReconnectEngine<Connection>({
       recoveryDeadlineMs: this.recoveryDeadlineMs,
       resume: (attempt, remainingMs, signal) => this.resume(remainingMs, signal),

@@ -64,6 +64,12 @@ export const KnownExtensions = [
    * blocks the server does not already hold (instead of every block that was in flight).
    */
   'fsWritten',
+  /**
+   * `sessionKeep`: the client asks in `initialize` (`tether.keepMs`) how long its session
+   * should outlive a drop; the server grants that within its limits (at least its session TTL,
+   * at most its maximum) and answers what it granted (`keepMs`) and its maximum (`keepMaxMs`).
+   */
+  'sessionKeep',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];
@@ -87,6 +93,12 @@ export interface TetherInitialize {
    * what it acknowledged). The server sends each process's events from the next one on.
    */
   delivered?: Record<string, number> | null;
+  /**
+   * `sessionKeep`: how long (ms) the session should outlive a drop. Asked at creation and on
+   * every resume (each grant replaces the last); absent: the server's session TTL at creation,
+   * the last grant on a resume.
+   */
+  keepMs?: number | null;
 }
 
 /** The `tether` member of the `initialize` result: what the server accepted. */
@@ -101,6 +113,10 @@ export interface TetherInitializeResult {
    * events will never come.
    */
   lost?: Record<string, string>;
+  /** With `sessionKeep`: how long (ms) the session outlives a drop, as granted for this `keepMs`. */
+  keepMs?: number;
+  /** With `sessionKeep`: the longest keep this server grants (`--max-session-ttl`); a larger ask got this. */
+  keepMaxMs?: number;
 }
 
 /** `data` of a `process/start` error under extension `startErrorDetail`. */

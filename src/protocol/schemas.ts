@@ -12,6 +12,8 @@ export const TetherInitializeSchema = z.object({
   extensions: z.array(z.string()).max(64, 'at most 64 extensions'),
   /** `acks`, on a resume: per process id, the last seq the client delivered. */
   delivered: z.record(z.string(), z.number().int().nonnegative()).nullish(),
+  /** `sessionKeep`: how long the session should outlive a drop (ms); the server clamps it to its limits. */
+  keepMs: z.number().int().nonnegative().nullish(),
 });
 
 /**

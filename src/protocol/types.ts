@@ -152,6 +152,8 @@ export interface SessionListing {
   createdAt: string;
   /** While detached: when it expires unless a client resumes it (ISO 8601). */
   expiresAt: string | null;
+  /** How long it outlives a drop (ms): the server's session TTL, or the keep its client asked for and was granted (`sessionKeep`). */
+  keepMs?: number;
   /** Which token created it (the first 8 hex digits of its sha256): only in an admin's list. */
   owner?: string;
   /**

@@ -21,6 +21,11 @@ export interface TetherServerOptions {
   /** How long a detached session lives (30 s). */
   sessionTtlMs?: number;
   /**
+   * The longest a client may ask its session to outlive a drop (extension `sessionKeep`, 24 h;
+   * at least `sessionTtlMs`, at most 2^31-1 ms). Clients that ask nothing get `sessionTtlMs`.
+   */
+  maxSessionTtlMs?: number;
+  /**
    * Codex dialect (no `acks`): after a resume, how long the output recorded while detached
    * waits for the client to read it back with `process/read` (2 s); live output of that
    * process waits behind it. A client that does not read it gets it as notifications then.
@@ -155,6 +160,7 @@ export const Defaults = {
   host: '127.0.0.1',
   port: 8765,
   sessionTtlMs: 30_000,
+  maxSessionTtlMs: 24 * 3_600_000,
   resumeGraceMs: 2_000,
   outputWindowBytes: 8 * 1024 * 1024,
   outputRetentionBytes: 1024 * 1024,

@@ -20,7 +20,7 @@ import { FsDefaults, type FsRegistration, type FsServerLimits } from './fs/index
 import { createRpcServer, type MethodsState } from './methods/index.js';
 import type { ServerBackend } from './backend/index.js';
 import { localBackend } from './local/index.js';
-import { ServerMonitor, type Session } from './session/index.js';
+import { keepLimits, ServerMonitor, type Session } from './session/index.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
 import type { KeptServer } from './restart/index.js';
 import { giveCloseReason } from '../util/ws-internals.js';
@@ -140,8 +140,10 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
     });
     log('info', capacity.summary);
     this.memory = capacity.memory;
+    const keep = keepLimits(opts.sessionTtlMs ?? Defaults.sessionTtlMs, opts.maxSessionTtlMs ?? Defaults.maxSessionTtlMs);
     this.state = {
       sessions: new Map(),
+      keep,
       descriptors,
       memory: capacity.memory,
       capacity: capacity.processes,
@@ -150,7 +152,7 @@ export class TetherServer extends EventEmitter<TetherServerEvents> {
       shares: new OutputShares(capacity.memory),
       livenessProbeMs: opts.livenessProbeMs ?? Defaults.livenessProbeMs,
       limits: {
-        ttlMs: opts.sessionTtlMs ?? Defaults.sessionTtlMs,
+        ttlMs: keep.ttlMs,
         resumeGraceMs: opts.resumeGraceMs ?? Defaults.resumeGraceMs,
         closedRetentionMs: opts.closedRetentionMs ?? Defaults.closedRetentionMs,
         output: outputLimits(opts),

@@ -35,7 +35,8 @@ describe('extension negotiation', () => {
       tether: { version: 1, extensions: ['noSuchExtension', ...KnownExtensions] },
     });
     if (isCodex) expect(result).not.toHaveProperty('tether');
-    else expect(result.tether).toEqual({ version: 1, extensions: [...KnownExtensions], outputWindow: 8 * 1024 * 1024 });
+    // sessionKeep without keepMs: the server's session TTL, and its maximum (the defaults).
+    else expect(result.tether).toEqual({ version: 1, extensions: [...KnownExtensions], outputWindow: 8 * 1024 * 1024, keepMs: 30_000, keepMaxMs: 24 * 3_600_000 });
   });
 
   it.skipIf(isCodex)('refuses a malformed tether member with -32602 naming the field', async () => {

@@ -27,6 +27,8 @@ options:
                              on stdin, its processes killed, and the server exits 0
   --port PORT                the same as --listen ws://127.0.0.1:PORT
   --session-ttl DURATION     how long a detached session survives (default 30s)
+  --max-session-ttl DURATION the longest a client may ask its session to survive a drop
+                             (tether exec --keep; default 24h, at least --session-ttl)
   --state-dir DIR|none       where the server keeps what a successor needs to adopt its
                              sessions (keeper sockets, session records): a server that stops
                              or dies leaves its processes running, and a new tether serve on
@@ -172,6 +174,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       listen: { type: 'string' },
       port: { type: 'string' },
       'session-ttl': { type: 'string' },
+      'max-session-ttl': { type: 'string' },
       'state-dir': { type: 'string' },
       'adopt-within': { type: 'string' },
       'token-file': { type: 'string' },
@@ -215,6 +218,7 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   } else if (v.listen !== undefined) Object.assign(options, parseListen(v.listen));
   if (v.port !== undefined) Object.assign(options, { host: Defaults.host, port: parsePort('--port', v.port) });
   if (v['session-ttl'] !== undefined) options.sessionTtlMs = parseDuration('--session-ttl', v['session-ttl']);
+  if (v['max-session-ttl'] !== undefined) options.maxSessionTtlMs = parseDuration('--max-session-ttl', v['max-session-ttl']);
   if (!stdio) options.stateDir = parseStateDir(v['state-dir'], env, options.port ?? Defaults.port);
   if (v['adopt-within'] !== undefined) {
     if (options.stateDir === null) throw new UsageError('--adopt-within needs a state dir (not --state-dir none; on port 0 give --state-dir DIR)');

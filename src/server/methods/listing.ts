@@ -36,6 +36,7 @@ export function listSessions(
       attached: session.attached,
       createdAt: new Date(facts?.createdAt ?? Date.now()).toISOString(),
       expiresAt: !session.attached && facts?.detachedAt != null ? new Date(facts.detachedAt + session.limits.ttlMs).toISOString() : null,
+      keepMs: session.limits.ttlMs,
       processes: [],
     };
     if (caller.admin) entry.owner = session.ownerTag;

@@ -30,7 +30,7 @@ import type { FsRegistration } from '../fs/index.js';
 import { type MemoryBudget, shareOwner, type OutputShares } from '../memory/index.js';
 import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { requireReady } from './method-guards.js';
-import { logfmtValue, type ServerMonitor, Session, type DeliveredMap, type SessionLimits } from '../session/index.js';
+import { grantKeep, logfmtValue, type KeepLimits, type ServerMonitor, Session, type DeliveredMap, type SessionLimits } from '../session/index.js';
 
 /** What a session is told when it expires, detaches or its processes change (the server's hooks). */
 export type SessionHooks = ConstructorParameters<typeof Session>[3];
@@ -39,6 +39,8 @@ export type SessionHooks = ConstructorParameters<typeof Session>[3];
 export interface SessionKeeping {
   /** A new session's first record, written before its initialize answer goes out. */
   created(session: Session): void;
+  /** Its record is written again (soon): what it records changed (a resume's new keep). */
+  save(session: Session): void;
   /** Recorded processes a restart could not keep, told to a resuming client. */
   readonly lost: {
     named(sessionId: string, delivered: DeliveredMap | null | undefined, has: (processId: string) => boolean, restored: boolean): Record<string, string> | undefined;
@@ -50,6 +52,8 @@ export interface SessionMethodsState {
   /** Live sessions by id (attached or detached). */
   sessions: Map<string, Session>;
   limits: SessionLimits;
+  /** How long a session may outlive a drop: the TTL, and the most a client may ask (`sessionKeep`). */
+  keep: KeepLimits;
   maxSessions: number;
   /** Sessions one token may have at once (--max-sessions-per-token). */
   maxSessionsPerToken?: number;
@@ -111,6 +115,12 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
         throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
       }
       session = existing;
+      // Each resume's ask replaces the last grant (a successor server may grant less or more).
+      if (session.extensions.has('sessionKeep')) {
+        const before = session.limits.ttlMs;
+        session.keepFor(grantKeep(p.tether?.keepMs, state.keep, before));
+        if (session.limits.ttlMs !== before) state.kept?.save(session);
+      }
       // One info line per reconnect (its detach is logged at debug): a flaky link's session
       // logs each drop once, with how long it lasted.
       const detachedMs = state.monitor.sessionResumed(session, p.clientName);
@@ -134,6 +144,8 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
         throw internalError(full);
       }
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
+      // Its keep is granted before its first record is written (a successor keeps it as long).
+      if (session.extensions.has('sessionKeep')) session.keepFor(grantKeep(p.tether?.keepMs, state.keep));
       const created = session;
       created.backend = state.backend.openSession(created, (reason) => lostSession(state, created, reason));
       if (state.shares) session.joinShares(state.shares);
@@ -152,6 +164,10 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
     if (p.tether) {
       result.tether = { version: EXTENSIONS_VERSION, extensions };
       if (session.clientAcks) result.tether.outputWindow = session.limits.output.windowBytes;
+      if (session.extensions.has('sessionKeep')) {
+        result.tether.keepMs = session.limits.ttlMs;
+        result.tether.keepMaxMs = state.keep.maxTtlMs;
+      }
       // Processes it names that a restart could not keep: it is told now, not left waiting (restart adoption).
       const lost = session.clientAcks ? state.kept?.lost.named(session.id, p.tether.delivered, (id) => session.processes.has(id), session.adopted) : undefined;
       if (lost) result.tether.lost = lost;

@@ -28,7 +28,7 @@ import type { Logger } from '../../util/logger.js';
 import type { AdoptedChild, KeepOptions, ServerBackend } from '../backend/index.js';
 import type { FsRegistration } from '../fs/index.js';
 import type { ProcessCapacity, OutputShares, MemoryBudget } from '../memory/index.js';
-import { type ServerMonitor, listedArgv, Session, type SessionLimits } from '../session/index.js';
+import { grantKeep, type KeepLimits, type ServerMonitor, listedArgv, Session, type SessionLimits } from '../session/index.js';
 import type { ManagedProcess, OutputLimits } from '../output/index.js';
 import { adoptProcess } from './process-kept.js';
 import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
@@ -110,6 +110,8 @@ export interface RestoreTarget {
   /** Live sessions by id: the restored ones are added. */
   sessions: Map<string, Session>;
   limits: SessionLimits;
+  /** The keep limits (`sessionKeep`): a recorded grant is kept within this server's. */
+  keep?: KeepLimits;
   sessionHooks: ConstructorParameters<typeof Session>[3];
   backend: ServerBackend;
   shares?: OutputShares;
@@ -306,6 +308,8 @@ export class KeptServer {
         state.sessionHooks,
         new Set(record.extensions as ExtensionName[]),
       );
+      // The keep its client was granted, within this server's limits (it asks again on its resume).
+      if (state.keep && session.extensions.has('sessionKeep')) session.keepFor(grantKeep(record.limits.ttlMs, state.keep));
       session.backend = state.backend.openSession(session, (reason) => session.lost(reason));
       if (state.shares) session.joinShares(state.shares);
       state.sessions.set(session.id, session);

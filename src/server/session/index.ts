@@ -6,4 +6,5 @@ export { listedArgv } from './listed-argv.js';
 export { ServerMonitor, logfmtValue } from './monitor.js';
 export type { MonitorCounters, RefusalReason } from './monitor.js';
 export { Session } from './session.js';
+export { grantKeep, keepLimits, MAX_KEEP_MS, type KeepLimits } from './session-keep.js';
 export type { DeliveredMap, SessionLimits, SessionLink } from './session.js';

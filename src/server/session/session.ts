@@ -30,6 +30,7 @@ export interface SessionLink {
 }
 
 export interface SessionLimits {
+  /** How long it outlives a drop: the session TTL, or what its client asked for and was granted (`sessionKeep`, session-keep.ts). */
   ttlMs: number;
   /**
    * Codex dialect: after a resume, how long output recorded while detached waits for the
@@ -198,6 +199,11 @@ export class Session implements ProcessHost {
     const link = this.link;
     this.expire();
     link?.drop?.(reason);
+  }
+
+  /** Its client asked to be kept this long after a drop, and was granted it (`sessionKeep`): the next detach waits this long. */
+  keepFor(ms: number): void {
+    this.limits.ttlMs = ms;
   }
 
   /** A resume was refused because we are attached: make sure the current link is not a dead one. */
