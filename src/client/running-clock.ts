@@ -82,7 +82,7 @@ export class RunningClock {
    * running time still missing (running time never passes faster than the monotonic clock),
    * armed again when it fires early because the process was stopped meanwhile.
    */
-  after(ms: number, fn: () => void): { cancel(): void } {
+  after(ms: number, fn: () => void, { unref = false }: { unref?: boolean } = {}): { cancel(): void } {
     const target = this.elapsed() + ms;
     let timer: Handle | number | undefined;
     const arm = (wait: number) => {
@@ -94,6 +94,7 @@ export class RunningClock {
           fn();
         }
       }, Math.max(0, wait));
+      if (unref) (timer as { unref?: () => void }).unref?.();
     };
     arm(ms);
     return {
@@ -110,6 +111,29 @@ export class RunningClock {
     this.last = at;
     this.running += gap <= this.maxGapMs ? gap : this.tickMs;
   }
+}
+
+/**
+ * A one-shot timer on running time, with a clock of its own that stops when it fires or is
+ * cancelled: `fn` runs once `ms` of running time has passed. `unref`: it does not keep the
+ * process alive (as an unref'd setTimeout).
+ */
+export function runningTimeout(ms: number, fn: () => void, options: RunningClockOptions & { unref?: boolean } = {}): { cancel(): void } {
+  const clock = new RunningClock(options);
+  const timer = clock.after(
+    ms,
+    () => {
+      clock.stop();
+      fn();
+    },
+    { unref: options.unref },
+  );
+  return {
+    cancel: () => {
+      timer.cancel();
+      clock.stop();
+    },
+  };
 }
 
 function globalTimers(): RunningTimers {

@@ -5,7 +5,7 @@
  * on running time fires after the running time, not the wall time.
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { RUNNING_MAX_GAP_MS, RUNNING_TICK_MS, RunningClock } from '../../../src/client/running-clock.js';
+import { RUNNING_MAX_GAP_MS, RUNNING_TICK_MS, RunningClock, runningTimeout } from '../../../src/client/running-clock.js';
 
 const T0 = 1_000_000;
 
@@ -112,12 +112,37 @@ describe('RunningClock', () => {
     expect(clock.elapsed()).toBe(1_500);
   });
 
-  it('its ticks are unref’d: they never keep the process alive', () => {
+  it('runningTimeout: fires once on running time across a jump, then leaves no timer behind', async () => {
+    const fired = vi.fn();
+    runningTimeout(3_000, fired, { now: () => Date.now(), unref: true });
+    await vi.advanceTimersByTimeAsync(1_000);
+    suspend(60_000);
+    await vi.advanceTimersByTimeAsync(1_900);
+    expect(fired).not.toHaveBeenCalled();
+    await vi.advanceTimersByTimeAsync(100);
+    expect(fired).toHaveBeenCalledTimes(1);
+    expect(Date.now() - T0).toBe(60_000 + 3_000);
+    expect(vi.getTimerCount()).toBe(0);
+  });
+
+  it('runningTimeout: cancelled, it never fires and leaves no timer behind', async () => {
+    const fired = vi.fn();
+    const timeout = runningTimeout(1_000, fired, { now: () => Date.now() });
+    await vi.advanceTimersByTimeAsync(500);
+    timeout.cancel();
+    expect(vi.getTimerCount()).toBe(0);
+    await vi.advanceTimersByTimeAsync(5_000);
+    expect(fired).not.toHaveBeenCalled();
+  });
+
+  it('its ticks, and an unref’d timer on running time, never keep the process alive', () => {
     const unref = vi.fn();
-    clock = new RunningClock({
-      now: () => 0,
-      timers: { setInterval: () => ({ unref }) as never, clearInterval: () => {}, setTimeout: () => 0, clearTimeout: () => {} },
-    });
-    expect(unref).toHaveBeenCalledTimes(1);
+    const handle = () => ({ unref }) as never;
+    const timers = { setInterval: handle, clearInterval: () => {}, setTimeout: handle, clearTimeout: () => {} };
+    runningTimeout(1_000, () => {}, { now: () => 0, timers, unref: true });
+    expect(unref).toHaveBeenCalledTimes(2); // the tick and the timer
+    unref.mockClear();
+    runningTimeout(1_000, () => {}, { now: () => 0, timers });
+    expect(unref).toHaveBeenCalledTimes(1); // the tick only: a plain timer keeps its process alive, as setTimeout
   });
 });
