@@ -86,8 +86,6 @@ export interface ReconnectEngineOptions<C extends EngineConnection> {
   sessionId(): string;
   /** Clock for timestamps, and under the running clock of deadlines (performance.now). */
   now?: () => number;
-  /** The running clock a recovery's deadline is counted on (a RunningClock on `now`). */
-  runningClock?: () => RunningClock;
   /** Randomness for the backoff jitter (Math.random). */
   random?: () => number;
   /** The wait before recovery attempt `attempt` after a plain drop (reconnectDelayMs). */
@@ -228,7 +226,8 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
   }
 
   private async recover(cause: Error, lostAt: number, delayMs: (attempt: number, random: () => number) => number): Promise<void> {
-    const clock = this.options.runningClock?.() ?? new RunningClock({ now: this.now });
+    // Ticks while the recovery lasts; the deadline is counted on it (running-clock.ts).
+    const clock = new RunningClock({ now: this.now });
     try {
       await this.recoverOn(clock, cause, lostAt, delayMs);
     } finally {
