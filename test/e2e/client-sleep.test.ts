@@ -7,7 +7,9 @@
  * for 16 s (four deadlines: the stop's length is the scenario). The producer finishes on the
  * server meanwhile; the proxy lets connections through again; SIGCONT. The recovery deadline
  * counts running time, so the client goes on recovering: it prints every line once, in
- * order, and exits 7. (A deadline on wall-clock time gives up at once on waking.)
+ * order, and exits 7. (A deadline on wall-clock time gives up at once on waking.) The same
+ * for the first connect, which counts the same deadline: stopped while the server cannot be
+ * reached, on SIGCONT it goes on trying and connects.
  */
 import type { ChildProcess } from 'node:child_process';
 import { afterEach, describe, expect, it } from 'vitest';
@@ -66,6 +68,34 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       expect(out.stdout()).toBe(OUTPUT);
       expect(out.stderr()).toMatch(/connection lost/);
       expect(out.stderr()).not.toMatch(/recovery deadline|session (is )?lost|unknown session/);
+    },
+    45_000,
+  );
+
+  it(
+    `the first connect too: SIGSTOP for ${STOP_MS / 1000} s while the server cannot be reached, against a ${DEADLINE_MS / 1000} s deadline: on SIGCONT exec connects, runs the command, exits 7`,
+    async () => {
+      const server: ServerProcess = await startServerProcess({ user, args: ['--session-ttl', '2m'] });
+      cleanups.push(() => server.dispose());
+      const proxy = await ChaosProxy.inFrontOf(server.url);
+      cleanups.push(() => proxy.close());
+      proxy.refuse(true);
+      const refused = new Promise<void>((resolve) => proxy.once('refused', () => resolve()));
+      const child = spawnTether(['exec', '--url', proxy.url, '--recovery-deadline', `${DEADLINE_MS / 1000}s`, 'sh', '-c', 'echo hello; exit 7'], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      reap(child);
+      const out = watchOutput(child);
+      await refused;
+      child.kill('SIGSTOP');
+      await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
+      proxy.refuse(false);
+      child.kill('SIGCONT');
+
+      const { code } = await out.closedWithin(20_000, () => `server: ${server.stderr().slice(-1500)}`);
+      expect(code, out.stderr()).toBe(7);
+      expect(out.stdout()).toBe('hello\n');
+      expect(out.stderr()).toMatch(/cannot reach/);
     },
     45_000,
   );
