@@ -10,6 +10,7 @@
 import { pipeline } from 'node:stream/promises';
 import { OutcomeUnknownError, reconnectDelayMs, SessionLostError, type ExecClient, type RecoveredEvent } from '../client/index.js';
 import { copyFromRemote, copyToRemote, type CopyReport } from '../client/fs/copy.js';
+import { RunningClock } from '../client/running-clock.js';
 import { connectClient } from './connect.js';
 import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
@@ -143,15 +144,21 @@ export async function run(argv: string[]): Promise<void> {
  * credential is final.
  */
 async function connectPatiently(options: CpOptions, token: string | undefined, ca: string | undefined): Promise<ExecClient> {
-  const deadline = Date.now() + (options.recoveryDeadlineMs ?? 25_000);
-  for (let attempt = 1; ; attempt++) {
-    try {
-      return await connectClient(options, { token, ca }, { clientName: 'tether-cp' });
-    } catch (err) {
-      const wait = reconnectDelayMs(attempt + 1);
-      if (err instanceof SessionLostError || Date.now() + wait >= deadline) throw err;
-      await new Promise((resolve) => setTimeout(resolve, wait));
+  // Running time, as the client's own deadlines: a stop or a sleep of this process does not use it up.
+  const clock = new RunningClock();
+  const deadline = options.recoveryDeadlineMs ?? 25_000;
+  try {
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await connectClient(options, { token, ca }, { clientName: 'tether-cp' });
+      } catch (err) {
+        const wait = reconnectDelayMs(attempt + 1);
+        if (err instanceof SessionLostError || clock.elapsed() + wait >= deadline) throw err;
+        await new Promise((resolve) => setTimeout(resolve, wait));
+      }
     }
+  } finally {
+    clock.stop();
   }
 }
 

@@ -1,7 +1,8 @@
 /**
  * The reconnect engine of one logical client (docs/protocol.md, "How a client recovers"), apart from sockets and
  * from the protocol: connection generations, callers waiting for a usable connection, the
- * recovery loop (immediate first attempt, jittered backoff, one deadline), and the single
+ * recovery loop (immediate first attempt, jittered backoff, one deadline counted in running
+ * time, so that a stop or a sleep of the client does not use it up), and the single
  * failure that ends it all. What one recovery attempt does — open a socket, resume the
  * session, catch up — is the owner's `resume` function. Clock and randomness are
  * injectable, so the whole state machine is tested with fake timers
@@ -20,6 +21,7 @@
 import { EventEmitter } from 'node:events';
 import { performance } from 'node:perf_hooks';
 import { reconnectDelayMs } from './backoff.js';
+import { RunningClock } from './running-clock.js';
 import { restartRetryDelayMs } from '../util/backoff.js';
 import { sessionLostError, type SessionLostError, type SessionLostReason } from './errors.js';
 import type { CloseNotice } from '../protocol/close-reasons.js';
@@ -67,7 +69,11 @@ export interface RecoveredEvent {
 }
 
 export interface ReconnectEngineOptions<C extends EngineConnection> {
-  /** How long a recovery may take, from the drop, before the session counts as lost. */
+  /**
+   * How long a recovery may take, from the drop, before the session counts as lost: running
+   * time (running-clock.ts), so a process stopped or a laptop asleep meanwhile goes on
+   * recovering when it wakes.
+   */
   recoveryDeadlineMs: number;
   /**
    * One recovery attempt: a new connection with the session resumed and caught up. It must
@@ -78,7 +84,7 @@ export interface ReconnectEngineOptions<C extends EngineConnection> {
   fatal(error: unknown): SessionLostReason | undefined;
   /** For the failure's message (shortened there: it is a credential). */
   sessionId(): string;
-  /** Clock for deadlines and timestamps (performance.now). */
+  /** Clock for timestamps, and under the running clock of deadlines (performance.now). */
   now?: () => number;
   /** Randomness for the backoff jitter (Math.random). */
   random?: () => number;
@@ -220,20 +226,29 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
   }
 
   private async recover(cause: Error, lostAt: number, delayMs: (attempt: number, random: () => number) => number): Promise<void> {
-    const deadline = lostAt + this.options.recoveryDeadlineMs;
+    // Ticks while the recovery lasts; the deadline is counted on it (running-clock.ts).
+    const clock = new RunningClock({ now: this.now });
+    try {
+      await this.recoverOn(clock, cause, lostAt, delayMs);
+    } finally {
+      clock.stop();
+    }
+  }
+
+  /** The recovery loop; its deadline is `clock`'s running time. */
+  private async recoverOn(clock: RunningClock, cause: Error, lostAt: number, delayMs: (attempt: number, random: () => number) => number): Promise<void> {
+    const deadline = this.options.recoveryDeadlineMs;
     let lastError: Error = cause;
     for (let attempt = 1; this._state === 'recovering'; attempt++) {
       this.attempt = attempt;
       const wait = delayMs(attempt, this.random);
-      if (this.now() + wait >= deadline) {
-        await this.sleep(Math.max(0, deadline - this.now()));
-        this.fail('deadline', lastError);
-        return;
-      }
-      if (wait > 0) await this.sleep(wait);
+      // A wait that would pass the deadline ends at it. A stop meanwhile ends the (plain) sleep
+      // early in running time: then one more attempt follows, within what is left.
+      const wanted = Math.min(wait, Math.max(0, deadline - clock.elapsed()));
+      if (wanted > 0) await this.sleep(wanted);
       if (this._state !== 'recovering') return;
-      const remaining = deadline - this.now();
-      if (remaining <= 0) {
+      const remaining = deadline - clock.elapsed();
+      if (remaining < 1) {
         this.fail('deadline', lastError);
         return;
       }
@@ -241,7 +256,7 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
       const attemptAbort = new AbortController();
       const onStop = () => attemptAbort.abort(this.stop.signal.reason);
       this.stop.signal.addEventListener('abort', onStop, { once: true });
-      const timer = setTimeout(() => attemptAbort.abort(new Error('recovery deadline reached')), remaining);
+      const timer = clock.after(remaining, () => attemptAbort.abort(new Error('recovery deadline reached')));
       try {
         const connection = await this.options.resume(attempt, remaining, attemptAbort.signal);
         if (this._state !== 'recovering') {
@@ -261,7 +276,7 @@ export class ReconnectEngine<C extends EngineConnection> extends EventEmitter<Re
         this.log('debug', `recovery attempt ${attempt} failed: ${(err as Error).message}`);
         this.emit('retry', { attempt, error: err as Error });
       } finally {
-        clearTimeout(timer);
+        timer.cancel();
         this.stop.signal.removeEventListener('abort', onStop);
       }
     }

@@ -11,6 +11,7 @@ import type { ByteArena } from '../util/byte-arena.js';
 import type { LogLevel } from '../util/logger.js';
 import { sleep } from '../util/timeouts.js';
 import { reconnectDelayMs } from './backoff.js';
+import { RunningClock } from './running-clock.js';
 import { Connection } from './connection.js';
 import { ReconnectEngine } from './engine.js';
 import { isStarting, isUnknownProcess, isUnknownSession } from './error-text.js';
@@ -102,17 +103,27 @@ export class SessionLink {
   /**
    * Creates the session. A transport failure (refused, reset, a handshake cut, no answer)
    * is retried like any reconnect, with the same backoff, until the recovery deadline
-   * counted from the first attempt: a server restarting or a link flapping at that moment
-   * is the same fault as a later drop. Auth refusals, JSON-RPC refusals (too many
-   * sessions) and 4xx answers end it at once.
+   * counted from the first attempt, in running time (running-clock.ts) as a recovery's: a
+   * server restarting or a link flapping at that moment is the same fault as a later drop.
+   * Auth refusals, JSON-RPC refusals (too many sessions) and 4xx answers end it at once.
    */
   async firstConnect(): Promise<void> {
     const signal = this.options.signal;
     signal?.throwIfAborted();
-    const deadline = Date.now() + this.recoveryDeadlineMs;
+    const clock = new RunningClock();
+    try {
+      await this.firstConnectOn(clock);
+    } finally {
+      clock.stop();
+    }
+  }
+
+  private async firstConnectOn(clock: RunningClock): Promise<void> {
+    const signal = this.options.signal;
+    const deadline = this.recoveryDeadlineMs;
     for (let attempt = 1; ; attempt++) {
       try {
-        await this.connectOnce(Math.max(MIN_ATTEMPT_MS, deadline - Date.now()));
+        await this.connectOnce(Math.max(MIN_ATTEMPT_MS, deadline - clock.elapsed()));
         break;
       } catch (err) {
         if (signal?.aborted) throw signal.reason;
@@ -122,12 +133,13 @@ export class SessionLink {
           throw Object.assign(new Error(`the server speaks TLS there: use ${this.url.replace(/^ws:/i, 'wss:')}`, { cause: err }), { code: 'TLS_ON_PLAIN_URL' });
         }
         if (signal?.aborted) throw signal.reason;
-        const remaining = deadline - Date.now();
+        const remaining = deadline - clock.elapsed();
         if (remaining <= 0) throw gaveUp(err as Error, this.recoveryDeadlineMs, attempt);
         if (attempt === 1) this.log('warn', `cannot reach ${this.url} (${(err as Error).message}); retrying for up to ${formatSeconds(this.recoveryDeadlineMs)}`);
         this.host.retry(attempt, err as Error);
-        // The last wait ends at the deadline, where one last attempt is made. An abort
-        // cuts it short (a connecting attempt is destroyed by connectOnce).
+        // The last wait ends at the deadline, where one last attempt is made (a stop of the
+        // process ends a wait early: the attempt then comes at once). An abort cuts it short
+        // (a connecting attempt is destroyed by connectOnce).
         await sleep(Math.min(reconnectDelayMs(attempt + 1), remaining), signal);
         signal?.throwIfAborted();
       }

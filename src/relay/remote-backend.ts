@@ -20,6 +20,7 @@
  * no upstream session behind).
  */
 import { type ExecClientOptions, ExecClient } from '../client/index.js';
+import { runningTimeout } from '../client/running-clock.js';
 import { internalError, type EnvironmentInfo, type ExtensionName } from '../protocol/index.js';
 import type { ServerBackend, SessionBackend } from '../server/backend/index.js';
 import { remoteHttpRequest } from './remote-http.js';
@@ -125,7 +126,7 @@ class RemoteSession implements SessionBackend {
    */
   private phase: 'waiting' | 'connecting' | 'retrying' | 'connected' = 'waiting';
   private lastFailure = '';
-  private readonly deadline: NodeJS.Timeout;
+  private readonly deadline: { cancel(): void };
   readonly fs: RemoteFsWork;
 
   constructor(
@@ -139,12 +140,16 @@ class RemoteSession implements SessionBackend {
     private readonly forget: (closing: Promise<void>) => void,
   ) {
     const recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;
-    // The wait for a turn counts: the open ends at the deadline from the session's creation.
-    this.deadline = setTimeout(() => {
-      const why = this.lastFailure ? `: ${this.lastFailure}` : '';
-      this.abandon.abort(new Error(`the upstream was not reached within ${formatAge(recoveryDeadlineMs)} (the recovery deadline)${why}`));
-    }, recoveryDeadlineMs);
-    this.deadline.unref();
+    // The wait for a turn counts: the open ends at the deadline from the session's creation,
+    // in running time as the client's own deadlines (a sleep of this machine does not count).
+    this.deadline = runningTimeout(
+      recoveryDeadlineMs,
+      () => {
+        const why = this.lastFailure ? `: ${this.lastFailure}` : '';
+        this.abandon.abort(new Error(`the upstream was not reached within ${formatAge(recoveryDeadlineMs)} (the recovery deadline)${why}`));
+      },
+      { unref: true },
+    );
     this.connected = this.open(url, { ...options, recoveryDeadlineMs }, extensions, gate).then((client) => {
       client.on('state', (change) => {
         if (change.state !== 'failed' || this.closed) return;
@@ -160,7 +165,7 @@ class RemoteSession implements SessionBackend {
         options.log?.(`cannot open an upstream session: ${err.message}`);
         lost(`cannot open an upstream session: ${err.message}`);
       })
-      .finally(() => clearTimeout(this.deadline));
+      .finally(() => this.deadline.cancel());
     this.fs = new RemoteFsWork({ client: () => this.client() });
   }
 
@@ -189,7 +194,7 @@ class RemoteSession implements SessionBackend {
         logger,
       });
       this.phase = 'connected';
-      clearTimeout(this.deadline);
+      this.deadline.cancel();
       return client;
     } finally {
       release();

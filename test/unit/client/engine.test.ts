@@ -5,6 +5,7 @@
  */
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
 import { ReconnectEngine, type EngineConnection, type StateChange } from '../../../src/client/engine.js';
+import { RUNNING_TICK_MS } from '../../../src/client/running-clock.js';
 import { ServerStoppedError, SessionLostError } from '../../../src/client/errors.js';
 import { parseCloseNotice, restartingReason, SERVER_STOPPED_REASON, stopClose } from '../../../src/protocol/close-reasons.js';
 
@@ -253,6 +254,42 @@ describe('ReconnectEngine', () => {
     expect(engine.state).toBe('failed');
     expect(engine.failure?.reason).toBe('deadline');
     expect(attempts.length).toBeGreaterThan(4);
+  });
+
+  describe('the deadline counts running time (a stop or a sleep of the client does not use it up)', () => {
+    /** The process stopped: the clock jumps, no timer fires meanwhile. */
+    const suspend = (ms: number) => vi.setSystemTime(Date.now() + ms);
+
+    it('a stop of 60 s against a 10 s deadline, mid-recovery: on waking the engine goes on and recovers', async () => {
+      const { engine, first, attempts } = setup([{ ok: false, error: new Error('refused') }, { ok: true }]);
+      const lostAt = Date.now();
+      engine.lost(first, new Error('reset'));
+      await vi.advanceTimersByTimeAsync(0);
+      expect(attempts).toHaveLength(1);
+      suspend(60_000);
+      await vi.advanceTimersByTimeAsync(1_000);
+      expect(engine.state).toBe('connected');
+      expect(attempts).toHaveLength(2);
+      expect(attempts[1]!.at - lostAt).toBeGreaterThan(60_000);
+      expect(attempts[1]!.remaining).toBeGreaterThan(10_000 - 1_000); // the stop took at most one tick
+    });
+
+    it('fails once the running time passes the deadline, not the wall time', async () => {
+      const { engine, first } = setup([], { deadlineMs: 10_000 });
+      const lostAt = Date.now();
+      let failedAt: number | undefined;
+      engine.on('state', (s) => {
+        if (s.state === 'failed') failedAt = Date.now();
+      });
+      engine.lost(first, new Error('reset'));
+      await vi.advanceTimersByTimeAsync(3_000);
+      suspend(60_000);
+      for (let i = 0; i < 200 && failedAt === undefined; i++) await vi.advanceTimersByTimeAsync(100);
+      expect(engine.failure?.reason).toBe('deadline');
+      // 10 s of running time: 3 s, the stop (one tick at most), the 7 s left.
+      expect(failedAt! - lostAt).toBeGreaterThanOrEqual(60_000 + 10_000 - RUNNING_TICK_MS);
+      expect(failedAt! - lostAt).toBeLessThanOrEqual(60_000 + 10_000 + 100);
+    });
   });
 });
 
