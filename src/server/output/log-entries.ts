@@ -6,6 +6,7 @@
  * And the log's options, and the observer they may name (told what clients could see). Pure.
  */
 import type { OutputStream } from '../../protocol/index.js';
+import type { OutputSpill } from './output-spill.js';
 
 /** An entry as it is first exposed to a client. */
 export type ExposedEntry =
@@ -44,6 +45,12 @@ export interface OutputLogOptions {
   memory?: OutputMemory;
   /** Told when each entry is first exposed to a client, and when entries are let go of (log-restore.ts). */
   observer?: OutputLogObserver;
+  /**
+   * Where output past the window goes instead of pausing the child (output-spill.ts): the
+   * oldest unacknowledged chunks, so memory keeps at most the window. Without it the child
+   * pauses at the window, as it always did.
+   */
+  spill?: OutputSpill;
 }
 
 export interface OutputEntry {
@@ -54,6 +61,8 @@ export interface OutputEntry {
   /** The bytes; while the chunk is still open for appending, the pieces so far. */
   data: Buffer;
   parts: Buffer[] | null;
+  /** Its bytes are in the log's spill (output-spill.ts), not in `data` (which is empty). */
+  spilled?: true;
 }
 
 export interface ExitEntry {

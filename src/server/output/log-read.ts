@@ -22,15 +22,15 @@ export interface ReadAnswer {
 
 /**
  * The output entries of `entries` (kept from `head`) with seq > `afterSeq`, at most
- * `limitBytes` but at least one, each joined (`seal`) before it is returned; `truncated`
- * when output after the last returned one was left out.
+ * `limitBytes` but at least one, each as one Buffer (`bytesOf`: joined, or read back from the
+ * spill); `truncated` when output after the last returned one was left out.
  */
 export function readChunks(
   entries: readonly LogEntry[],
   head: number,
   afterSeq: number,
   limitBytes: number,
-  seal: (entry: OutputEntry) => void,
+  bytesOf: (entry: OutputEntry) => Buffer,
 ): { chunks: ReadChunk[]; truncated: boolean } {
   const chunks: ReadChunk[] = [];
   let bytes = 0;
@@ -38,8 +38,7 @@ export function readChunks(
     const e = entries[i]!;
     if (e.kind !== 'output') continue;
     if (chunks.length > 0 && bytes + e.bytes > limitBytes) return { chunks, truncated: true };
-    seal(e);
-    chunks.push({ seq: e.seq, stream: e.stream, bytes: e.bytes, data: e.data });
+    chunks.push({ seq: e.seq, stream: e.stream, bytes: e.bytes, data: bytesOf(e) });
     bytes += e.bytes;
     if (bytes >= limitBytes) return { chunks, truncated: hasOutputAfter(entries, head, e.seq) };
   }

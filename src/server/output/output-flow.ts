@@ -11,6 +11,10 @@ import type { OutputLog } from './output-log.js';
 import { PauseClock } from './pause-clock.js';
 import type { OutputLimits } from './process-spec.js';
 import { shouldReadChild } from './read-decision.js';
+import type { SpillRefusal } from './output-spill.js';
+
+/** Why a child's output is not read (see `OutputFlow.pauseReason`). */
+export type PauseReason = 'memory' | 'output-window' | 'read-ahead' | SpillRefusal;
 
 /** What of the process the decision depends on. */
 export interface FlowState {
@@ -52,19 +56,36 @@ export class OutputFlow {
   decide(state: FlowState): boolean | null {
     if (!state.released) {
       // Every change of the log passes here: the budget always knows what this process keeps.
-      this.held.update({ historyBytes: this.log.historyBytes, unackedBytes: this.log.unackedBytes, arenaHeldBytes: this.arena.heldBytes });
+      // What is spilled is on disk, not in memory: the budget and the window count memory.
+      this.held.update({ historyBytes: this.log.historyBytes, unackedBytes: this.log.memoryUnackedBytes, arenaHeldBytes: this.arena.heldBytes });
     }
     const read = shouldReadChild({
       finished: state.finished,
       attached: state.attached,
-      unackedBytes: this.log.unackedBytes,
+      unackedBytes: this.log.memoryUnackedBytes,
       unsentBytes: this.log.unsentBytes,
       windowBytes: this.limits.windowBytes,
       readAheadBytes: this.limits.readAheadBytes,
       // Under pressure, only sessions over their fair share (or past it with the budget full) pause.
       memoryPressured: this.held.budgeted ? (state.heldBack ?? this.held.pressured) : false,
     });
+    this.heldBackNow = !read && this.held.budgeted && (state.heldBack ?? this.held.pressured);
     return this.clock.set(read) ? read : null;
+  }
+
+  /** The memory budget held the child back at the last decision. */
+  private heldBackNow = false;
+
+  /**
+   * Why its output is not read now (null: it is): the memory budget ("memory"), the output
+   * window with no spill or a spill that refused ("output-window", "output-disk-quota",
+   * "output-disk-full"), or an attached connection that is behind ("read-ahead").
+   */
+  get pauseReason(): PauseReason | null {
+    if (this.clock.reading) return null;
+    if (this.heldBackNow) return 'memory';
+    if (this.log.memoryUnackedBytes >= this.limits.windowBytes) return this.log.spillRefusal ?? 'output-window';
+    return 'read-ahead';
   }
 
   /** The process is released: it holds nothing any more. */

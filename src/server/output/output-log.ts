@@ -20,7 +20,12 @@
  * - sent: handed to the current connection. When a connection goes away, everything
  *   after the acknowledged point is unsent again (`rewind`) and is sent again in order.
  * - unacknowledged output (in flight + unsent) is bounded by `windowBytes`: at the window the
- *   child is no longer read (`shouldReadChild`), so it blocks on write.
+ *   child is no longer read (`shouldReadChild`), so it blocks on write. With a spill
+ *   (output-spill.ts, the state dir's disk), the oldest unacknowledged chunks go there
+ *   instead, in seq order, so what is on disk is one run of seqs, (ackedSeq, spilledThrough],
+ *   memory keeps at most the window, and the child pauses only when the spill refuses (its
+ *   quota, a full disk). Spilled chunks keep their seqs: sending and `process/read` read them
+ *   back as if from memory, and acknowledging them frees them (they are never history).
  *
  * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
@@ -30,6 +35,7 @@ import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, 
 import { LogExposure } from './log-exposure.js';
 import { readChunks, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
+import type { SpillRefusal } from './output-spill.js';
 
 export {
   outputParts,
@@ -70,6 +76,12 @@ export class OutputLog {
   private retentionLimit: number;
   /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
   private squeezed = false;
+  /** Bytes of the kept chunks whose bytes are in the spill (all unacknowledged). */
+  private _spilledBytes = 0;
+  /** The newest spilled seq (0: none yet). */
+  private _spilledThrough = 0;
+  /** Why the spill took nothing more, while memory is at the window because of it (null: it takes). */
+  private _spillRefusal: SpillRefusal | null = null;
 
   constructor(readonly options: OutputLogOptions) {
     this.retentionLimit = options.retentionBytes;
@@ -110,6 +122,7 @@ export class OutputLog {
     const last = this.entries.length > this.head ? this.entries[this.entries.length - 1]! : undefined;
     if (
       last?.kind === 'output' &&
+      !last.spilled &&
       last.seq > this.exposure.seq &&
       last.stream === stream &&
       last.bytes + data.length <= this.options.maxChunkBytes
@@ -118,9 +131,11 @@ export class OutputLog {
       if (merged) last.data = merged;
       else (last.parts ??= [last.data]).push(data);
       last.bytes += data.length;
+      this.spillExcess();
       return;
     }
     this.entries.push({ kind: 'output', seq: this.nextSeq++, stream, bytes: data.length, data, parts: null });
+    this.spillExcess();
   }
 
   /** Records the exit; returns its seq. */
@@ -159,8 +174,10 @@ export class OutputLog {
     this._sentSeq = entry.seq;
     this.expose(entry.seq);
     if (entry.kind === 'output') {
-      if (join) this.seal(entry);
       this._unsentBytes -= entry.bytes;
+      // Read back from the spill for this send only: memory holds it while the socket does.
+      if (entry.spilled) return { ...entry, data: this.spilledData(entry), parts: null, spilled: undefined };
+      if (join) this.seal(entry);
     }
     return entry;
   }
@@ -212,6 +229,8 @@ export class OutputLog {
     this._ackedSeq = seq;
     this.expose(seq);
     this.evict();
+    // The spill may have room again (freed, or under its quota): what memory holds past the window goes there.
+    this.spillExcess();
     return true;
   }
 
@@ -240,6 +259,9 @@ export class OutputLog {
     }
     this.entries = [];
     this.head = 0;
+    this.options.spill?.close();
+    this._spilledBytes = 0;
+    this._spillRefusal = null;
     this._historyBytes = 0;
     this._unackedBytes = 0;
     this._unsentBytes = 0;
@@ -274,7 +296,7 @@ export class OutputLog {
    * what it covers; once a held backlog is read to its end, the process is sent live again.
    */
   read(afterSeq: number, maxBytes: number | null, capBytes: number): ReadAnswer {
-    const { chunks: out, truncated } = readChunks(this.entries, this.head, afterSeq, Math.min(maxBytes ?? Infinity, capBytes), (e) => this.seal(e));
+    const { chunks: out, truncated } = readChunks(this.entries, this.head, afterSeq, Math.min(maxBytes ?? Infinity, capBytes), (e) => this.bytesOf(e));
     const lastReturned = out.length > 0 ? out[out.length - 1]!.seq : 0;
     this.expose(lastReturned);
     const nextSeq = out.length > 0 && (truncated || maxBytes !== null) ? lastReturned + 1 : this.nextSeq;
@@ -348,12 +370,70 @@ export class OutputLog {
     return this._historyBytes;
   }
 
-  /** Everything this log keeps in memory. */
+  /** Everything this log keeps in memory (not what it spilled). */
   get retainedBytes(): number {
-    return this._historyBytes + this._unackedBytes;
+    return this._historyBytes + this.memoryUnackedBytes;
+  }
+
+  /** Unacknowledged output in memory: what the window bounds (the rest is spilled). */
+  get memoryUnackedBytes(): number {
+    return this._unackedBytes - this._spilledBytes;
+  }
+
+  /** Unacknowledged output in the spill. */
+  get spilledBytes(): number {
+    return this._spilledBytes;
+  }
+
+  /** The newest seq ever spilled (0: none). */
+  get spilledThrough(): number {
+    return this._spilledThrough;
+  }
+
+  /** Why memory is at the window although the log has a spill: the spill refused (its quota, a full disk); else null. */
+  get spillRefusal(): SpillRefusal | null {
+    return this._spillRefusal;
   }
 
   // ---- internals -----------------------------------------------------------------------------
+
+  /**
+   * While memory holds the window or more of unacknowledged output, moves the oldest chunk
+   * still in memory to the spill (chunks go in seq order; exit and close stay, they are tiny).
+   * Stops at the first refusal, remembered until the spill takes again.
+   */
+  private spillExcess(): void {
+    const spill = this.options.spill;
+    if (!spill) return;
+    this._spillRefusal = null;
+    let i = this.indexAfter(Math.max(this._ackedSeq, this._spilledThrough));
+    while (this.memoryUnackedBytes >= this.options.windowBytes && i < this.entries.length) {
+      const e = this.entries[i++]!;
+      if (e.kind !== 'output' || e.spilled) continue;
+      this.seal(e);
+      const refusal = spill.append(e.seq, e.stream, e.data);
+      if (refusal) {
+        this._spillRefusal = refusal;
+        return;
+      }
+      this.drop(e);
+      e.spilled = true;
+      this._spilledBytes += e.bytes;
+      this._spilledThrough = e.seq;
+    }
+  }
+
+  /** A spilled chunk's bytes, read back. */
+  private spilledData(entry: OutputEntry): Buffer {
+    return this.options.spill!.read(entry.seq, entry.bytes);
+  }
+
+  /** An output chunk's bytes as one Buffer (joined, or read back from the spill). */
+  private bytesOf(entry: OutputEntry): Buffer {
+    if (entry.spilled) return this.spilledData(entry);
+    this.seal(entry);
+    return entry.data;
+  }
 
   private indexAfter(seq: number): number {
     return indexAfter(this.entries, this.head, seq);
@@ -368,18 +448,27 @@ export class OutputLog {
   private evict(): void {
     const entries = this.entries;
     const limit = this.squeezed ? 0 : this.retentionLimit;
+    // Acknowledged spilled chunks are never history: they go, with everything before them.
+    const through = Math.min(this._ackedSeq, this._spilledThrough);
+    let freed = 0;
     while (this.head < entries.length) {
       const oldest = entries[this.head]!;
       if (oldest.seq > this._ackedSeq) break;
+      const within = this._historyBytes <= limit && oldest.seq > through;
       if (oldest.kind === 'output') {
-        if (this._historyBytes <= limit) break;
+        if (within) break;
         this._historyBytes -= oldest.bytes;
+        if (oldest.spilled) {
+          this._spilledBytes -= oldest.bytes;
+          freed = oldest.seq;
+        }
         this.drop(oldest); // free the payload now; the slot itself goes at the next compaction
-      } else if (this._historyBytes <= limit) {
+      } else if (within) {
         break;
       }
       this.head++;
     }
+    if (freed > 0) this.options.spill?.freeThrough(freed);
     if (this.head > 0) this.exposure.dropped(entries[this.head - 1]!.seq);
     if (this.head > 1024 && this.head * 2 > entries.length) {
       this.entries = entries.slice(this.head);

@@ -22,7 +22,7 @@ import type { AdoptedOutput, LogOpener, OutputLimits, SpawnSpec } from './proces
 import { newLog } from './process-log.js';
 import { settleWithin } from '../../util/timeouts.js';
 import { ByteArena } from '../../util/byte-arena.js';
-import { OutputFlow } from './output-flow.js';
+import { OutputFlow, type PauseReason } from './output-flow.js';
 import { NewsWaiters } from './news-waiters.js';
 import { appendRead } from './output-chunks.js';
 import { osSignal } from '../../protocol/signals.js';
@@ -404,6 +404,16 @@ export class ManagedProcess {
   /** Bytes written to its stdin (re-sent writes counted once). */
   get bytesWritten(): number {
     return this.stdin.bytesWritten;
+  }
+
+  /** Why its output is not read now (output-flow.ts), null while it is. */
+  get pauseReason(): PauseReason | null {
+    return this.flow.pauseReason;
+  }
+
+  /** Bytes of its unacknowledged output on disk (the spill), not in memory. */
+  get spilled(): number {
+    return this.log.spilledBytes;
   }
 
   /** How long its pipes have not been read, in all (metrics). */
