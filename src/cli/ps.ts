@@ -94,7 +94,7 @@ function listingRows(result: SessionListResult, now: number, withOwner: boolean)
     const lead = [...(withOwner ? [s.owner ?? ''] : []), s.session, visible(s.clientName) || '-', linkState(s, now)];
     if (s.processes.length === 0) rows.push([...lead, '-', '-', formatAge(now - Date.parse(s.createdAt)), '-', '-', '(no processes)']);
     for (const p of s.processes) {
-      const state = p.state === 'running' ? 'running' : `exited ${p.exitCode}`;
+      const state = (p.state === 'running' ? 'running' : `exited ${p.exitCode}`) + (p.pausedBy?.startsWith('output-disk') ? ` (paused: ${p.pausedBy})` : '');
       rows.push([...lead, String(p.pid), state, formatAge(p.ageMs), formatBytes(p.bytesOut), formatBytes(p.bytesIn), formatCommand(p.argv)]);
     }
   }

@@ -135,6 +135,15 @@ export interface ProcessListing {
   bytesIn: number;
   /** Its output is not being read right now (a client behind, or retention full of unread output). */
   paused: boolean;
+  /**
+   * While paused, why (tether extension): "output-window" (its window is full and nothing
+   * spills), "output-disk-quota" or "output-disk-full" (its output past the window cannot go
+   * to disk: the quota, a full filesystem), "memory" (the memory budget), "read-ahead" (its
+   * connection is behind).
+   */
+  pausedBy?: string;
+  /** Its unacknowledged output on disk (the state dir's spill), when there is any. */
+  spilledBytes?: number;
   /** Present (true) when `argv` was cut to the listing's limit (4096 characters in all): the process runs the whole one. */
   argvTruncated?: true;
 }

@@ -39,6 +39,17 @@ export interface TetherServerOptions {
   outputWindowBytes?: number;
   /** Acknowledged output kept per process for `process/read` (1 MiB). */
   outputRetentionBytes?: number;
+  /**
+   * With a state dir: output past the window is written to disk (DIR/spill/) instead of
+   * pausing the child, at most this much per session (1 GiB; 0: never, the child pauses at the
+   * window as without a state dir).
+   */
+  outputDiskBytes?: number;
+  /**
+   * With a state dir: what all spills together may use, shared per token (default: a quarter
+   * of the state dir filesystem's free space at start, at most 16 GiB).
+   */
+  outputDiskTotalBytes?: number;
   /** How long a closed process stays readable (30 s). */
   closedRetentionMs?: number;
   /** Bearer token required on the upgrade request; off when undefined. */
@@ -164,6 +175,8 @@ export const Defaults = {
   resumeGraceMs: 2_000,
   outputWindowBytes: 8 * 1024 * 1024,
   outputRetentionBytes: 1024 * 1024,
+  /** Output spilled to disk per session (with a state dir). */
+  outputDiskBytes: 1024 * 1024 * 1024,
   /** Output read ahead of an attached connection's send buffer, and the largest joined chunk. */
   readAheadBytes: 1024 * 1024,
   maxChunkBytes: 1024 * 1024,

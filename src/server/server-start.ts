@@ -12,7 +12,9 @@ import { isLoopbackName } from '../util/loopback.js';
 import { stderrLogger } from '../util/logger.js';
 import { invalidDuration } from '../util/timeouts.js';
 import type { ServerBackend } from './backend/index.js';
-import { KeptServer, answerWhileStarting } from './restart/index.js';
+import { KeptServer, answerWhileStarting, defaultDiskTotal } from './restart/index.js';
+import { statfsSync } from 'node:fs';
+import { dirname } from 'node:path';
 import { localBackend } from './local/index.js';
 import { Defaults, outputLimits, type TetherServerOptions } from './options.js';
 import { TetherServer } from './server.js';
@@ -64,6 +66,7 @@ export async function startServerWith(opts: TetherServerOptions, backend: Server
         adoptWithinMs: opts.adoptWithinMs ?? Defaults.adoptWithinMs,
         log: opts.logger ?? stderrLogger('warn'),
         output: outputLimits(opts),
+        ...outputDisk(opts),
         ...(opts.listenFd === undefined ? { port: opts.port ?? Defaults.port } : {}),
       })
     : null;
@@ -137,4 +140,32 @@ function bindError(err: NodeJS.ErrnoException, kept: KeptServer | null): Error {
       : '';
   const dir = kept ? `; state dir ${kept.dir.path} released, nothing adopted (its processes wait --adopt-within for the next server)` : '';
   return Object.assign(new Error(`${err.message}${hint}${dir}`), { code: err.code });
+}
+
+/**
+ * The disk the output spill may use (output beyond the window goes to disk): --output-disk per
+ * session (1 GiB; 0: no spill), within --output-disk-total, by default a quarter of the state
+ * dir filesystem's free space now, at most 16 GiB (restart/disk-quota.ts `defaultDiskTotal`).
+ */
+function outputDisk(opts: TetherServerOptions): { disk?: { totalBytes: number; sessionBytes: number } } {
+  const sessionBytes = opts.outputDiskBytes ?? Defaults.outputDiskBytes;
+  if (sessionBytes <= 0 || !opts.stateDir) return {};
+  let totalBytes = opts.outputDiskTotalBytes;
+  if (totalBytes === undefined) {
+    let free = 0;
+    try {
+      const fs = statfsSync(opts.stateDir);
+      free = fs.bavail * fs.bsize;
+    } catch {
+      // not there yet (the state dir is created on open): its parent's filesystem
+      try {
+        const fs = statfsSync(dirname(opts.stateDir));
+        free = fs.bavail * fs.bsize;
+      } catch {
+        free = 0;
+      }
+    }
+    totalBytes = defaultDiskTotal(free);
+  }
+  return totalBytes > 0 ? { disk: { totalBytes, sessionBytes } } : {};
 }

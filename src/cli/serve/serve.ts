@@ -53,6 +53,11 @@ options:
                              reading it (default 8MiB); with acks, throughput per process
                              is at most window / round-trip time (8 MiB over 100 ms: 80 MiB/s)
   --output-retention SIZE    acknowledged output kept per process for process/read (default 1MiB)
+  --output-disk SIZE         with a state dir: output past the window goes to disk (DIR/spill)
+                             instead of pausing the process, up to SIZE per session
+                             (default 1GiB; 0: never, the process pauses at the window)
+  --output-disk-total SIZE   what all sessions' output on disk may use, shared per token
+                             (default: a quarter of the state dir's free space, at most 16GiB)
   --closed-retention DURATION  how long a closed process stays readable (default 30s)
   --allow-origin ORIGIN      accept WebSocket upgrades carrying this Origin (repeatable;
                              any other Origin gets 403)
@@ -184,6 +189,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
       'audit-argv': { type: 'boolean' },
       'output-retention': { type: 'string' },
       'output-window': { type: 'string' },
+      'output-disk': { type: 'string' },
+      'output-disk-total': { type: 'string' },
       'closed-retention': { type: 'string' },
       'allow-origin': { type: 'string', multiple: true },
       'allow-host': { type: 'string', multiple: true },
@@ -227,6 +234,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
   if (v['output-retention'] !== undefined) options.outputRetentionBytes = parseSize('--output-retention', v['output-retention']);
   if (v['output-window'] !== undefined) options.outputWindowBytes = parseSize('--output-window', v['output-window']);
+  if (v['output-disk'] !== undefined) options.outputDiskBytes = parseSize('--output-disk', v['output-disk']);
+  if (v['output-disk-total'] !== undefined) options.outputDiskTotalBytes = parseSize('--output-disk-total', v['output-disk-total']);
   if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
   if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);
   if (v['max-sessions-per-token'] !== undefined) options.maxSessionsPerToken = parseCount('--max-sessions-per-token', v['max-sessions-per-token']);

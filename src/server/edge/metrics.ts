@@ -151,6 +151,25 @@ export function createMetricsRegistry(source: MetricsSource): Registry {
     },
   });
   new Gauge({
+    name: 'tether_output_disk_paused_processes',
+    help: 'Processes paused because their output past the window cannot go to disk (reason: output-disk-quota, output-disk-full)',
+    labelNames: ['reason'],
+    registers: [registry],
+    collect() {
+      const t = total();
+      this.set({ reason: 'output-disk-quota' }, t.pausedDiskQuota);
+      this.set({ reason: 'output-disk-full' }, t.pausedDiskFull);
+    },
+  });
+  new Gauge({
+    name: 'tether_output_spilled_bytes',
+    help: 'Unacknowledged output on disk (the state dir spill), all processes',
+    registers: [registry],
+    collect() {
+      this.set(total().spilledBytes);
+    },
+  });
+  new Gauge({
     name: 'tether_output_retained_bytes',
     help: 'Output kept for replay, all processes',
     registers: [registry],

@@ -82,6 +82,9 @@ function listProcess(proc: ManagedProcess, monitor: ServerMonitor): ProcessListi
     bytesIn: proc.bytesWritten,
     paused: proc.isPaused,
   };
+  const pausedBy = proc.pauseReason;
+  if (pausedBy) listing.pausedBy = pausedBy;
+  if (proc.spilled > 0) listing.spilledBytes = proc.spilled;
   if (facts?.argvTruncated) listing.argvTruncated = true;
   return listing;
 }

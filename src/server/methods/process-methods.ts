@@ -34,6 +34,8 @@ import { ManagedProcess, type SpawnSpec } from '../output/index.js';
 export interface ProcessKeeping {
   /** How a new process of `session` is kept: its keeper's socket, timer, cap and meta. */
   keepOptions(session: Session, p: { processId: string; handle: number; argv: string[]; tty: boolean; pipeStdin: boolean }): SpawnSpec['keep'];
+  /** Where a kept process's output past its window goes (the state dir's disk, within its quota). */
+  spillFor?(session: Session, keep: NonNullable<SpawnSpec['keep']>): SpawnSpec['spill'];
   /** `session`'s record follows its changes. */
   save(session: Session): void;
 }
@@ -113,6 +115,9 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
     let started: ManagedProcess | null = null;
     /** Started and known to the session by its id (what its handle then stands for). */
     let registered: ManagedProcess | null = null;
+    // The keeper's meta (read back by a successor) holds the argv as listed, not megabytes of it.
+    const keep = state.kept?.keepOptions(session, { processId: p.processId, handle, argv: listedArgv(p.argv).argv, tty: p.tty, pipeStdin: p.pipeStdin ?? false });
+    const spill = keep ? state.kept?.spillFor?.(session, keep) : undefined;
     try {
       const proc = await ManagedProcess.start(
         {
@@ -131,8 +136,8 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
           clientAcks: session.clientAcks,
           memory: state.memory,
           handle,
-          // The keeper's meta (read back by a successor) holds the argv as listed, not megabytes of it.
-          keep: state.kept?.keepOptions(session, { processId: p.processId, handle, argv: listedArgv(p.argv).argv, tty: p.tty, pipeStdin: p.pipeStdin ?? false }),
+          keep,
+          ...(spill ? { spill } : {}),
         },
         session,
         session.backend,

@@ -9,3 +9,5 @@ export { keeperObserver, logOptions } from './process-log.js';
 export type { OutputLimits, SpawnSpec } from './process-spec.js';
 export { ManagedProcess } from './process.js';
 export type { ProcessHost } from './process.js';
+export type { OutputSpill, SpillRefusal } from './output-spill.js';
+export type { PauseReason } from './output-flow.js';

@@ -59,6 +59,12 @@ export interface RestoreState {
   exitCode?: number | null;
   /** The highest seq dropped, when known: seqs continue after it even when no mark is left. */
   droppedSeq?: number;
+  /**
+   * The chunks its predecessor spilled (output/output-spill.ts) and then told the keeper to
+   * drop, oldest first, all at or below `droppedSeq`: they come back as spilled entries, their
+   * bytes read from the spill when sent.
+   */
+  spilled?: ReadonlyArray<{ seq: number; stream: OutputStream; bytes: number }>;
 }
 
 /** The log rebuilt: its entries (exposed, none acknowledged) and the bytes after them. */
@@ -84,6 +90,12 @@ export function restorePlan(state: RestoreState): RestorePlan {
   let exitSeq: number | null = null;
   let closeSeq: number | null = null;
   let last = state.droppedSeq ?? 0;
+  let previous = 0;
+  for (const s of state.spilled ?? []) {
+    if (!Number.isSafeInteger(s.seq) || s.seq <= previous || s.seq > last) throw new Error(`restore: spilled chunk ${s.seq} out of order (after ${previous}, dropped through ${last})`);
+    previous = s.seq;
+    entries.push({ kind: 'output', seq: s.seq, stream: s.stream, bytes: s.bytes, data: Buffer.alloc(0), parts: null, spilled: true });
+  }
   for (const mark of state.marks) {
     if (!Number.isSafeInteger(mark.seq) || mark.seq <= last) throw new Error(`restore: mark ${mark.seq} out of order (after ${last})`);
     last = mark.seq;

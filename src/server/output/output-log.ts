@@ -105,6 +105,11 @@ export class OutputLog {
     log._exitSeq = plan.exitSeq;
     log._closeSeq = plan.closeSeq;
     log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(plan.entries, 0, 0, Infinity);
+    for (const e of plan.entries) {
+      if (e.kind !== 'output' || !e.spilled) continue;
+      log._spilledBytes += e.bytes;
+      log._spilledThrough = e.seq;
+    }
     const chunk = options.maxChunkBytes;
     for (const { stream, data } of plan.leftovers) {
       for (let at = 0; at < data.length; at += chunk) log.append(stream, data.subarray(at, at + chunk));
@@ -420,6 +425,10 @@ export class OutputLog {
       e.spilled = true;
       this._spilledBytes += e.bytes;
       this._spilledThrough = e.seq;
+      // Kept mode: the keeper marks it and lets go of its copy (it is on disk now), so it
+      // reads on; a successor finds it in the spill (log-restore.ts).
+      this.expose(e.seq);
+      this.exposure.dropped(e.seq);
     }
   }
 

@@ -23,6 +23,7 @@ export function logOptions(spec: SpawnSpec, memory: OutputMemory, observer: Outp
     maxChunkBytes: chunkLimit(spec.limits.maxChunkBytes, spec.clientAcks),
     clientAcks: spec.clientAcks,
     observer,
+    ...(spec.spill ? { spill: spec.spill } : {}),
   };
 }
 

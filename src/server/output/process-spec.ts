@@ -7,6 +7,7 @@
 import type { MemoryBudget } from '../memory/index.js';
 import type { ChildSpec, KeptChild } from '../backend/index.js';
 import type { OutputLog, OutputMemory } from './output-log.js';
+import type { OutputSpill } from './output-spill.js';
 
 /** How a process keeps and paces its output (from the server's options). */
 export interface OutputLimits {
@@ -31,6 +32,8 @@ export interface SpawnSpec extends ChildSpec {
   memory?: MemoryBudget;
   /** Extension `binaryOutput`: the handle addressing its binary output frames (0: none). */
   handle?: number;
+  /** Where its output past the window goes instead of pausing the child (a state dir's disk); none: it pauses. */
+  spill?: OutputSpill;
 }
 
 /** Opens a process's output log, its bytes in `memory`; `kept` is its child's keeper side, once there is one. */

@@ -7,3 +7,4 @@ export type { HandoverOffer } from './handover.js';
 export { KeptServer } from './kept-server.js';
 export { answerWhileStarting } from './starting-gate.js';
 export { StateDirError, defaultStateDir } from './state-dir.js';
+export { defaultDiskTotal } from './disk-quota.js';

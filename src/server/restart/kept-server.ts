@@ -18,7 +18,7 @@
  * - At a kept stop (`handOver`): the keepers are let go of without killing anything.
  */
 import { randomBytes } from 'node:crypto';
-import { renameSync, rmSync, writeFileSync } from 'node:fs';
+import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { KeyJournal } from './key-journal.js';
@@ -27,13 +27,15 @@ import type { ExtensionName } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
 import type { AdoptedChild, KeepOptions, ServerBackend } from '../backend/index.js';
 import type { FsRegistration } from '../fs/index.js';
-import type { ProcessCapacity, OutputShares, MemoryBudget } from '../memory/index.js';
+import { type ProcessCapacity, type OutputShares, type MemoryBudget, shareOwner } from '../memory/index.js';
 import { grantKeep, type KeepLimits, type ServerMonitor, listedArgv, Session, type SessionLimits } from '../session/index.js';
-import type { ManagedProcess, OutputLimits } from '../output/index.js';
+import type { ManagedProcess, OutputLimits, OutputSpill } from '../output/index.js';
 import { adoptProcess } from './process-kept.js';
 import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
 import { adoptChild } from '../local/index.js';
 import { openStateDir, type StateDir } from './state-dir.js';
+import { DiskQuota, type DiskLimits } from './disk-quota.js';
+import { SpillFiles } from './spill-files.js';
 
 /**
  * How long one keeper has to hand itself over (connect, descriptors, dump) at start. All are
@@ -103,6 +105,8 @@ export interface KeptServerOptions {
   port?: number;
   /** The server's own output limits: what a keeper named by no record may retain. */
   output: OutputLimits;
+  /** The disk output past the window may use (disk-quota.ts); none: processes pause at the window. */
+  disk?: DiskLimits;
 }
 
 /** The server a restore rebuilds the recorded sessions into (what `restore` uses of it). */
@@ -134,19 +138,54 @@ export class KeptServer {
   /** Session records that could not be written at creation (the store counts the others). */
   private createFailures = 0;
 
+  /** The disk the spills share (output beyond the window goes to disk), or null. */
+  readonly disk: DiskQuota | null;
+
   private constructor(
     readonly dir: StateDir,
     private readonly store: SessionStore,
     readonly adoptWithinMs: number,
     private readonly log: Logger,
     private readonly output: OutputLimits,
-  ) {}
+    disk: DiskLimits | undefined,
+  ) {
+    this.disk = disk ? new DiskQuota(disk) : null;
+  }
+
+  /** DIR/spill/<the keeper socket's name>: where that keeper's process spills. */
+  private spillDir(socketPath: string): string {
+    return join(this.dir.path, 'spill', basename(socketPath, '.sock'));
+  }
+
+  /** Where a new kept process's output past its window goes: its own directory, within the quota. */
+  spillFor(session: Session, keep: KeepOptions): OutputSpill | undefined {
+    if (!this.disk) return undefined;
+    return SpillFiles.create(this.spillDir(keep.path), this.disk.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id));
+  }
+
+  /** An adopted process's spill as its predecessor left it (records up to what its keeper dropped). */
+  private reopenSpill(session: Session, socketPath: string, droppedSeq: number): SpillFiles | undefined {
+    if (!this.disk) return undefined;
+    return SpillFiles.reopen(this.spillDir(socketPath), this.disk.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id), droppedSeq);
+  }
+
+  /** Spill directories of no adopted process (their keeper died, or was dismissed) go. */
+  private sweepSpills(keep: ReadonlySet<string>): void {
+    const root = join(this.dir.path, 'spill');
+    let names: string[] = [];
+    try {
+      names = readdirSync(root);
+    } catch {
+      return;
+    }
+    for (const name of names) if (!keep.has(name)) rmSync(join(root, name), { recursive: true, force: true });
+  }
 
   /** Opens (checks and locks) the state dir; nothing is adopted yet (`adoptAll`). */
   static async open(opts: KeptServerOptions): Promise<KeptServer> {
     const dir = await openStateDir(opts.stateDir, opts.port !== undefined ? { port: opts.port } : {});
     const store = new SessionStore(dir.sessionsPath, opts.log, (path) => dir.quarantine(path));
-    return new KeptServer(dir, store, opts.adoptWithinMs, opts.log, opts.output);
+    return new KeptServer(dir, store, opts.adoptWithinMs, opts.log, opts.output, opts.disk);
   }
 
   /** What the start waits for (`/readyz` while it adopts), or null. */
@@ -299,6 +338,8 @@ export class KeptServer {
    */
   restore(state: RestoreTarget): void {
     const byId = new Map(this.records.map((r) => [r.id, r]));
+    /** The spill directories of the processes adopted. */
+    const spilled = new Set<string>();
     const sessions = new Map<string, Session>();
     for (const record of this.records) {
       const session = new Session(
@@ -343,7 +384,9 @@ export class KeptServer {
         continue;
       }
       let proc: ManagedProcess;
+      let spill: SpillFiles | undefined;
       try {
+        spill = this.reopenSpill(session, a.socketPath, a.child.dump.droppedSeq ?? 0);
         proc = adoptProcess(
           {
             processId: a.meta.process,
@@ -356,11 +399,15 @@ export class KeptServer {
             clientAcks: session.clientAcks,
             memory: state.memory,
             handle: a.meta.handle,
+            ...(spill ? { spill } : {}),
           },
           session,
           a.child,
+          spill?.records(),
         );
+        spilled.add(basename(a.socketPath, '.sock'));
       } catch (err) {
+        spill?.close();
         // Its dump does not fit together (OutputLog.restore): that process is lost, the rest is not.
         this.dismiss(a, `could not be rebuilt (${(err as Error).message})`);
         this.lost.add(session.id, a.meta.process, `the process was lost in the server restart (its output could not be rebuilt: ${(err as Error).message})`);
@@ -387,6 +434,7 @@ export class KeptServer {
           `${lost > 0 ? ` (${lost} lost in the restart)` : ''}; expires in ${session.limits.ttlMs} ms unless resumed`,
       );
     }
+    this.sweepSpills(spilled);
     this.adopted = [];
     this.records = [];
   }

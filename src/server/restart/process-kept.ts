@@ -15,8 +15,9 @@ export function rawExitCode(code: number | null, signal: NodeJS.Signals | null):
 }
 
 /** What OutputLog.restore needs from a keeper's dump. */
-export function restoreState(dump: KeptDump, tty: boolean): RestoreState {
+export function restoreState(dump: KeptDump, tty: boolean, spilled?: RestoreState['spilled']): RestoreState {
   return {
+    ...(spilled && spilled.length > 0 ? { spilled } : {}),
     streams: dump.streams,
     marks: dump.marks,
     tty,
@@ -30,10 +31,10 @@ export function restoreState(dump: KeptDump, tty: boolean): RestoreState {
  * memory; throws if the dump does not fit together), its exit as the keeper knew it, the
  * writeIds the keeper took. It was announced before: its output flows when attached.
  */
-export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild): ManagedProcess {
+export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild, spilled?: RestoreState['spilled']): ManagedProcess {
   const { dump } = adopted;
   return ManagedProcess.adopt(spec, host, adopted, {
-    openLog: (memory, kept) => OutputLog.restore(logOptions(spec, memory, keeperObserver(kept)), restoreState(dump, spec.tty)),
+    openLog: (memory, kept) => OutputLog.restore(logOptions(spec, memory, keeperObserver(kept)), restoreState(dump, spec.tty, spilled)),
     exitCode: dump.exited ? rawExitCode(dump.exited.code, dump.exited.signal) : null,
     writeIds: dump.ids,
   });

@@ -62,6 +62,11 @@ export interface OutputTotals {
   pausedMs: number;
   retainedBytes: number;
   pausedProcesses: number;
+  /** Paused because their output past the window cannot go to disk: the quota, a full filesystem. */
+  pausedDiskQuota: number;
+  pausedDiskFull: number;
+  /** Unacknowledged output on disk (the spills of live processes). */
+  spilledBytes: number;
 }
 
 /** A logfmt value: bare when it is one plain word, JSON-quoted otherwise (no newline can forge a line). */
@@ -155,7 +160,7 @@ export class ServerMonitor {
   /** Sums over every process so far; forgets (folds in) the ones no session holds any more. */
   totals(): OutputTotals {
     this.cleanup();
-    const totals: OutputTotals = { ...this.folded, retainedBytes: 0, pausedProcesses: 0 };
+    const totals: OutputTotals = { ...this.folded, retainedBytes: 0, pausedProcesses: 0, pausedDiskQuota: 0, pausedDiskFull: 0, spilledBytes: 0 };
     for (const facts of this.processes.values()) {
       const { proc } = facts;
       totals.outputBytes += proc.bytesRead;
@@ -164,6 +169,10 @@ export class ServerMonitor {
       totals.pausedMs += proc.pausedMs;
       totals.retainedBytes += proc.retained;
       if (proc.isPaused) totals.pausedProcesses++;
+      const reason = proc.pauseReason;
+      if (reason === 'output-disk-quota') totals.pausedDiskQuota++;
+      else if (reason === 'output-disk-full') totals.pausedDiskFull++;
+      totals.spilledBytes += proc.spilled;
     }
     return totals;
   }

@@ -1,0 +1,90 @@
+/**
+ * Output beyond the window goes to disk, not into a pause ("a night in a minute", scaled to
+ * CI): `tether exec` runs a producer of about 128 MB (`seq`, then exit 7) against `tether serve
+ * --memory-budget 64MiB` with a state dir. The client process is SIGSTOPped as soon as its
+ * first output arrives. The producer FINISHES while the client is stopped (its pid is gone:
+ * an event, polled, never a fixed wait): its output past the 8 MiB window went to the state
+ * dir's spill instead of pausing it. The server's peak RSS (VmHWM, /proc) stays under the
+ * budget plus a fixed overhead. After SIGCONT the client prints every byte exactly once and
+ * in order (sha256) and exits 7. Without the spill the producer blocks in write(2) at the
+ * window until the client reads, so it never finishes while the client is stopped.
+ */
+import { execSync, type ChildProcess } from 'node:child_process';
+import { createHash, randomBytes } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { afterEach, describe, expect, it } from 'vitest';
+import { spawnTether } from '../helpers/cli.js';
+import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess } from '../helpers/server-process.js';
+
+const COUNT = 14_000_000; // `seq 1 COUNT`: 115 MB
+const BUDGET_MIB = 64;
+/** What the server may hold beyond its budget: Node, its heap and code, read buffers (measured: a peak of 112 MiB in all with a 115 MB producer). */
+const OVERHEAD_MIB = 96;
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function reap(child: ChildProcess): void {
+  cleanups.push(() => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+  });
+}
+
+/** The peak resident memory of `pid` (VmHWM), in MiB. */
+function peakRssMib(pid: number): number {
+  const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
+  return m ? Number(m[1]) / 1024 : NaN;
+}
+
+const expected = createHash('sha256').update(execSync(`seq 1 ${COUNT}`, { maxBuffer: 256 * 1024 * 1024 })).digest('hex');
+
+describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) => {
+  it(
+    `seq 1 ${COUNT} finishes while its client is stopped; the server stays under ${BUDGET_MIB} MiB + ${OVERHEAD_MIB} MiB; on SIGCONT every byte once, in order, exit 7`,
+    async () => {
+      const stateDir = makeStateDir(user);
+      cleanups.push(() => disposeStateDir(stateDir));
+      const server = await startServerProcess({ user, stateDir, args: ['--memory-budget', `${BUDGET_MIB}MiB`, '--session-ttl', '10m'] });
+      cleanups.push(() => server.dispose());
+      const marker = `night-${randomBytes(6).toString('hex')}`;
+      const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '10m', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      reap(child);
+      const hash = createHash('sha256');
+      let bytes = 0;
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const first = new Promise<void>((resolve) => {
+        child.stdout!.on('data', (d: Buffer) => {
+          if (bytes === 0) {
+            child.kill('SIGSTOP');
+            resolve();
+          }
+          hash.update(d);
+          bytes += d.length;
+        });
+      });
+      const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+      await first;
+      // The producer runs on and finishes while nobody reads: its pid goes.
+      // (Its keeper shows the command too, and stays until the client has everything: the shell counts.)
+      const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
+      expect(finished, `the producer still runs while its client is stopped; server: ${server.stderr().slice(-1500)}`).toBe(true);
+      const peak = peakRssMib(server.pid);
+      child.kill('SIGCONT');
+      const { code } = await closed;
+      expect(code, stderr.slice(-1500)).toBe(7);
+      expect(bytes).toBe(Number(execSync(`seq 1 ${COUNT} | wc -c`).toString().trim()));
+      expect(hash.digest('hex')).toBe(expected);
+      // Measured once the producer was done: everything past the window was on disk, not in memory.
+      expect(peak).toBeLessThan(BUDGET_MIB + OVERHEAD_MIB);
+      process.stderr.write(`long-absence: server peak RSS ${peak.toFixed(1)} MiB (budget ${BUDGET_MIB} MiB), ${bytes} bytes\n`);
+    },
+    240_000,
+  );
+});
