@@ -14,7 +14,8 @@ import { createHash, randomBytes } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnTether } from '../helpers/cli.js';
-import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess } from '../helpers/server-process.js';
+import { startRestartableServer } from '../helpers/restart.js';
+import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 
 const COUNT = 14_000_000; // `seq 1 COUNT`: 115 MB
 const BUDGET_MIB = 64;
@@ -40,6 +41,49 @@ function peakRssMib(pid: number): number {
   return m ? Number(m[1]) / 1024 : NaN;
 }
 
+/**
+ * Runs the producer under `tether exec`, stops the client at its first output, waits for the
+ * producer to finish (`whileStopped` then runs, e.g. a server crash and its successor),
+ * continues the client: returns the server's peak RSS measured when the producer was done.
+ */
+async function night(server: () => ServerProcess, url: string, whileStopped: () => Promise<void> = async () => {}): Promise<{ peak: number; bytes: number }> {
+  const marker = `night-${randomBytes(6).toString('hex')}`;
+  const child = spawnTether(['exec', '--url', url, '--recovery-deadline', '10m', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  reap(child);
+  const hash = createHash('sha256');
+  let bytes = 0;
+  let stderr = '';
+  child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+  const first = new Promise<void>((resolve) => {
+    child.stdout!.on('data', (d: Buffer) => {
+      if (bytes === 0) {
+        child.kill('SIGSTOP');
+        resolve();
+      }
+      hash.update(d);
+      bytes += d.length;
+    });
+  });
+  const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
+  await first;
+  // The producer runs on and finishes while nobody reads: its pid goes.
+  // (Its keeper shows the command too, and stays until the client has everything: the shell counts.)
+  const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
+  expect(finished, `the producer still runs while its client is stopped; server: ${server().stderr().slice(-1500)}`).toBe(true);
+  const peak = peakRssMib(server().pid);
+  await whileStopped();
+  child.kill('SIGCONT');
+  const { code } = await closed;
+  expect(code, stderr.slice(-1500)).toBe(7);
+  expect(bytes).toBe(Number(execSync(`seq 1 ${COUNT} | wc -c`).toString().trim()));
+  expect(hash.digest('hex')).toBe(expected);
+  // Measured once the producer was done: everything past the window was on disk, not in memory.
+  expect(peak).toBeLessThan(BUDGET_MIB + OVERHEAD_MIB);
+  return { peak, bytes };
+}
+
 const expected = createHash('sha256').update(execSync(`seq 1 ${COUNT}`, { maxBuffer: 256 * 1024 * 1024 })).digest('hex');
 
 describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) => {
@@ -50,40 +94,25 @@ describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) =
       cleanups.push(() => disposeStateDir(stateDir));
       const server = await startServerProcess({ user, stateDir, args: ['--memory-budget', `${BUDGET_MIB}MiB`, '--session-ttl', '10m'] });
       cleanups.push(() => server.dispose());
-      const marker = `night-${randomBytes(6).toString('hex')}`;
-      const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '10m', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      reap(child);
-      const hash = createHash('sha256');
-      let bytes = 0;
-      let stderr = '';
-      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-      const first = new Promise<void>((resolve) => {
-        child.stdout!.on('data', (d: Buffer) => {
-          if (bytes === 0) {
-            child.kill('SIGSTOP');
-            resolve();
-          }
-          hash.update(d);
-          bytes += d.length;
-        });
-      });
-      const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
-      await first;
-      // The producer runs on and finishes while nobody reads: its pid goes.
-      // (Its keeper shows the command too, and stays until the client has everything: the shell counts.)
-      const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
-      expect(finished, `the producer still runs while its client is stopped; server: ${server.stderr().slice(-1500)}`).toBe(true);
-      const peak = peakRssMib(server.pid);
-      child.kill('SIGCONT');
-      const { code } = await closed;
-      expect(code, stderr.slice(-1500)).toBe(7);
-      expect(bytes).toBe(Number(execSync(`seq 1 ${COUNT} | wc -c`).toString().trim()));
-      expect(hash.digest('hex')).toBe(expected);
-      // Measured once the producer was done: everything past the window was on disk, not in memory.
-      expect(peak).toBeLessThan(BUDGET_MIB + OVERHEAD_MIB);
+      const { peak, bytes } = await night(() => server, server.url);
       process.stderr.write(`long-absence: server peak RSS ${peak.toFixed(1)} MiB (budget ${BUDGET_MIB} MiB), ${bytes} bytes\n`);
+    },
+    240_000,
+  );
+
+  it(
+    'the same with the server killed -9 once the producer is done and a successor on the same port and state dir while the client is stopped: every byte once, exit 7',
+    async () => {
+      const server = await startRestartableServer(user, ['--memory-budget', `${BUDGET_MIB}MiB`, '--session-ttl', '10m']);
+      cleanups.push(() => server.dispose());
+      await night(
+        () => server.current,
+        server.url,
+        async () => {
+          await server.stop('SIGKILL');
+          await server.successor();
+        },
+      );
     },
     240_000,
   );
