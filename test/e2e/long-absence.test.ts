@@ -100,16 +100,16 @@ describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) =
     240_000,
   );
 
-  it(
-    'the same with the server killed -9 once the producer is done and a successor on the same port and state dir while the client is stopped: every byte once, exit 7',
-    async () => {
+  it.each(['SIGKILL', 'SIGTERM'] as const)(
+    'the same with the server stopped (%s) once the producer is done and a successor on the same port and state dir while the client is stopped: every byte once, exit 7',
+    async (ending) => {
       const server = await startRestartableServer(user, ['--memory-budget', `${BUDGET_MIB}MiB`, '--session-ttl', '10m']);
       cleanups.push(() => server.dispose());
       await night(
         () => server.current,
         server.url,
         async () => {
-          await server.stop('SIGKILL');
+          await server.stop(ending);
           await server.successor();
         },
       );

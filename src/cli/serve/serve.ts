@@ -234,7 +234,8 @@ export function parseServeArgs(argv: string[], env: NodeJS.ProcessEnv = process.
   if (v['closed-retention'] !== undefined) options.closedRetentionMs = parseDuration('--closed-retention', v['closed-retention']);
   if (v['output-retention'] !== undefined) options.outputRetentionBytes = parseSize('--output-retention', v['output-retention']);
   if (v['output-window'] !== undefined) options.outputWindowBytes = parseSize('--output-window', v['output-window']);
-  if (v['output-disk'] !== undefined) options.outputDiskBytes = parseSize('--output-disk', v['output-disk']);
+  // 0: no spill (the process pauses at the window, as without a state dir).
+  if (v['output-disk'] !== undefined) options.outputDiskBytes = v['output-disk'] === '0' ? 0 : parseSize('--output-disk', v['output-disk']);
   if (v['output-disk-total'] !== undefined) options.outputDiskTotalBytes = parseSize('--output-disk-total', v['output-disk-total']);
   if (v['max-message-size'] !== undefined) options.maxMessageBytes = parseSize('--max-message-size', v['max-message-size']);
   if (v['max-sessions'] !== undefined) options.maxSessions = parseCount('--max-sessions', v['max-sessions']);

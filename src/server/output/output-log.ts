@@ -404,8 +404,10 @@ export class OutputLog {
 
   /**
    * While memory holds the window or more of unacknowledged output, moves the oldest chunk
-   * still in memory to the spill (chunks go in seq order; exit and close stay, they are tiny).
-   * Stops at the first refusal, remembered until the spill takes again.
+   * still in memory to the spill, in seq order. Stops at the first refusal (remembered until
+   * the spill takes again), and at an exit or close event: the spill holds output only, and in
+   * kept mode what it holds is dropped by the keeper, which must not forget an event (output
+   * after the exit, held past the window, pauses as it always did).
    */
   private spillExcess(): void {
     const spill = this.options.spill;
@@ -414,7 +416,8 @@ export class OutputLog {
     let i = this.indexAfter(Math.max(this._ackedSeq, this._spilledThrough));
     while (this.memoryUnackedBytes >= this.options.windowBytes && i < this.entries.length) {
       const e = this.entries[i++]!;
-      if (e.kind !== 'output' || e.spilled) continue;
+      if (e.kind !== 'output') return;
+      if (e.spilled) continue;
       this.seal(e);
       const refusal = spill.append(e.seq, e.stream, e.data);
       if (refusal) {

@@ -18,7 +18,7 @@
  * - At a kept stop (`handOver`): the keepers are let go of without killing anything.
  */
 import { randomBytes } from 'node:crypto';
-import { readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { unlink } from 'node:fs/promises';
 import { basename, join } from 'node:path';
 import { KeyJournal } from './key-journal.js';
@@ -138,6 +138,8 @@ export class KeptServer {
   /** Session records that could not be written at creation (the store counts the others). */
   private createFailures = 0;
 
+  /** Keepers told to kill their processes at this restore (their spills go). */
+  private readonly dismissed = new Set<string>();
   /** The disk the spills share (output beyond the window goes to disk), or null. */
   readonly disk: DiskQuota | null;
 
@@ -163,14 +165,25 @@ export class KeptServer {
     return SpillFiles.create(this.spillDir(keep.path), this.disk.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id));
   }
 
-  /** An adopted process's spill as its predecessor left it (records up to what its keeper dropped). */
-  private reopenSpill(session: Session, socketPath: string, droppedSeq: number): SpillFiles | undefined {
-    if (!this.disk) return undefined;
-    return SpillFiles.reopen(this.spillDir(socketPath), this.disk.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id), droppedSeq);
+  /**
+   * An adopted process's spill as its predecessor left it (records up to what its keeper
+   * dropped). Reopened even when this server spills nothing (--output-disk 0): what is on disk
+   * is the process's output; it only takes no more.
+   */
+  private reopenSpill(session: Session, socketPath: string, droppedSeq: number): SpillFiles {
+    const quota = this.disk ?? (this.noDisk ??= new DiskQuota({ totalBytes: 0, sessionBytes: 0 }));
+    return SpillFiles.reopen(this.spillDir(socketPath), quota.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id), droppedSeq);
   }
 
-  /** Spill directories of no adopted process (their keeper died, or was dismissed) go. */
-  private sweepSpills(keep: ReadonlySet<string>): void {
+  /** The quota of adopted spills when this server spills nothing: takes nothing more. */
+  private noDisk: DiskQuota | null = null;
+
+  /**
+   * Spill directories of no adopted process go: their keeper is gone (no socket left) or was
+   * dismissed. One whose keeper still has its socket (not adopted in time: left for a later
+   * server) stays with it.
+   */
+  private sweepSpills(keep: ReadonlySet<string>, dismissed: ReadonlySet<string>): void {
     const root = join(this.dir.path, 'spill');
     let names: string[] = [];
     try {
@@ -178,7 +191,11 @@ export class KeptServer {
     } catch {
       return;
     }
-    for (const name of names) if (!keep.has(name)) rmSync(join(root, name), { recursive: true, force: true });
+    for (const name of names) {
+      if (keep.has(name)) continue;
+      if (!dismissed.has(name) && existsSync(join(this.dir.keepersPath, `${name}.sock`))) continue;
+      rmSync(join(root, name), { recursive: true, force: true });
+    }
   }
 
   /** Opens (checks and locks) the state dir; nothing is adopted yet (`adoptAll`). */
@@ -434,13 +451,14 @@ export class KeptServer {
           `${lost > 0 ? ` (${lost} lost in the restart)` : ''}; expires in ${session.limits.ttlMs} ms unless resumed`,
       );
     }
-    this.sweepSpills(spilled);
+    this.sweepSpills(spilled, this.dismissed);
     this.adopted = [];
     this.records = [];
   }
 
   /** An adopted keeper this server cannot use: its tree is killed and it ends. */
   private dismiss(a: Adopted, why: string): void {
+    this.dismissed.add(basename(a.socketPath, '.sock'));
     this.log('warn', `state dir: keeper ${basename(a.socketPath)} ${why}: its processes are killed`);
     a.child.child.killTree();
     a.child.child.kept?.release();

@@ -45,7 +45,7 @@ describe.each([false, true])('the output disk quota (unprivileged server: %s)', 
     const files = { a: join(stateDir, '..', `${process.pid}-a.token`), b: join(stateDir, '..', `${process.pid}-b.token`) };
     writeFileSync(files.a, tokens.a, { mode: 0o644 });
     writeFileSync(files.b, tokens.b, { mode: 0o644 });
-    cleanups.push(() => execSync(`rm -f ${files.a} ${files.b}`));
+    cleanups.push(() => void execSync(`rm -f ${files.a} ${files.b}`));
     served = await spawnServe(
       ['--port', '0', '--state-dir', stateDir, '--token-file', files.a, '--admin-token-file', files.b, '--output-window', '1MiB', '--output-disk', '4MiB', '--output-disk-total', '64MiB'],
       { unprivileged },
