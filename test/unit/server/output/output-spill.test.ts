@@ -207,4 +207,60 @@ describe('OutputLog with a spill', () => {
       { seed: 37, numRuns: 200 },
     );
   });
+
+  it('kept mode: a chunk is marked and dropped at the keeper only once it is in the spill, never past an event', () => {
+    const spill = new MemorySpill();
+    const told: string[] = [];
+    const log = new OutputLog(
+      opts(spill, {
+        observer: {
+          exposed: (e) => told.push(`mark ${e.seq}${e.kind === 'output' ? '' : ` ${e.kind}`}`),
+          dropped: (seq) => {
+            told.push(`drop ${seq}`);
+            for (let s = log.ackedSeq + 1; s <= seq; s++) if (log.kept().some((e) => e.seq === s && e.kind === 'output')) expect(spill.chunks.has(s)).toBe(true);
+          },
+        },
+      }),
+    );
+    for (let i = 0; i < 13; i++) log.append('stdout', piece(i));
+    expect(told).toEqual(['mark 1', 'drop 1']);
+    log.recordExit(0);
+    for (let i = 13; i < 40; i++) log.append('stdout', piece(i)); // output after the exit: held, never spilled past it
+    expect(told.filter((t) => t.startsWith('drop')).pop()).toBe(`drop ${log.spilledThrough}`);
+    expect(log.spilledThrough).toBeLessThan(log.exitSeq!);
+    expect(log.spillRefusal).toBe(null);
+    expect(reads(log)).toBe(false); // pauses at the window, as without a spill
+  });
+
+  it('a successor rebuilds the spilled entries from the spill with their seqs, before what its keeper kept', () => {
+    const spill = new MemorySpill();
+    for (let seq = 4; seq <= 6; seq++) spill.append(seq, 'stdout', piece(seq));
+    const kept = Buffer.concat([piece(7), piece(8)]);
+    const log = OutputLog.restore(opts(spill), {
+      streams: { 1: { base: 100, data: kept }, 2: { base: 0, data: Buffer.alloc(0) } },
+      marks: [{ seq: 7, stream: 1, end: 108 }],
+      tty: false,
+      droppedSeq: 6,
+      spilled: [4, 5, 6].map((seq) => ({ seq, stream: 'stdout' as const, bytes: 8 })),
+    });
+    expect(log.ackedSeq).toBe(3);
+    expect(log.spilledBytes).toBe(24);
+    expect(log.memoryUnackedBytes).toBe(16);
+    const sent = drainOutput(log);
+    expect(sent.map((c) => [c.seq, c.data.toString()])).toEqual([
+      [4, piece(4).toString()],
+      [5, piece(5).toString()],
+      [6, piece(6).toString()],
+      [7, piece(7).toString()],
+      [8, piece(8).toString()],
+    ]);
+    log.acknowledge(8);
+    expect(spill.bytes).toBe(0);
+  });
+
+  it('a restore refuses spilled chunks out of order or past what the keeper dropped', () => {
+    const base = { streams: { 1: { base: 0, data: Buffer.alloc(0) }, 2: { base: 0, data: Buffer.alloc(0) } }, marks: [], tty: false, droppedSeq: 5 } as const;
+    expect(() => OutputLog.restore(opts(new MemorySpill()), { ...base, spilled: [{ seq: 6, stream: 'stdout', bytes: 1 }] })).toThrow(/out of order/);
+    expect(() => OutputLog.restore(opts(new MemorySpill()), { ...base, spilled: [{ seq: 3, stream: 'stdout', bytes: 1 }, { seq: 3, stream: 'stdout', bytes: 1 }] })).toThrow(/out of order/);
+  });
 });
