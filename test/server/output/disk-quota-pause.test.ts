@@ -6,6 +6,10 @@
  * ("output-disk-quota"). Meanwhile another token's session streams a producer to the end and
  * starts more processes. When the first client acknowledges, the producer resumes and every
  * byte arrives once, in order. Today (no spill) the listing has no such reason.
+ *
+ * A full filesystem: the state dir on an 8 MiB tmpfs (root only: mounting needs it; the test
+ * says so and skips otherwise): the producer pauses with "output-disk-full", the server lives,
+ * and once the client reads, every byte it had numbered and the rest arrive once, in order.
  */
 import { execSync } from 'node:child_process';
 import { writeFileSync } from 'node:fs';
@@ -89,5 +93,40 @@ describe.each([false, true])('the output disk quota (unprivileged server: %s)', 
     hoarder.on('notification', ack);
     await hoarder.waitClosed('p', 60_000);
     expect(hoarder.output('p')).toBe(EXPECTED);
+  }, 120_000);
+
+  it.skipIf(process.getuid?.() !== 0)('a full filesystem (the state dir on an 8 MiB tmpfs; root only: mounting needs it): the producer pauses with output-disk-full, the server lives, nothing is lost', async () => {
+    const stateDir = makeStateDir(unprivileged ? 'nobody' : 'self');
+    const owner = unprivileged ? 65534 : 0;
+    try {
+      execSync(`mount -t tmpfs -o size=8m,mode=0700,uid=${owner},gid=${owner} tmpfs ${stateDir}`);
+    } catch (err) {
+      console.warn(`skipped: cannot mount a tmpfs here (${(err as Error).message.split('\n')[0]})`);
+      return;
+    }
+    cleanups.push(async () => {
+      await disposeStateDir(stateDir).catch(() => {});
+      execSync(`umount ${stateDir} && rmdir ${stateDir}`);
+    });
+    // An explicit total past the filesystem: the disk fills before any quota.
+    served = await spawnServe(['--port', '0', '--state-dir', stateDir, '--output-window', '1MiB', '--output-disk', '1GiB', '--output-disk-total', '1GiB'], { unprivileged });
+    const client = await pool.connect(served.url);
+    await client.request('initialize', { clientName: 'asleep', tether: { version: 1, extensions: ['acks', 'sessionList'] } });
+    client.notify('initialized', {});
+    expect((await client.call('process/start', { processId: 'p', argv: ['seq', '1', String(COUNT)], cwd: CWD, env: ENV, tty: false })).error).toBeUndefined();
+    let listed: any;
+    for (let i = 0; i < 5000; i++) {
+      listed = (await client.request('session/list', {})).sessions.find((s: { current: boolean }) => s.current).processes[0];
+      if (listed.pausedBy === 'output-disk-full') break;
+    }
+    expect(listed).toMatchObject({ state: 'running', paused: true, pausedBy: 'output-disk-full' });
+    const ack = (f: Frame) => {
+      if (f.method === 'process/output' || f.method === 'process/closed') client.notify('process/ack', { processId: f.params.processId, seq: f.params.seq });
+    };
+    for (const f of client.notifications) ack(f);
+    client.on('notification', ack);
+    await client.waitClosed('p', 60_000);
+    expect(client.output('p')).toBe(EXPECTED);
+    expect(served.child.exitCode).toBe(null);
   }, 120_000);
 });
