@@ -15,7 +15,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ExecStdioClientTransport } from '../src/mcp/index.js';
 import { ms, summarize, table, verdict, type Summary } from './lib/stats.js';
-import { startTetherProcess } from './lib/servers.js';
+import { benchNodeArgs, startTetherProcess } from './lib/servers.js';
 
 const SAMPLES = Number(process.env.BENCH_MCP_SAMPLES ?? 500);
 const WARMUP = Number(process.env.BENCH_MCP_WARMUP ?? 100);
@@ -50,7 +50,7 @@ export const localStdio = (): Transport => new StdioClientTransport({ command: p
 export const tetherMcpBridge = (url: string): Transport =>
   new StdioClientTransport({
     command: process.execPath,
-    args: [path.join(repoRoot, 'bin/tether.js'), 'mcp', '--url', url, '--', process.execPath, ...everythingArgs],
+    args: [...benchNodeArgs(), path.join(repoRoot, 'bin/tether.js'), 'mcp', '--url', url, '--', process.execPath, ...everythingArgs],
     cwd: repoRoot,
     stderr: 'ignore',
   });

@@ -12,6 +12,7 @@ import type { Writable } from 'node:stream';
 import WebSocket from 'ws';
 import type { ExecClient, ExecClientOptions } from '../../src/client/index.js';
 import { withTimeout as within } from './measure.js';
+import { benchNodeArgs } from './servers.js';
 
 const MiB = 1024 * 1024;
 const STEP_TIMEOUT_MS = 120_000;
@@ -95,7 +96,7 @@ export class FloorClient {
 }
 
 export async function startFloorServer(): Promise<{ url: string; child: ChildProcess; stop(): void }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/floor-server.ts'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
+  const child = spawn(process.execPath, [...benchNodeArgs(), '--import', 'tsx', 'bench/lib/floor-server.ts'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
   // However the bench ends (a crash goes through process.exit), the floor server goes with it.
   const stopOnExit = (): void => void child.kill('SIGTERM');
   process.once('exit', stopOnExit);
