@@ -67,16 +67,21 @@ export class FloorClient {
     const ws = this.ws;
     const started = performance.now();
     const done = new Promise<void>((resolve) => {
+      const resume = (): void => ws.resume();
       const onMessage = (data: Buffer, isBinary: boolean): void => {
         if (!isBinary) {
           ws.off('message', onMessage);
+          // Paused by the last bytes with "done" already read: the pipe is ended next, and an
+          // ended pipe emits no 'drain', so resume now or the next run never starts.
+          consumer.stdin.off('drain', resume);
+          if (ws.isPaused) ws.resume();
           resolve();
           return;
         }
         // One pause and one resume at a time (ws may still deliver messages it already had).
         if (!consumer.stdin.write(data) && !ws.isPaused) {
           ws.pause();
-          consumer.stdin.once('drain', () => ws.resume());
+          consumer.stdin.once('drain', resume);
         }
       };
       ws.on('message', onMessage);
