@@ -15,7 +15,7 @@ import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js'
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import { ExecStdioClientTransport } from '../src/mcp/index.js';
 import { ms, summarize, table, verdict, type Summary } from './lib/stats.js';
-import { startTetherProcess } from './lib/servers.js';
+import { benchNodeArgs, startTetherProcess } from './lib/servers.js';
 
 const SAMPLES = Number(process.env.BENCH_MCP_SAMPLES ?? 500);
 const WARMUP = Number(process.env.BENCH_MCP_WARMUP ?? 100);
@@ -24,19 +24,42 @@ const CALL_TIMEOUT_MS = 30_000;
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));
 const everythingArgs = [path.join(repoRoot, 'node_modules/@modelcontextprotocol/server-everything/dist/index.js'), 'stdio'];
 
-async function measure(transport: Transport): Promise<Summary> {
+/** An MCP SDK client on `transport`, connected; `calls(n)` times n sequential `echo` calls (ms). */
+export async function mcpEchoClient(transport: Transport): Promise<{ calls(n: number): Promise<number[]>; close(): Promise<void> }> {
   const client = new Client({ name: 'tether-bench', version: '0.0.0' });
   await client.connect(transport);
+  const call = () => client.callTool({ name: 'echo', arguments: { message: 'ping' } }, undefined, { timeout: CALL_TIMEOUT_MS });
+  return {
+    calls: async (n) => {
+      const samples: number[] = [];
+      for (let i = 0; i < n; i++) {
+        const t0 = performance.now();
+        await call();
+        samples.push(performance.now() - t0);
+      }
+      return samples;
+    },
+    close: () => client.close(),
+  };
+}
+
+/** server-everything over the SDK's own stdio transport: the baseline an MCP host has today. */
+export const localStdio = (): Transport => new StdioClientTransport({ command: process.execPath, args: everythingArgs, stderr: 'ignore' });
+
+/** The SDK's stdio transport running `tether mcp --url URL -- server-everything` (an MCP host configured with `"command": "tether"`). */
+export const tetherMcpBridge = (url: string): Transport =>
+  new StdioClientTransport({
+    command: process.execPath,
+    args: [...benchNodeArgs(), path.join(repoRoot, 'bin/tether.js'), 'mcp', '--url', url, '--', process.execPath, ...everythingArgs],
+    cwd: repoRoot,
+    stderr: 'ignore',
+  });
+
+async function measure(transport: Transport): Promise<Summary> {
+  const client = await mcpEchoClient(transport);
   try {
-    const call = () => client.callTool({ name: 'echo', arguments: { message: 'ping' } }, undefined, { timeout: CALL_TIMEOUT_MS });
-    for (let i = 0; i < WARMUP; i++) await call();
-    const samples: number[] = [];
-    for (let i = 0; i < SAMPLES; i++) {
-      const t0 = performance.now();
-      await call();
-      samples.push(performance.now() - t0);
-    }
-    return summarize(samples);
+    await client.calls(WARMUP);
+    return summarize(await client.calls(SAMPLES));
   } finally {
     await client.close();
   }
@@ -45,18 +68,11 @@ async function measure(transport: Transport): Promise<Summary> {
 export async function run(): Promise<void> {
   const server = await startTetherProcess();
   try {
-    const local = await measure(new StdioClientTransport({ command: process.execPath, args: everythingArgs, stderr: 'ignore' }));
+    const local = await measure(localStdio());
     const viaTransport = await measure(
       new ExecStdioClientTransport({ url: server.url, command: process.execPath, args: everythingArgs, stderr: 'ignore' }),
     );
-    const viaBridge = await measure(
-      new StdioClientTransport({
-        command: process.execPath,
-        args: [path.join(repoRoot, 'bin/tether.js'), 'mcp', '--url', server.url, '--', process.execPath, ...everythingArgs],
-        cwd: repoRoot,
-        stderr: 'ignore',
-      }),
-    );
+    const viaBridge = await measure(tetherMcpBridge(server.url));
 
     const row = (name: string, s: Summary): string[] => [
       name,

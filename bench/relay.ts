@@ -22,9 +22,9 @@ import { WsRpc } from './lib/ws-rpc.js';
 const BLOCKS = Number(process.env.BENCH_RELAY_BLOCKS ?? 6);
 const ECHO_PER_BLOCK = Number(process.env.BENCH_RELAY_ECHO ?? 30);
 const THROUGHPUT_PER_BLOCK = Number(process.env.BENCH_RELAY_RUNS ?? 1);
-const LINK = process.env.BENCH_RELAY_LINK;
+export const LINK = process.env.BENCH_RELAY_LINK;
 
-interface Path {
+export interface Path {
   name: string;
   rpc: WsRpc;
   /** The process between the client and the upstream (the relay or the floor); none direct. */
@@ -36,8 +36,16 @@ interface Path {
   upstreamCpu: number[];
 }
 
-/** `upstream.name` and `pid`, and the upstream's URL as every path reaches it (across the link, if any). */
-async function compare(upstream: { name: string; url: string; pid: number }): Promise<string[][]> {
+/**
+ * The three paths (direct, via relay, via floor) to one upstream, measured in `blocks`
+ * alternating blocks. `upstream.name` and `pid`, and the upstream's URL as every path reaches it
+ * (across the link, if any).
+ */
+export async function measureRelayPaths(
+  upstream: { name: string; url: string; pid: number },
+  blocks = BLOCKS,
+  echoPerBlock = ECHO_PER_BLOCK,
+): Promise<{ direct: Path; relayed: Path; floored: Path }> {
   const relay = await startRelayProcess(upstream.url);
   let floor: BenchServer | undefined;
   try {
@@ -58,38 +66,47 @@ async function compare(upstream: { name: string; url: string; pid: number }): Pr
       p.betweenCpu.push(p.between ? cpuMs(p.between.pid) - between : Number.NaN);
       p.upstreamCpu.push(cpuMs(upstream.pid) - up);
     };
-    for (let block = 0; block < BLOCKS; block++) {
+    for (let block = 0; block < blocks; block++) {
       // Each path first, middle and last in turn, so that other load hits them alike.
       const order = paths.map((_, i) => paths[(i + block) % paths.length]!);
-      for (const p of order) p.echo.push(...(await echoRoundTrip(p.rpc, ECHO_PER_BLOCK, block === 0 ? 10 : 2)));
+      for (const p of order) p.echo.push(...(await echoRoundTrip(p.rpc, echoPerBlock, block === 0 ? 10 : 2)));
       for (const p of order) for (let i = 0; i < THROUGHPUT_PER_BLOCK; i++) await measured(p);
     }
     for (const p of paths) await p.rpc.close();
     const [direct, relayed, floored] = paths as [Path, Path, Path];
-    const echo = (p: Path) => summarize(p.echo).p50;
-    const rate = (p: Path) => summarize(p.rates).p50;
-    const ratioRow = (name: string, a: Path, b: Path, verdicts: boolean): string[] => {
-      const echoRatio = echo(a) / echo(b);
-      const rateRatio = rate(a) / rate(b);
-      return [name, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, '', '', verdicts ? verdict(echoRatio <= 1.5) : '', verdicts ? verdict(rateRatio >= 0.8) : ''];
-    };
-    const cpu = (samples: number[]) => (samples.every(Number.isNaN) ? '' : `${summarize(samples).p50.toFixed(0)} ms`);
-    return [
-      ...paths.map((p) => [p.name, ms(echo(p)), ms(summarize(p.echo).p99), `${rate(p).toFixed(0)} MiB/s`, cpu(p.betweenCpu), cpu(p.upstreamCpu), '', '']),
-      ratioRow(`relay / direct (${upstream.name})`, relayed, direct, true),
-      ratioRow(`floor / direct (${upstream.name})`, floored, direct, true),
-      ratioRow(`relay / floor (${upstream.name})`, relayed, floored, false),
-    ];
+    return { direct, relayed, floored };
   } finally {
     await relay.stop();
     await floor?.stop();
   }
 }
 
-export async function run(): Promise<void> {
+async function compare(upstream: { name: string; url: string; pid: number }): Promise<string[][]> {
+  const { direct, relayed, floored } = await measureRelayPaths(upstream);
+  const paths = [direct, relayed, floored];
+  const echo = (p: Path) => summarize(p.echo).p50;
+  const rate = (p: Path) => summarize(p.rates).p50;
+  const ratioRow = (name: string, a: Path, b: Path, verdicts: boolean): string[] => {
+    const echoRatio = echo(a) / echo(b);
+    const rateRatio = rate(a) / rate(b);
+    return [name, `${echoRatio.toFixed(2)}x`, '', `${(rateRatio * 100).toFixed(0)} %`, '', '', verdicts ? verdict(echoRatio <= 1.5) : '', verdicts ? verdict(rateRatio >= 0.8) : ''];
+  };
+  const cpu = (samples: number[]) => (samples.every(Number.isNaN) ? '' : `${summarize(samples).p50.toFixed(0)} ms`);
+  return [
+    ...paths.map((p) => [p.name, ms(echo(p)), ms(summarize(p.echo).p99), `${rate(p).toFixed(0)} MiB/s`, cpu(p.betweenCpu), cpu(p.upstreamCpu), '', '']),
+    ratioRow(`relay / direct (${upstream.name})`, relayed, direct, true),
+    ratioRow(`floor / direct (${upstream.name})`, floored, direct, true),
+    ratioRow(`relay / floor (${upstream.name})`, relayed, floored, false),
+  ];
+}
+
+/**
+ * Each upstream (a tether server, the Codex exec-server; BENCH_ONLY=tether|codex for one), up
+ * for the time of `each`, reached across BENCH_RELAY_LINK if set.
+ */
+export async function eachUpstream<T>(each: (upstream: { name: string; url: string; pid: number }) => Promise<T>): Promise<T[]> {
   const only = process.env.BENCH_ONLY;
-  // CPU: per 64 MiB run (medians; /proc's 10 ms ticks), of the relay or floor process, and of the upstream server.
-  const rows: string[][] = [['path', 'echo p50', 'echo p99', '64 MiB p50', 'CPU between', 'CPU upstream', 'echo ≤ 1.5x', 'rate ≥ 80 %']];
+  const results: T[] = [];
   for (const start of [
     { name: 'tether', up: () => startTetherProcess() },
     { name: 'codex', up: () => startCodexProcess() },
@@ -99,12 +116,19 @@ export async function run(): Promise<void> {
     let link: BenchServer | undefined;
     try {
       link = LINK === undefined ? undefined : await startLinkProcess(upstream.url, LINK);
-      rows.push(...(await compare({ name: start.name, url: link?.url ?? upstream.url, pid: upstream.pid })));
+      results.push(await each({ name: start.name, url: link?.url ?? upstream.url, pid: upstream.pid }));
     } finally {
       await link?.stop();
       await upstream.stop();
     }
   }
+  return results;
+}
+
+export async function run(): Promise<void> {
+  // CPU: per 64 MiB run (medians; /proc's 10 ms ticks), of the relay or floor process, and of the upstream server.
+  const rows: string[][] = [['path', 'echo p50', 'echo p99', '64 MiB p50', 'CPU between', 'CPU upstream', 'echo ≤ 1.5x', 'rate ≥ 80 %']];
+  for (const compared of await eachUpstream(compare)) rows.push(...compared);
   const where = LINK === undefined ? 'loopback' : `every path across a link of ${LINK} each way`;
   process.stdout.write(`\ntether relay against direct (Codex dialect, raw ws client, ${where}; ${BLOCKS} alternating blocks, ${ECHO_PER_BLOCK} echoes and ${THROUGHPUT_PER_BLOCK} x 64 MiB per block and path)\n`);
   process.stdout.write(table(rows) + '\n');

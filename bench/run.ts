@@ -1,6 +1,6 @@
 /**
  * `npm run bench`: runs every bench module in turn (each prints its own table to stdout).
- * BENCH_ONLY_MODULE=server|recovery|chaos|start|budget|stream|hoard|relay|keep|detached|mcp runs one of them.
+ * BENCH_ONLY_MODULE=server|recovery|chaos|start|budget|stream|hoard|relay|keep|detached|floors|mcp runs one of them.
  */
 import { existsSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
@@ -21,6 +21,7 @@ const modules: Array<{ name: string; load: () => Promise<BenchModule> }> = [
   { name: 'relay', load: () => import('./relay.js') },
   { name: 'keep', load: () => import('./keep.js') },
   { name: 'detached', load: () => import('./detached.js') },
+  { name: 'floors', load: () => import('./floors.js') },
 ];
 // bench/mcp.ts belongs to the MCP work and may not exist yet in every checkout.
 if (existsSync(fileURLToPath(new URL('./mcp.ts', import.meta.url)))) {

@@ -15,14 +15,11 @@
  * against Codex and ≥ 90 % of the Node floor; 50 sessions ≥ 1.5x Codex with binary frames and
  * on par (≥ 0.9x) in the Codex dialect; RSS peak − idle ≤ Codex's + 32 MiB.
  */
-import { spawn, type ChildProcess } from 'node:child_process';
-import { createInterface } from 'node:readline';
-import { fileURLToPath } from 'node:url';
 import { performance } from 'node:perf_hooks';
 import { Writable } from 'node:stream';
-import WebSocket from 'ws';
 import { ChaosProxy } from '../src/chaos/proxy.js';
 import { ExecClient, type ExecClientOptions } from '../src/client/index.js';
+import { EXEC_LIKE, execOnce, FloorClient, startFloorServer, withTimeout } from './lib/binary-stream.js';
 import { mib, table, verdict } from './lib/stats.js';
 import { cpuMs } from './lib/cpu.js';
 import { readMemory } from './lib/rss.js';
@@ -36,11 +33,6 @@ const SESSION_BYTES = 4 * MiB;
 const WINDOWS = [2 * MiB, 8 * MiB, 32 * MiB];
 const WINDOW_BYTES = 64 * MiB;
 const LATENCY_MS = 50;
-const STEP_TIMEOUT_MS = 120_000;
-const repoRoot = fileURLToPath(new URL('../', import.meta.url));
-
-/** What `tether exec` asks of its client (src/cli/exec.ts), less what a bench has no use for. */
-const EXEC_LIKE: ExecClientOptions = { clientName: 'tether-bench-stream', outputHighWaterMark: 8 * MiB };
 
 const median = (xs: number[]): number => {
   const s = [...xs].sort((a, b) => a - b);
@@ -49,99 +41,6 @@ const median = (xs: number[]): number => {
 const rate = (bytes: number, ms: number): number => bytes / MiB / (ms / 1000);
 const fmtRate = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(0)} MiB/s` : 'n/a');
 const fmtRatio = (x: number): string => (Number.isFinite(x) ? `${x.toFixed(2)}x` : 'n/a');
-
-function withTimeout<T>(promise: Promise<T>, what: string): Promise<T> {
-  let timer: NodeJS.Timeout;
-  return Promise.race([
-    promise,
-    new Promise<T>((_, reject) => (timer = setTimeout(() => reject(new Error(`${what} did not finish within ${STEP_TIMEOUT_MS} ms`)), STEP_TIMEOUT_MS))),
-  ]).finally(() => clearTimeout(timer));
-}
-
-/** A local consumer at the end of a pipe (`wc -c`), as a shell pipeline after `tether exec` would be. */
-function pipeConsumer(): { stdin: Writable; count: Promise<number> } {
-  const wc = spawn('wc', ['-c'], { stdio: ['pipe', 'pipe', 'ignore'] });
-  let out = '';
-  wc.stdout!.on('data', (c: Buffer) => (out += c.toString()));
-  const count = new Promise<number>((resolve, reject) => {
-    wc.once('error', reject);
-    wc.once('close', () => resolve(Number(out.trim())));
-  });
-  return { stdin: wc.stdin!, count };
-}
-
-/** One `head -c bytes /dev/zero` through an ExecClient into a pipe; ms from spawn to the consumer's last byte. */
-async function execOnce(client: ExecClient, bytes: number): Promise<number> {
-  const consumer = pipeConsumer();
-  const started = performance.now();
-  const proc = client.spawn(['head', '-c', String(bytes), '/dev/zero'], { stdout: consumer.stdin, env: { PATH: '/usr/bin:/bin' } });
-  const code = await withTimeout(proc.exited, 'exec');
-  await withTimeout(proc.closed, 'exec close');
-  await new Promise<void>((resolve) => consumer.stdin.end(resolve));
-  const got = await consumer.count;
-  const elapsed = performance.now() - started;
-  if (code !== 0 || got !== bytes) throw new Error(`exec: exit ${code}, ${got} of ${bytes} bytes`);
-  return elapsed;
-}
-
-/** The Node floor: the same work with nothing but ws and a pipe. */
-class FloorClient {
-  private constructor(private readonly ws: WebSocket) {}
-
-  static async connect(url: string): Promise<FloorClient> {
-    const ws = new WebSocket(url, { perMessageDeflate: false, maxPayload: 256 * MiB });
-    await new Promise((resolve, reject) => {
-      ws.once('open', resolve);
-      ws.once('error', reject);
-    });
-    return new FloorClient(ws);
-  }
-
-  async once(bytes: number): Promise<number> {
-    const consumer = pipeConsumer();
-    const ws = this.ws;
-    const started = performance.now();
-    const done = new Promise<void>((resolve) => {
-      const onMessage = (data: Buffer, isBinary: boolean): void => {
-        if (!isBinary) {
-          ws.off('message', onMessage);
-          resolve();
-          return;
-        }
-        // One pause and one resume at a time (ws may still deliver messages it already had).
-        if (!consumer.stdin.write(data) && !ws.isPaused) {
-          ws.pause();
-          consumer.stdin.once('drain', () => ws.resume());
-        }
-      };
-      ws.on('message', onMessage);
-    });
-    ws.send(String(bytes));
-    await withTimeout(done, 'floor');
-    await new Promise<void>((resolve) => consumer.stdin.end(resolve));
-    const got = await consumer.count;
-    const elapsed = performance.now() - started;
-    if (got !== bytes) throw new Error(`floor: ${got} of ${bytes} bytes`);
-    return elapsed;
-  }
-
-  close(): void {
-    this.ws.close();
-  }
-}
-
-async function startFloorServer(): Promise<{ url: string; child: ChildProcess; stop(): void }> {
-  const child = spawn(process.execPath, ['--import', 'tsx', 'bench/lib/floor-server.ts'], { cwd: repoRoot, stdio: ['ignore', 'pipe', 'inherit'] });
-  // However the bench ends (a crash goes through process.exit), the floor server goes with it.
-  const stopOnExit = (): void => void child.kill('SIGTERM');
-  process.once('exit', stopOnExit);
-  child.once('exit', () => process.off('exit', stopOnExit));
-  const url = await new Promise<string>((resolve, reject) => {
-    createInterface({ input: child.stdout! }).once('line', (line) => resolve(line.trim()));
-    child.once('exit', (code) => reject(new Error(`floor server exited with ${code}`)));
-  });
-  return { url, child, stop: () => child.kill('SIGTERM') };
-}
 
 /** 50 clients, one session each, each streaming 4 MiB at once; ms from the first spawn to the last close. */
 async function sessionsOnce(clients: ExecClient[]): Promise<number> {

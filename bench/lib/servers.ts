@@ -22,6 +22,12 @@ export interface BenchServer {
 const repoRoot = fileURLToPath(new URL('../../', import.meta.url));
 
 /**
+ * Node flags for every Node process a bench starts (BENCH_NODE_ARGS, split on spaces), e.g.
+ * `--cpu-prof --cpu-prof-dir=/tmp/prof` to profile them (Node refuses --cpu-prof in NODE_OPTIONS).
+ */
+export const benchNodeArgs = (): string[] => (process.env.BENCH_NODE_ARGS ?? '').split(' ').filter((arg) => arg !== '');
+
+/**
  * Pids of every server process still running. If the bench dies (a crash, Ctrl-C), the exit
  * hook sends them SIGTERM so no server outlives it (the Codex launcher and its native child
  * both); SIGTERM rather than SIGKILL so each server still kills the processes it started.
@@ -104,7 +110,7 @@ async function startUrlPrinter(
   env: Record<string, string>,
   exited?: () => void,
 ): Promise<BenchServer> {
-  const child = spawn(process.execPath, nodeArgs, {
+  const child = spawn(process.execPath, [...benchNodeArgs(), ...nodeArgs], {
     cwd: repoRoot,
     stdio: ['ignore', 'pipe', 'pipe'],
     env: { ...process.env, NODE_ENV: 'production', ...env },

@@ -326,7 +326,7 @@ export class Connection {
   private onMessage(data: WebSocket.RawData, isBinary: boolean): void {
     if (this.closedReason) return;
     this.lastInboundAt = performance.now();
-    this.promptAck.read();
+    this.promptAck.read(messageBytes(data));
     if (isBinary) {
       const fragments = Array.isArray(data) ? data : [binaryPayload(data)];
       if (isTetherBinaryFrame(fragments)) {
@@ -408,4 +408,9 @@ function oneLine(err: Error): Error {
   const why = /:error:[0-9A-F]+:[^:\n]*:[^:\n]*:([^:\n]+):/i.exec(err.message)?.[1] ?? 'protocol error';
   const hint = why === 'wrong version number' ? ': the server does not speak TLS there (a ws:// URL?)' : '';
   return Object.assign(new Error(`TLS handshake failed (${why})${hint}`, { cause: err }), { code });
+}
+
+/** Bytes of a message as `ws` delivers it. */
+function messageBytes(data: WebSocket.RawData): number {
+  return Array.isArray(data) ? data.reduce((sum, piece) => sum + piece.length, 0) : data.byteLength;
 }

@@ -8,19 +8,31 @@
 import { WebSocketServer, type WebSocket } from 'ws';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient } from '../../src/client/index.js';
-import { PromptAck } from '../../src/client/prompt-ack.js';
+import { BULK_BYTES, PromptAck, SPACING_MS } from '../../src/client/prompt-ack.js';
 
 describe('PromptAck', () => {
   const setup = () => {
     const queued: Array<() => void> = [];
+    const timers: Array<{ at: number; callback: () => void }> = [];
+    let now = 1000;
     let acks = 0;
     const ack = new PromptAck(
       () => acks++,
       (callback) => queued.push(callback),
+      (callback, ms) => timers.push({ at: now + ms, callback }),
+      () => now,
     );
     ack.enabled = true;
     const turn = () => queued.splice(0).forEach((callback) => callback());
-    return { ack, turn, acks: () => acks };
+    /** The clock moves on `ms`; the timers due run. */
+    const advance = (ms: number) => {
+      now += ms;
+      for (const due of timers.filter((t) => t.at <= now)) {
+        timers.splice(timers.indexOf(due), 1);
+        due.callback();
+      }
+    };
+    return { ack, turn, advance, acks: () => acks, timers: () => timers.length };
   };
 
   it('acknowledges a read once, at the end of the turn, however many reads the turn had', () => {
@@ -58,6 +70,47 @@ describe('PromptAck', () => {
     ack.read();
     turn();
     expect(acks()).toBe(0);
+  });
+
+  it('while output streams in, one pong per spacing, not one per turn, and the last read still gets its pong within it', () => {
+    const { ack, turn, advance, acks, timers } = setup();
+    // 16 KiB messages, 10 turns per ms, for 5 ms: 50 turns that read.
+    for (let i = 0; i < 50; i++) {
+      ack.read(16 * 1024);
+      turn();
+      advance(SPACING_MS / 10);
+    }
+    expect(acks()).toBeGreaterThanOrEqual(4);
+    expect(acks()).toBeLessThanOrEqual(6);
+    // The stream stops: the pong owed for its last read goes out within the spacing.
+    const before = acks();
+    ack.read(16 * 1024);
+    turn();
+    advance(SPACING_MS);
+    expect(acks()).toBe(before + 1);
+    expect(timers()).toBe(0);
+  });
+
+  it('a small read (an answer, a line) is acknowledged in its turn, even right after a pong', () => {
+    const { ack, turn, acks } = setup();
+    ack.read(BULK_BYTES);
+    turn();
+    expect(acks()).toBe(1);
+    ack.read(100);
+    turn();
+    expect(acks()).toBe(2);
+  });
+
+  it('a pong held for the spacing is dropped if something was sent meanwhile (it carried the ACK)', () => {
+    const { ack, turn, advance, acks } = setup();
+    ack.read(BULK_BYTES);
+    turn();
+    ack.read(BULK_BYTES);
+    turn();
+    expect(acks()).toBe(1);
+    ack.sent();
+    advance(SPACING_MS);
+    expect(acks()).toBe(1);
   });
 });
 
