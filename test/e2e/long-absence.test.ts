@@ -17,7 +17,11 @@ import { spawnTether } from '../helpers/cli.js';
 import { startRestartableServer } from '../helpers/restart.js';
 import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 
-const COUNT = 14_000_000; // `seq 1 COUNT`: 115 MB
+// `seq 1 COUNT`: 115 MB in CI; TETHER_NIGHT_COUNT=120000000 runs the issue's full night (1.09 GB,
+// past the default --output-disk of 1 GiB: the servers here allow 2 GiB).
+const COUNT = Number(process.env.TETHER_NIGHT_COUNT ?? 14_000_000);
+/** The deadlines grow with the night. */
+const SCALE = Math.max(1, COUNT / 14_000_000);
 const BUDGET_MIB = 64;
 /** What the server may hold beyond its budget: Node, its heap and code, read buffers (measured: a peak of 112 MiB in all with a 115 MB producer). */
 const OVERHEAD_MIB = 96;
@@ -46,7 +50,7 @@ function peakRssMib(pid: number): number {
  * producer to finish (`whileStopped` then runs, e.g. a server crash and its successor),
  * continues the client: returns the server's peak RSS measured when the producer was done.
  */
-async function night(server: () => ServerProcess, url: string, whileStopped: () => Promise<void> = async () => {}): Promise<{ peak: number; bytes: number }> {
+async function night(server: () => ServerProcess, url: string, whileStopped: () => Promise<void> = async () => {}): Promise<{ peak: number; peakAfterReplay: number; bytes: number }> {
   const marker = `night-${randomBytes(6).toString('hex')}`;
   const child = spawnTether(['exec', '--url', url, '--recovery-deadline', '10m', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -70,21 +74,23 @@ async function night(server: () => ServerProcess, url: string, whileStopped: () 
   await first;
   // The producer runs on and finishes while nobody reads: its pid goes.
   // (Its keeper shows the command too, and stays until the client has everything: the shell counts.)
-  const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
+  const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000 * SCALE, 100);
   expect(finished, `the producer still runs while its client is stopped; server: ${server().stderr().slice(-1500)}`).toBe(true);
   const peak = peakRssMib(server().pid);
   await whileStopped();
   child.kill('SIGCONT');
   const { code } = await closed;
+  // Through the replay too (reported, not bounded here: the catch-up's peak is the next step).
+  const peakAfterReplay = peakRssMib(server().pid);
   expect(code, stderr.slice(-1500)).toBe(7);
   expect(bytes).toBe(Number(execSync(`seq 1 ${COUNT} | wc -c`).toString().trim()));
   expect(hash.digest('hex')).toBe(expected);
   // Measured once the producer was done: everything past the window was on disk, not in memory.
   expect(peak).toBeLessThan(BUDGET_MIB + OVERHEAD_MIB);
-  return { peak, bytes };
+  return { peak, peakAfterReplay, bytes };
 }
 
-const expected = createHash('sha256').update(execSync(`seq 1 ${COUNT}`, { maxBuffer: 256 * 1024 * 1024 })).digest('hex');
+const expected = execSync(`seq 1 ${COUNT} | sha256sum`).toString().split(' ')[0]!;
 
 describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) => {
   it(
@@ -92,18 +98,18 @@ describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) =
     async () => {
       const stateDir = makeStateDir(user);
       cleanups.push(() => disposeStateDir(stateDir));
-      const server = await startServerProcess({ user, stateDir, args: ['--memory-budget', `${BUDGET_MIB}MiB`, '--session-ttl', '10m'] });
+      const server = await startServerProcess({ user, stateDir, args: ['--memory-budget', `${BUDGET_MIB}MiB`, '--output-disk', '2GiB', '--session-ttl', '10m'] });
       cleanups.push(() => server.dispose());
-      const { peak, bytes } = await night(() => server, server.url);
-      process.stderr.write(`long-absence: server peak RSS ${peak.toFixed(1)} MiB (budget ${BUDGET_MIB} MiB), ${bytes} bytes\n`);
+      const { peak, peakAfterReplay, bytes } = await night(() => server, server.url);
+      process.stderr.write(`long-absence: server peak RSS ${peak.toFixed(1)} MiB by the producer's end, ${peakAfterReplay.toFixed(1)} MiB after the replay (budget ${BUDGET_MIB} MiB), ${bytes} bytes\n`);
     },
-    240_000,
+    240_000 * SCALE,
   );
 
   it.each(['SIGKILL', 'SIGTERM'] as const)(
     'the same with the server stopped (%s) once the producer is done and a successor on the same port and state dir while the client is stopped: every byte once, exit 7',
     async (ending) => {
-      const server = await startRestartableServer(user, ['--memory-budget', `${BUDGET_MIB}MiB`, '--session-ttl', '10m']);
+      const server = await startRestartableServer(user, ['--memory-budget', `${BUDGET_MIB}MiB`, '--output-disk', '2GiB', '--session-ttl', '10m']);
       cleanups.push(() => server.dispose());
       await night(
         () => server.current,
@@ -114,6 +120,6 @@ describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) =
         },
       );
     },
-    240_000,
+    240_000 * SCALE,
   );
 });
