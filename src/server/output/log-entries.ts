@@ -51,6 +51,20 @@ export interface OutputLogOptions {
    * pauses at the window, as it always did.
    */
   spill?: OutputSpill;
+  /**
+   * `--keep-last` (extension `keepLast`): at this many unacknowledged bytes, or when the
+   * window is full and nothing more can be spilled (the spill's quota, a full disk, or no
+   * spill), the oldest unacknowledged output chunks are dropped instead of pausing the child,
+   * and each dropped run of seqs is reported as an `OutputGap`. Undefined: nothing is ever dropped.
+   */
+  keepLastBytes?: number;
+}
+
+/** Seqs `first`..`last` (inclusive, all output) were dropped unread (`--keep-last`): `bytes` of output. */
+export interface OutputGap {
+  first: number;
+  last: number;
+  bytes: number;
 }
 
 export interface OutputEntry {

@@ -67,7 +67,7 @@ export class OutputFlow {
       windowBytes: this.limits.windowBytes,
       // With a spill, a connection that is behind (a client reading slower than its process
       // writes, or asleep) does not pause the child: memory keeps the window, the rest spills.
-      readAheadBytes: this.log.options.spill ? Infinity : this.limits.readAheadBytes,
+      readAheadBytes: this.log.options.spill || this.log.options.keepLastBytes !== undefined ? Infinity : this.limits.readAheadBytes,
       // Under pressure, only sessions over their fair share (or past it with the budget full) pause.
       memoryPressured: this.held.budgeted ? (state.heldBack ?? this.held.pressured) : false,
     });

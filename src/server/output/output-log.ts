@@ -31,7 +31,7 @@
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
  */
 import type { OutputStream } from '../../protocol/index.js';
-import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputLogOptions } from './log-entries.js';
+import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputGap, type OutputLogOptions } from './log-entries.js';
 import { LogExposure } from './log-exposure.js';
 import { readChunks, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
@@ -44,6 +44,7 @@ export {
   type ExposedEntry,
   type LogEntry,
   type OutputEntry,
+  type OutputGap,
   type OutputLogObserver,
   type OutputLogOptions,
   type OutputMemory,
@@ -82,6 +83,10 @@ export class OutputLog {
   private _spilledThrough = 0;
   /** Why the spill took nothing more, while memory is at the window because of it (null: it takes). */
   private _spillRefusal: SpillRefusal | null = null;
+  /** `--keep-last`: runs of dropped seqs the client has not acknowledged past, oldest first. */
+  private gaps: OutputGap[] = [];
+  /** The newest gap end told on the current connection (0: none yet). */
+  private gapsToldThrough = 0;
 
   constructor(readonly options: OutputLogOptions) {
     this.retentionLimit = options.retentionBytes;
@@ -137,10 +142,12 @@ export class OutputLog {
       else (last.parts ??= [last.data]).push(data);
       last.bytes += data.length;
       this.spillExcess();
+      this.keepLast();
       return;
     }
     this.entries.push({ kind: 'output', seq: this.nextSeq++, stream, bytes: data.length, data, parts: null });
     this.spillExcess();
+    this.keepLast();
   }
 
   /** Records the exit; returns its seq. */
@@ -160,6 +167,23 @@ export class OutputLog {
   }
 
   // ---- sending -----------------------------------------------------------------------------
+
+  /**
+   * `--keep-last`: the dropped run the client must be told of before the next entry sent
+   * (now counted as told on this connection), or undefined. A gap is told again on every
+   * connection until the client acknowledges past it.
+   */
+  takeGap(): OutputGap | undefined {
+    if (this._holding) return undefined;
+    const gap = this.gaps.find((g) => g.last > this.gapsToldThrough);
+    if (gap) this.gapsToldThrough = gap.last;
+    return gap;
+  }
+
+  /** The runs of seqs dropped by `--keep-last` that the client has not acknowledged past. */
+  get pendingGaps(): readonly OutputGap[] {
+    return this.gaps;
+  }
 
   /** Something is waiting to be sent (and may be: not held). */
   get hasSendable(): boolean {
@@ -192,6 +216,7 @@ export class OutputLog {
    * as sent any more; the next connection gets it again, in order.
    */
   rewind(): void {
+    this.gapsToldThrough = 0;
     if (this._sentSeq === this._ackedSeq) return;
     this._sentSeq = this._ackedSeq;
     this._unsentBytes = this._unackedBytes;
@@ -203,6 +228,7 @@ export class OutputLog {
    */
   skipTo(seq: number): void {
     seq = Math.min(seq, this.nextSeq - 1);
+    this.forgetGapsBefore(seq);
     if (seq <= this._sentSeq) return;
     this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
     this._sentSeq = seq;
@@ -222,6 +248,7 @@ export class OutputLog {
    */
   acknowledge(seq: number): boolean {
     seq = Math.min(seq, this.nextSeq - 1);
+    this.forgetGapsBefore(seq);
     if (seq <= this._ackedSeq) return false;
     const bytes = this.bytesBetween(this._ackedSeq, seq);
     this._unackedBytes -= bytes;
@@ -433,6 +460,57 @@ export class OutputLog {
       this.expose(e.seq);
       this.exposure.dropped(e.seq);
     }
+  }
+
+  /**
+   * `--keep-last`: while the process is at its limit — more unacknowledged output than
+   * `keepLastBytes`, or a full window that cannot spill (the spill refused, or there is none) —
+   * drops the oldest unacknowledged output chunk (never an event, never the newest chunk) and
+   * records it in a gap, so the child is never paused for its client.
+   */
+  private keepLast(): void {
+    const limit = this.options.keepLastBytes;
+    if (limit === undefined) return;
+    for (;;) {
+      const windowFull = this.memoryUnackedBytes >= this.options.windowBytes && (this._spillRefusal !== null || !this.options.spill);
+      if (this._unackedBytes <= limit && !windowFull) return;
+      const i = this.indexAfter(this._ackedSeq);
+      const e = this.entries[i];
+      if (!e || e.kind !== 'output' || i === this.entries.length - 1) return;
+      this.dropUnread(i, e);
+      if (this._spillRefusal) this.spillExcess();
+    }
+  }
+
+  /** Drops entry `i` (`e`, the oldest unacknowledged one, output) unread, into a gap. */
+  private dropUnread(i: number, e: OutputEntry): void {
+    this.expose(e.seq);
+    this._unackedBytes -= e.bytes;
+    if (e.seq > this._sentSeq) {
+      this._unsentBytes -= e.bytes;
+      this._sentSeq = e.seq;
+    }
+    if (e.spilled) {
+      this._spilledBytes -= e.bytes;
+      this.options.spill!.freeThrough(e.seq);
+    } else {
+      this.drop(e);
+    }
+    this._ackedSeq = e.seq;
+    const last = this.gaps[this.gaps.length - 1];
+    if (last && last.last === e.seq - 1) {
+      last.last = e.seq;
+      last.bytes += e.bytes;
+    } else {
+      this.gaps.push({ first: e.seq, last: e.seq, bytes: e.bytes });
+    }
+    this.entries.splice(i, 1);
+    this.exposure.dropped(e.seq);
+  }
+
+  /** The client acknowledged (or delivered) `seq`: the gaps before it were told and are done with. */
+  private forgetGapsBefore(seq: number): void {
+    while (this.gaps.length > 0 && this.gaps[0]!.last < seq) this.gaps.shift();
   }
 
   /** A spilled chunk's bytes, read back. */
