@@ -100,7 +100,10 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
       terminalSize: terminal && { cols: terminal.columns, rows: terminal.rows },
       stdout: process.stdout,
       stderr: process.stderr,
+      ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
     });
+    // --keep-last: every range the server dropped is said, never silently skipped.
+    proc.on('gap', ({ fromSeq, toSeq }) => say(`output seqs ${fromSeq}..${toSeq} were dropped (--keep-last)`));
   } catch (err) {
     if (early.exitCode !== undefined) return early.exitCode;
     // Nothing was started yet: the stop killed no command of ours.

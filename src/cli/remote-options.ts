@@ -18,7 +18,7 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { EnvironmentInfo, EnvPolicy } from '../protocol/types.js';
-import { parseDuration } from './units.js';
+import { parseDuration, parseSize } from './units.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 
 /** Local variables never forwarded by --inherit-env: they describe this shell or this machine's tether. */
@@ -42,6 +42,8 @@ export interface RemoteOptions extends ConnectionOptions {
   cwd?: string;
   /** --keep DURATION: how long the server should keep the session after a drop (it grants at most its --max-session-ttl). */
   keepMs?: number;
+  /** --keep-last SIZE: keep only the newest SIZE bytes unacknowledged; the server drops the oldest (told as a gap) instead of pausing. */
+  keepLast?: number;
   /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
 }
@@ -68,7 +70,10 @@ export const REMOTE_OPTIONS_HELP = `${connectionOptionsHelp()}
   --cwd DIR                 remote working directory (default: the server's)
   --keep DURATION           ask the server to keep the session this long after a drop
                             (a laptop asleep: 8h); it grants at most its --max-session-ttl
-                            (default 24h), and says so. Default: its --session-ttl (30s)`;
+                            (default 24h), and says so. Default: its --session-ttl (30s)
+  --keep-last SIZE          never pause the command for this client: past SIZE unread
+                            bytes (or at the server's output disk quota) the server drops
+                            the oldest output and each dropped range is said on stderr`;
 
 /**
  * A command's own flags, beside the connection flags: called with the flag's name (`--x` of
@@ -154,7 +159,7 @@ export function isWebSocketUrl(url: string): boolean {
  * for -h/--help; problems are `UsageError`s naming them.
  */
 export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
-  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd' | 'keepMs'> = { tty: false, env: {}, inheritEnv: false };
+  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd' | 'keepMs' | 'keepLast'> = { tty: false, env: {}, inheritEnv: false };
   const parsed = parseLeadingOptions(
     argv,
     environment,
@@ -183,6 +188,9 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
           return true;
         case '--keep':
           own.keepMs = parseDuration(name, value());
+          return true;
+        case '--keep-last':
+          own.keepLast = parseSize(name, value());
           return true;
         case '--cwd':
           own.cwd = value();

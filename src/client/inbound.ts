@@ -101,6 +101,13 @@ export class ProcessTable {
       if (typeof p.watchId === 'number') this.host.missingChanged(p.watchId);
       return;
     }
+    if (method === Method.processGap) {
+      // Extension `keepLast`: the server dropped these seqs unread (`--keep-last`).
+      if (typeof p.processId === 'string' && typeof p.firstSeq === 'number' && typeof p.lastSeq === 'number' && p.firstSeq <= p.lastSeq) {
+        this.processes.get(p.processId)?.acceptGap(p.firstSeq, p.lastSeq);
+      }
+      return;
+    }
     if (typeof p.processId !== 'string' || typeof p.seq !== 'number') return;
     const proc = this.processes.get(p.processId);
     if (!proc) {

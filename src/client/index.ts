@@ -8,7 +8,7 @@ export type { ExecClientOptions, SpawnOptions } from './options.js';
 export { ExecProcess } from './process/process.js';
 export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs/fs.js';
 export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } from './fs/fs.js';
-export type { ExecProcessEventMap, KillSignal, ProcessEvent } from './process/process.js';
+export type { ExecProcessEventMap, KillSignal, OutputGapEvent, ProcessEvent } from './process/process.js';
 export { SessionLostError, ServerStoppedError, OutputLostError, AuthRefusedError } from './errors.js';
 export type { SessionLostReason } from './errors.js';
 // What a failed request rejects with (a process/start refused, say): the server's JSON-RPC

@@ -72,6 +72,12 @@ export interface SpawnOptions {
   processId?: string;
   /** With `tty`: the terminal's initial size (extension `processResize`; 80x24 without it). */
   terminalSize?: { cols: number; rows: number };
+  /**
+   * Keep only the newest this many bytes of output the client has not acknowledged: past it
+   * the server drops the oldest instead of pausing the process, and the handle emits 'gap'
+   * with the dropped seqs (extension `keepLast`; ignored by a server without it).
+   */
+  keepLast?: number;
   arg0?: string;
   /**
    * Write the process's stdout (all output with `tty`) straight into this stream, like

@@ -43,6 +43,10 @@ export class Sequencer {
   private highWater = 0;
 
   private lastDeliveredIsClose = false;
+  /** `--keep-last` gaps told by the server and not reached yet: first seq → last seq dropped. */
+  private readonly pendingSkips = new Map<number, number>();
+  /** Gaps passed over by the last `push`/`skip`, for the caller to report (`takeSkipped`). */
+  private skipped: Gap[] = [];
 
   /** The close event (always the last) has been delivered. */
   get done(): boolean {
@@ -66,7 +70,7 @@ export class Sequencer {
   }
 
   get hasHole(): boolean {
-    return this.pending.size > 0 && !this.pending.has(this.lastDelivered + 1);
+    return (this.pending.size > 0 || this.pendingSkips.size > 0) && !this.pending.has(this.lastDelivered + 1) && !this.pendingSkips.has(this.lastDelivered + 1);
   }
 
   /**
@@ -111,9 +115,39 @@ export class Sequencer {
     this.pending.set(event.seq, event);
   }
 
+  /**
+   * `process/gap` (extension `keepLast`): the server dropped seqs `first`..`last` unread. Once
+   * everything before `first` is delivered, delivery goes on after `last`; the range passed
+   * over (without what was delivered already: a resent gap, or chunks that arrived before the
+   * drop) is reported by `takeSkipped`. Returns the events that became deliverable.
+   */
+  skip(first: number, last: number): SequencedEvent[] {
+    if (last <= this.lastDelivered) return [];
+    first = Math.max(first, this.lastDelivered + 1);
+    const known = this.pendingSkips.get(first);
+    if (known === undefined || known < last) this.pendingSkips.set(first, last);
+    this.highWater = Math.max(this.highWater, last);
+    return this.drain();
+  }
+
+  /** The gaps passed over since the last call, in order. */
+  takeSkipped(): Gap[] {
+    const out = this.skipped;
+    if (out.length > 0) this.skipped = [];
+    return out;
+  }
+
   private drain(): SequencedEvent[] {
     const out: SequencedEvent[] = [];
     for (;;) {
+      const skipTo = this.pendingSkips.size > 0 ? this.pendingSkips.get(this.lastDelivered + 1) : undefined;
+      if (skipTo !== undefined) {
+        this.pendingSkips.delete(this.lastDelivered + 1);
+        this.skipped.push({ fromSeq: this.lastDelivered + 1, toSeq: skipTo });
+        for (let s = this.lastDelivered + 1; s <= skipTo; s++) this.pending.delete(s);
+        this.lastDelivered = skipTo;
+        continue;
+      }
       const next = this.pending.get(this.lastDelivered + 1);
       if (!next) break;
       this.pending.delete(next.seq);

@@ -70,6 +70,14 @@ export const KnownExtensions = [
    * at most its maximum) and answers what it granted (`keepMs`) and its maximum (`keepMaxMs`).
    */
   'sessionKeep',
+  /**
+   * `keepLast`: `process/start` may carry `keepLastBytes`: at that many unacknowledged bytes
+   * (or when its output can neither stay in memory nor spill), the server drops the process's
+   * OLDEST unacknowledged output instead of pausing it, and says so with a `process/gap`
+   * notification (`{processId, firstSeq, lastSeq, bytes, reason: "keep-last"}`) before the next
+   * event it sends; told again after a reconnect until the client acknowledges past it.
+   */
+  'keepLast',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];

@@ -89,6 +89,12 @@ export const ProcessStartParamsSchema = z.object({
    * without the extension (Codex ignores the member too).
    */
   handle: z.number().int().min(1).max(0xffff_ffff).nullish(),
+  /**
+   * tether extension `keepLast`: keep only the newest this many unacknowledged bytes (at least
+   * 1), dropping the oldest, reported as `process/gap`, instead of pausing the process. Ignored
+   * without the extension.
+   */
+  keepLastBytes: z.number().int().min(1, 'keepLastBytes must be at least 1').max(Number.MAX_SAFE_INTEGER).nullish(),
 });
 
 const nonNegativeInt = z.number().int().nonnegative();

@@ -115,7 +115,18 @@ export const Method = {
   sessionList: 'session/list',
   /** tether extension `processResize`: set a tty process's terminal size. */
   processResize: 'process/resize',
+  /** tether extension `keepLast` (notification): seqs `firstSeq`..`lastSeq` of a process were dropped unread. */
+  processGap: 'process/gap',
 } as const;
+
+/** `process/gap` (extension `keepLast`): a process's output seqs `firstSeq`..`lastSeq` (`bytes` bytes) were dropped. */
+export interface ProcessGapNotification {
+  processId: string;
+  firstSeq: number;
+  lastSeq: number;
+  bytes: number;
+  reason: 'keep-last';
+}
 
 /** One process in a `session/list` answer. */
 export interface ProcessListing {

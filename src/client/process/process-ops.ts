@@ -223,6 +223,7 @@ export class ProcessOps implements ProcessHost {
       else if (options.envPolicy) params.envPolicy = fullEnvPolicy(options.envPolicy);
       if (options.arg0 !== undefined) params.arg0 = options.arg0;
       if (options.tty && options.terminalSize && this.session.extensions.has('processResize')) params.terminalSize = options.terminalSize;
+      if (options.keepLast !== undefined && this.session.extensions.has('keepLast')) params.keepLastBytes = options.keepLast;
       const handle = this.table.handleOf(proc);
       if (handle !== 0) params.handle = handle;
       await this.start(

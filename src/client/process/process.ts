@@ -64,6 +64,18 @@ export interface ExecProcessEventMap {
    * delivered. Emitted only when someone listens: `exited`/`closed` report failures too.
    */
   error: [error: Error];
+  /**
+   * `--keep-last` (`keepLast` in spawn's options): the server dropped the output events
+   * `fromSeq`..`toSeq` (inclusive) unread to keep the newest; what follows is exact. Emitted
+   * once per range, before the events after it.
+   */
+  gap: [gap: OutputGapEvent];
+}
+
+/** A range of output events the server dropped (`--keep-last`): seqs `fromSeq`..`toSeq`, inclusive. */
+export interface OutputGapEvent {
+  fromSeq: number;
+  toSeq: number;
 }
 
 /** A signal `kill` takes: a Node name or number the protocol has, or the protocol's own name. */
@@ -242,8 +254,24 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     // the process/start answer (both can arrive in one read; a quick command may even close
     // first): 'spawn' still comes first, as with Node's ChildProcess.
     if (!this.#started) this.markStarted();
-    this.deliver(this.#sequencer.push(event));
+    const events = this.#sequencer.push(event);
+    this.#reportSkipped();
+    this.deliver(events);
     if (!this.finished && this.#sequencer.hasHole) this.host.fillHole(this);
+  }
+
+  /** @internal `process/gap` (extension `keepLast`): seqs `first`..`last` were dropped by the server. */
+  acceptGap(first: number, last: number): void {
+    if (this.finished) return;
+    if (!this.#started) this.markStarted();
+    const events = this.#sequencer.skip(first, last);
+    this.#reportSkipped();
+    this.deliver(events);
+    if (!this.finished && this.#sequencer.hasHole) this.host.fillHole(this);
+  }
+
+  #reportSkipped(): void {
+    for (const gap of this.#sequencer.takeSkipped()) this.emit('gap', { fromSeq: gap.fromSeq, toSeq: gap.toSeq });
   }
 
   /**

@@ -34,7 +34,7 @@ import { RequestGate } from './request-gate.js';
 import { admission, binaryFrameRefusal, SMALL_REQUEST_BYTES, unparsedRefusal } from './request-policy.js';
 import { SendBuffer, type BackpressureMarks } from './send-buffer.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
-import type { LogEntry } from '../output/index.js';
+import type { LogEntry, OutputGap } from '../output/index.js';
 import type { MemoryBudget } from '../memory/index.js';
 import type { Session, SessionLink } from '../session/index.js';
 
@@ -312,6 +312,11 @@ export class Connection implements SessionLink {
 
   get congested(): boolean {
     return this.sendBuffer.congested;
+  }
+
+  sendGap(proc: FramedProcess, gap: OutputGap): void {
+    if (this.closed) return;
+    this.send({ method: Method.processGap, params: { processId: proc.id, firstSeq: gap.first, lastSeq: gap.last, bytes: gap.bytes, reason: 'keep-last' } });
   }
 
   sendEntry(proc: FramedProcess, entry: LogEntry): void {

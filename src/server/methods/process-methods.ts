@@ -138,6 +138,8 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
           handle,
           keep,
           ...(spill ? { spill } : {}),
+          // Extension `keepLast`: without it the member is ignored (the process pauses, as always).
+          ...(session.extensions.has('keepLast') && p.keepLastBytes ? { keepLastBytes: p.keepLastBytes } : {}),
         },
         session,
         session.backend,

@@ -4,7 +4,7 @@
  */
 export type { RestoreState } from './log-restore.js';
 export { OutputLog, outputParts } from './output-log.js';
-export type { LogEntry, OutputEntry } from './output-log.js';
+export type { LogEntry, OutputEntry, OutputGap } from './output-log.js';
 export { keeperObserver, logOptions } from './process-log.js';
 export type { OutputLimits, SpawnSpec } from './process-spec.js';
 export { ManagedProcess } from './process.js';

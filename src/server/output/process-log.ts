@@ -24,6 +24,7 @@ export function logOptions(spec: SpawnSpec, memory: OutputMemory, observer: Outp
     clientAcks: spec.clientAcks,
     observer,
     ...(spec.spill ? { spill: spec.spill } : {}),
+    ...(spec.keepLastBytes !== undefined ? { keepLastBytes: spec.keepLastBytes } : {}),
   };
 }
 

@@ -34,6 +34,8 @@ export interface SpawnSpec extends ChildSpec {
   handle?: number;
   /** Where its output past the window goes instead of pausing the child (a state dir's disk); none: it pauses. */
   spill?: OutputSpill;
+  /** Extension `keepLast`: drop the oldest unacknowledged output past this many bytes instead of pausing. */
+  keepLastBytes?: number;
 }
 
 /** Opens a process's output log, its bytes in `memory`; `kept` is its child's keeper side, once there is one. */

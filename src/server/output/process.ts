@@ -15,7 +15,7 @@
  * successor server (restart adoption), it is handed its log rebuilt (restart/process-kept.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../../protocol/index.js';
-import type { OutputLog, LogEntry, OutputEntry } from './output-log.js';
+import type { OutputLog, LogEntry, OutputEntry, OutputGap } from './output-log.js';
 import type { AdoptedChild, ChildEvents, ChildStarter, SpawnedChild } from '../backend/index.js';
 import { processReadResult } from './log-read.js';
 import type { AdoptedOutput, LogOpener, OutputLimits, SpawnSpec } from './process-spec.js';
@@ -221,6 +221,11 @@ export class ManagedProcess {
   /** Whether the session should send something of this process now. */
   get sendable(): boolean {
     return this.announced && this.log.hasSendable;
+  }
+
+  /** `--keep-last`: a dropped run of seqs to tell the client before the next event, or undefined. */
+  takeGap(): OutputGap | undefined {
+    return this.announced ? this.log.takeGap() : undefined;
   }
 
   /** The next event to send (now counted as sent), or undefined. */

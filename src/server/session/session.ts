@@ -12,7 +12,7 @@ import { timingSafeEqual } from 'node:crypto';
 import type { ExtensionName } from '../../protocol/index.js';
 import type { SessionBackend, KeptFsRecord } from '../backend/index.js';
 import { shareOwner, type OutputShares, type SessionShare } from '../memory/index.js';
-import type { LogEntry, ManagedProcess, OutputLimits, ProcessHost } from '../output/index.js';
+import type { LogEntry, ManagedProcess, OutputGap, OutputLimits, ProcessHost } from '../output/index.js';
 import { settleWithin } from '../../util/timeouts.js';
 import { HandleTable } from './session-handles.js';
 import { ClosedRetention } from './closed-retention.js';
@@ -21,6 +21,8 @@ import { ClosedRetention } from './closed-retention.js';
 export interface SessionLink {
   /** Sends one event of `proc` (output, exit or close). */
   sendEntry(proc: ManagedProcess, entry: LogEntry): void;
+  /** Tells the client a run of `proc`'s seqs was dropped (`--keep-last`, extension `keepLast`). */
+  sendGap(proc: ManagedProcess, gap: OutputGap): void;
   /** The send buffer is above its high-water mark: wait for `Session.pump` to be called again. */
   readonly congested: boolean;
   /** Ends the link: the session is gone underneath it (its back-end lost its work). */
@@ -277,6 +279,8 @@ export class Session implements ProcessHost {
       for (const proc of this.sendQueue) {
         if (link.congested || this.link !== link) return;
         this.sendQueue.delete(proc);
+        const gap = proc.takeGap();
+        if (gap) link.sendGap(proc, gap);
         const entry = proc.takeNext();
         if (entry) link.sendEntry(proc, entry);
         // Back to the end of the rotation (iteration reaches it again after the others).
