@@ -1,0 +1,92 @@
+/**
+ * `tether exec --keep-last SIZE` end to end: a producer writes numbered lines far past the
+ * keep-last size (and past the window and the state dir's output disk quota) while its client
+ * is SIGSTOPped. The producer is never paused: it FINISHES while the client is stopped (its pid
+ * is gone: an event, polled, never a fixed wait). After SIGCONT the client says on stderr
+ * exactly which output seqs were dropped, and what it printed is an exact prefix of the
+ * producer's output followed by an exact suffix of it (every byte after the gap, in order,
+ * up to the last line), and it exits with the producer's status. Without --keep-last the
+ * producer would pause at the quota (test/e2e/long-absence-quota.test.ts) and never finish
+ * while its client is stopped.
+ */
+import type { ChildProcess } from 'node:child_process';
+import { execSync } from 'node:child_process';
+import { randomBytes } from 'node:crypto';
+import { afterEach, describe, expect, it } from 'vitest';
+import { spawnTether } from '../helpers/cli.js';
+import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess } from '../helpers/server-process.js';
+
+const COUNT = 1_500_000; // `seq 1 COUNT`: about 10.9 MB
+const expected = execSync(`seq 1 ${COUNT}`, { maxBuffer: 64 * 1024 * 1024 });
+
+const cleanups: (() => Promise<void> | void)[] = [];
+afterEach(async () => {
+  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
+});
+
+function reap(child: ChildProcess): void {
+  cleanups.push(() => {
+    if (child.exitCode !== null || child.signalCode !== null) return;
+    child.kill('SIGCONT');
+    child.kill('SIGKILL');
+  });
+}
+
+describe.each(serverUsers())('tether exec --keep-last (server runs as %s)', (user) => {
+  it(
+    'the producer finishes while the client is stopped; the client is told the exact dropped seqs and every byte after the gap is exact and in order',
+    async () => {
+      const stateDir = makeStateDir(user);
+      cleanups.push(() => disposeStateDir(stateDir));
+      const server = await startServerProcess({ user, stateDir, args: ['--output-window', '256KiB', '--output-disk', '1MiB', '--session-ttl', '10m'] });
+      cleanups.push(() => server.dispose());
+      const marker = `keeplast-${randomBytes(6).toString('hex')}`;
+      const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '10m', '--keep-last', '512KiB', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
+        stdio: ['ignore', 'pipe', 'pipe'],
+      });
+      reap(child);
+      const out: Buffer[] = [];
+      let stderr = '';
+      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
+      const first = new Promise<void>((resolve) => {
+        child.stdout!.on('data', (d: Buffer) => {
+          if (out.length === 0) {
+            child.kill('SIGSTOP');
+            resolve();
+          }
+          out.push(d);
+        });
+      });
+      const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
+      await first;
+      // Never paused: the producer runs to its end while nobody reads.
+      const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
+      expect(finished, `the producer still runs while its client is stopped; server: ${server.stderr().slice(-1500)}`).toBe(true);
+      child.kill('SIGCONT');
+      const code = await closed;
+      expect(code, stderr.slice(-1500)).toBe(7);
+
+      // Exactly one gap, said with its seqs.
+      const gaps = [...stderr.matchAll(/^tether exec: output seqs (\d+)\.\.(\d+) were dropped \(--keep-last\)$/gm)];
+      expect(gaps, stderr).toHaveLength(1);
+      const [, from, to] = gaps[0]!;
+      expect(Number(from)).toBeGreaterThan(0);
+      expect(Number(to)).toBeGreaterThanOrEqual(Number(from));
+      expect(stderr.split('\n').filter(Boolean)).toHaveLength(1);
+
+      // What was printed: an exact prefix, then (after the dropped bytes) an exact suffix to the end.
+      const got = Buffer.concat(out);
+      expect(got.length).toBeLessThan(expected.length);
+      let prefix = 0;
+      while (prefix < got.length && got[prefix] === expected[prefix]) prefix++;
+      const suffix = got.subarray(prefix);
+      expect(suffix.length).toBeGreaterThan(0);
+      expect(suffix.equals(expected.subarray(expected.length - suffix.length))).toBe(true);
+      // Something was really dropped between them, and the newest bytes (at least the last line) arrived.
+      expect(prefix + suffix.length).toBeLessThan(expected.length);
+      expect(got.subarray(-String(COUNT).length - 1).toString()).toBe(`${COUNT}\n`);
+      process.stderr.write(`keep-last: ${stderr.trim()}; printed ${prefix} + ${suffix.length} of ${expected.length} bytes\n`);
+    },
+    180_000,
+  );
+});
