@@ -6,7 +6,7 @@
  * exactly which output seqs were dropped, and what it printed is an exact prefix of the
  * producer's output followed by an exact suffix of it (every byte after the gap, in order,
  * up to the last line), and it exits with the producer's status. Without --keep-last the
- * producer would pause at the quota (test/e2e/long-absence-quota.test.ts) and never finish
+ * producer would pause at the quota (test/server/output/disk-quota-pause.test.ts) and never finish
  * while its client is stopped.
  */
 import type { ChildProcess } from 'node:child_process';
