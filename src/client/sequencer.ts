@@ -89,7 +89,7 @@ export class Sequencer {
     const end = nextSeq;
     const floor = Math.max(afterSeq, this.lastDelivered);
     const missing: number[] = [];
-    for (let s = floor + 1; s < end; s++) if (!this.pending.has(s)) missing.push(s);
+    for (let s = floor + 1; s < end; s++) if (!this.pending.has(s) && !this.inPendingSkip(s)) missing.push(s);
     if (result.exited && !this.exitKnown && result.exitCode !== null) {
       const exitSeq = pickExitSeq(missing, result.chunks.map((c) => c.seq));
       if (exitSeq !== undefined) {
@@ -128,6 +128,12 @@ export class Sequencer {
     if (known === undefined || known < last) this.pendingSkips.set(first, last);
     this.highWater = Math.max(this.highWater, last);
     return this.drain();
+  }
+
+  /** Whether `seq` is in a gap told and not reached yet (dropped by the server, never missing). */
+  private inPendingSkip(seq: number): boolean {
+    for (const [first, last] of this.pendingSkips) if (seq >= first && seq <= last) return true;
+    return false;
   }
 
   /** The gaps passed over since the last call, in order. */
