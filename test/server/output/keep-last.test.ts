@@ -83,6 +83,42 @@ describe('keepLast', () => {
     expect(got).toBeLessThan(expected.length);
   });
 
+  it('through a reconnect the gap is told again before the first event, until the client acknowledges past it', async () => {
+    target = await startTetherServer({ outputWindowBytes: 64 * 1024, sessionTtlMs: 60_000 });
+    const extensions = ['acks', 'keepLast'];
+    const first = await pool.connect(target.url);
+    const { sessionId } = await first.request('initialize', { clientName: 'keep-last-test', tether: { version: 1, extensions } });
+    first.notify('initialized', {});
+    await first.request('process/start', { processId: 'p', argv: ['seq', '1', String(COUNT)], cwd, env: {}, tty: false, keepLastBytes: 16 * 1024 });
+    await first.waitClosed('p', 30_000);
+    const told = first.notifications.filter((f: any) => f.method === 'process/gap') as any[];
+    expect(told.length).toBeGreaterThanOrEqual(1);
+    const lastDropped = Math.max(...told.map((f) => f.params.lastSeq as number));
+    await first.drop(); // nothing acknowledged
+
+    const resume = async (delivered: number): Promise<RawClient> => {
+      const c = await pool.connect(target!.url);
+      await c.request('initialize', { clientName: 'keep-last-test', resumeSessionId: sessionId, tether: { version: 1, extensions, delivered: { p: delivered } } });
+      c.notify('initialized', {});
+      await c.waitClosed('p', 30_000);
+      return c;
+    };
+    const second = await resume(0);
+    const frames = second.notifications.filter((f: any) => f.params?.processId === 'p') as any[];
+    expect(frames[0].method).toBe('process/gap');
+    expect(frames[0].params.lastSeq).toBe(lastDropped);
+    expect(frames[1].params.seq).toBe(lastDropped + 1);
+    const closeSeq = frames[frames.length - 1].params.seq as number;
+    // Acknowledged past the gap: a later resume is not told it again.
+    second.notify('process/ack', { processId: 'p', seq: lastDropped + 1 });
+    await second.request('process/read', { processId: 'p', afterSeq: closeSeq }); // the ack is read before this answer
+    await second.drop();
+    const third = await resume(lastDropped + 1);
+    const again = third.notifications.filter((f: any) => f.params?.processId === 'p') as any[];
+    expect(again.some((f) => f.method === 'process/gap')).toBe(false);
+    expect(again[again.length - 1].params.seq).toBe(closeSeq);
+  });
+
   it('without the extension keepLastBytes is ignored: no gap, every byte', async () => {
     target = await startTetherServer({ outputWindowBytes: 64 * 1024 });
     const c = await open(null); // a Codex client
