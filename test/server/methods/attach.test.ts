@@ -5,6 +5,9 @@
  * the writer moved with `take` (the old connection is told and keeps watching), another
  * token's session answered exactly as an unknown one, and the admin token.
  */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Messages } from '../../../src/protocol/index.js';
@@ -220,5 +223,40 @@ describe('attach', () => {
     await listUntil(owner.c, (sessions) => sessions[0].watchers === 0);
     const again = await open({ attach: { session: 'one', role: 'watcher' } });
     expect(again.result.tether.attached.role).toBe('watcher');
+  });
+
+  it("in the Codex dialect (no acks) a watcher's reads acknowledge nothing: the writer that comes back still gets what was recorded while it was away", async () => {
+    target = await startTetherServer({ tokens: ['alice'], resumeGraceMs: 50 });
+    const dir = mkdtempSync(join(tmpdir(), 'attach-'));
+    try {
+      const extensions = ['sessionList', 'attach'];
+      const writer = await open({ name: 'codexy' }, 'alice', extensions);
+      const go = join(dir, 'go');
+      // It prints once the file exists (the child polls; the test only creates the file).
+      await writer.c.request('process/start', { processId: 'p', argv: ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done; echo late; exec cat`], cwd, env: {}, tty: false, pipeStdin: true });
+      const watcher = await open({ attach: { session: 'codexy', role: 'watcher' } }, 'alice', extensions);
+      await writer.c.close();
+      await listUntil(watcher.c, (sessions) => !sessions[0].attached);
+      writeFileSync(go, '');
+      expect((await watchUntil(watcher.c, 'p', 'late\n')).text).toBe('late\n');
+      // Read twice, acknowledged never: the writer's resume gets it as notifications after the grace.
+      await watchUntil(watcher.c, 'p', 'late\n');
+      const back = await pool.connect(target.url, { token: 'alice' });
+      await back.request('initialize', { clientName: 'attach-test', resumeSessionId: writer.result.sessionId, tether: { version: 1, extensions } });
+      back.notify('initialized', {});
+      await back.waitFor((f) => f.method === 'process/output' && Buffer.from(f.params.chunk, 'base64').toString() === 'late\n', 10_000, true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the watchers of a session that ends are closed (code 1000, "session ended")', async () => {
+    target = await startTetherServer({ tokens: ['alice'] });
+    const writer = await open({ name: 'short', }, 'alice', [...WRITER_EXT, 'sessionClose']);
+    const watcher = await open({ attach: { session: 'short', role: 'watcher' } });
+    await writer.c.request('session/close', {});
+    expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
+    const after = await open({ attach: { session: 'short', role: 'watcher' } });
+    expect(after.result.error).toEqual({ code: -32600, message: Messages.unknownSession('short') });
   });
 });
