@@ -259,4 +259,19 @@ describe('attach', () => {
     const after = await open({ attach: { session: 'short', role: 'watcher' } });
     expect(after.result.error).toEqual({ code: -32600, message: Messages.unknownSession('short') });
   });
+
+  it('leaves one audit line per attach (role, session, name, owner, token, admin) and one per writer moved', async () => {
+    const logs: string[] = [];
+    target = await startTetherServer({ tokens: ['alice'], adminToken: 'root', logger: (level, msg) => logs.push(`${level} ${msg}`) });
+    const writer = await open({ name: 'audited' });
+    const short = String(writer.result.sessionId).slice(0, 8);
+    await open({ attach: { session: 'audited', role: 'watcher' } });
+    await open({ attach: { session: 'audited', role: 'writer', take: true } }, 'root');
+    const audit = logs.filter((l) => l.includes('audit attach'));
+    expect(audit).toEqual([
+      expect.stringMatching(new RegExp(`^info audit attach: role=watcher session=${short} name=audited owner=[0-9a-f]{8} token=[0-9a-f]{8} admin=false from=\\S+$`)),
+      expect.stringMatching(new RegExp(`^info audit attach: role=writer session=${short} name=audited owner=[0-9a-f]{8} token=[0-9a-f]{8} admin=true from=\\S+$`)),
+      expect.stringMatching(new RegExp(`^info audit attach: writer of session ${short} taken by token=[0-9a-f]{8} admin=true from=\\S+$`)),
+    ]);
+  });
 });
