@@ -109,6 +109,9 @@ describe('attach', () => {
       ['process/signal', { processId: 'cat', signal: 'SIGKILL' }, 'signal a process'],
       ['process/terminate', { processId: 'cat' }, 'terminate a process'],
       ['session/close', {}, 'close the session'],
+      ['process/resize', { processId: 'cat', cols: 100, rows: 40 }, 'resize a terminal'],
+      ['fs/readFile', { path: '/etc/hostname' }, 'use the filesystem'],
+      ['http/request', { method: 'GET', url: 'http://127.0.0.1:1/' }, 'make http requests'],
     ];
     for (const [method, params, verb] of refusals) {
       const frame = await watcher.c.call(method, params);
@@ -273,5 +276,14 @@ describe('attach', () => {
       expect.stringMatching(new RegExp(`^info audit attach: role=writer session=${short} name=audited owner=[0-9a-f]{8} token=[0-9a-f]{8} admin=true from=\\S+$`)),
       expect.stringMatching(new RegExp(`^info audit attach: writer of session ${short} taken by token=[0-9a-f]{8} admin=true from=\\S+$`)),
     ]);
+  });
+
+  it('watchers do not keep a session: with its writer gone it expires after its TTL, and they are closed', async () => {
+    target = await startTetherServer({ tokens: ['alice'], sessionTtlMs: 300 });
+    const writer = await open({ name: 'ttl' });
+    await startCat(writer.c);
+    const watcher = await open({ attach: { session: 'ttl', role: 'watcher' } });
+    await writer.c.drop();
+    expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
   });
 });
