@@ -286,4 +286,25 @@ describe('attach', () => {
     await writer.c.drop();
     expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
   });
+
+  it('refuses with -32602: a name several tokens use (admin: use the id), attach with resumeSessionId, name or attach without the extension', async () => {
+    target = await startTetherServer({ tokens: ['alice', 'bob'], adminToken: 'root' });
+    const alice = await open({ name: 'shared' });
+    await open({ name: 'shared' }, 'bob');
+    const ambiguous = await open({ attach: { session: 'shared', role: 'watcher' } }, 'root');
+    expect(ambiguous.result.error).toEqual({ code: -32602, message: Messages.nameAmbiguous('shared') });
+    const byId = await open({ attach: { session: alice.result.sessionId, role: 'watcher' } }, 'root');
+    expect(byId.result.tether.attached.sessionId).toBe(alice.result.sessionId);
+    // Each token alone finds its own.
+    expect((await open({ attach: { session: 'shared', role: 'watcher' } })).result.tether.attached.sessionId).toBe(alice.result.sessionId);
+    const c = await pool.connect(target.url, { token: 'alice' });
+    const both = await c.call('initialize', { clientName: 'x', resumeSessionId: alice.result.sessionId, tether: { version: 1, extensions: WRITER_EXT, attach: { session: 'shared', role: 'writer' } } });
+    expect(both.error?.code).toBe(-32602);
+    expect(both.error?.message).toContain('resumeSessionId');
+    for (const tether of [{ name: 'plain' }, { attach: { session: 'shared', role: 'watcher' } }]) {
+      const without = await open(tether, 'alice', ['acks']);
+      expect(without.result.error.code).toBe(-32602);
+      expect(without.result.error.message).toContain('attach extension');
+    }
+  });
 });
