@@ -62,7 +62,8 @@ async function watchUntil(c: RawClient, processId: string, until: string, afterS
 
 /** Asks `c` for session/list until `pred` holds for its sessions (the server's side of a close is asynchronous). */
 async function listUntil(c: RawClient, pred: (sessions: any[]) => boolean): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
+  // Bounded by rounds, not time (the test's own timeout ends it sooner on a stuck server).
+  for (let i = 0; i < 100_000; i++) {
     if (pred((await c.request('session/list', {})).sessions)) return;
     await new Promise((resolve) => setImmediate(resolve));
   }
