@@ -10,7 +10,7 @@ import { ServerStoppedError, SessionLostError, type ExecClient, type ExecProcess
 import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { RpcError } from '../protocol/errors.js';
 import { connectClient } from './connect.js';
-import { keepShortfall } from './keep-notice.js';
+import { keepLastShortfall, keepShortfall } from './keep-notice.js';
 import { catchEarlySignals, type EarlySignals } from './early-signals.js';
 import { describeStartFailure } from './start-failure.js';
 import { buildRemoteEnv, parseCommandLine, parseRemoteArgs, REMOTE_OPTIONS_HELP, type RemoteOptions } from './remote-options.js';
@@ -76,6 +76,8 @@ export async function run(argv: string[]): Promise<void> {
   reportRecoveries(client);
   const shortfall = keepShortfall(client, options.keepMs);
   if (shortfall) say(shortfall);
+  const keepLastNotice = keepLastShortfall(client, options.keepLast);
+  if (keepLastNotice) say(keepLastNotice);
 
   // Every way out ends the session (session/close) rather than leaving it detached.
   const code = await runRemote(client, options, early);
