@@ -20,9 +20,11 @@ import { serverUsers, startServerProcess, type ServerProcess } from '../helpers/
 
 const LINES = 40;
 const OUTPUT = Array.from({ length: LINES }, (_, i) => `line ${i + 1}\n`).join('');
-const DEADLINE_MS = 4_000;
-/** How long the client stays stopped: four recovery deadlines. */
-const STOP_MS = 4 * DEADLINE_MS;
+/** TETHER_SLEEP_FULL=1 runs the issue's figures: stopped 60 s against a 25 s deadline. */
+const FULL = process.env.TETHER_SLEEP_FULL === '1';
+const DEADLINE_MS = FULL ? 25_000 : 4_000;
+/** How long the client stays stopped: four recovery deadlines (60 s with TETHER_SLEEP_FULL). */
+const STOP_MS = FULL ? 60_000 : 4 * DEADLINE_MS;
 
 const cleanups: (() => Promise<void> | void)[] = [];
 afterEach(async () => {
@@ -41,7 +43,7 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
   it(
     `SIGSTOP for ${STOP_MS / 1000} s mid-recovery against a ${DEADLINE_MS / 1000} s deadline: on SIGCONT exec resumes, prints lines 1..${LINES} once, in order, exits 7`,
     async () => {
-      const server: ServerProcess = await startServerProcess({ user, args: ['--session-ttl', '2m'] });
+      const server: ServerProcess = await startServerProcess({ user, args: ['--session-ttl', FULL ? '10m' : '2m'] });
       cleanups.push(() => server.dispose());
       const proxy = await ChaosProxy.inFrontOf(server.url);
       cleanups.push(() => proxy.close());
@@ -69,13 +71,13 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       expect(out.stderr()).toMatch(/connection lost/);
       expect(out.stderr()).not.toMatch(/recovery deadline|session (is )?lost|unknown session/);
     },
-    45_000,
+    STOP_MS + 30_000,
   );
 
   it(
     `the first connect too: SIGSTOP for ${STOP_MS / 1000} s while the server cannot be reached, against a ${DEADLINE_MS / 1000} s deadline: on SIGCONT exec connects, runs the command, exits 7`,
     async () => {
-      const server: ServerProcess = await startServerProcess({ user, args: ['--session-ttl', '2m'] });
+      const server: ServerProcess = await startServerProcess({ user, args: ['--session-ttl', FULL ? '10m' : '2m'] });
       cleanups.push(() => server.dispose());
       const proxy = await ChaosProxy.inFrontOf(server.url);
       cleanups.push(() => proxy.close());
@@ -97,6 +99,6 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       expect(out.stdout()).toBe('hello\n');
       expect(out.stderr()).toMatch(/cannot reach/);
     },
-    45_000,
+    STOP_MS + 30_000,
   );
 });
