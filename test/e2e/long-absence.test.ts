@@ -11,7 +11,8 @@
  */
 import { execSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { readdirSync, readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { spawnTether } from '../helpers/cli.js';
 import { startRestartableServer } from '../helpers/restart.js';
@@ -39,6 +40,15 @@ function reap(child: ChildProcess): void {
   });
 }
 
+/** How many files the spill directory holds (segments under one directory per keeper). */
+function spilledFiles(spill: string): number {
+  try {
+    return readdirSync(spill, { recursive: true, withFileTypes: true }).filter((e) => e.isFile()).length;
+  } catch {
+    return 0; // not made yet
+  }
+}
+
 /** The peak resident memory of `pid` (VmHWM), in MiB. */
 function peakRssMib(pid: number): number {
   const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${pid}/status`, 'utf8'));
@@ -46,11 +56,17 @@ function peakRssMib(pid: number): number {
 }
 
 /**
- * Runs the producer under `tether exec`, stops the client at its first output, waits for the
- * producer to finish (`whileStopped` then runs, e.g. a server crash and its successor),
+ * Runs the producer under `tether exec`, stops the client at its first output (`midRun` then
+ * runs, while the producer still runs), waits for the producer to finish (`whileStopped` then
+ * runs, e.g. a server crash and its successor),
  * continues the client: returns the server's peak RSS measured when the producer was done.
  */
-async function night(server: () => ServerProcess, url: string, whileStopped: () => Promise<void> = async () => {}): Promise<{ peak: number; peakAfterReplay: number; bytes: number }> {
+async function night(
+  server: () => ServerProcess,
+  url: string,
+  whileStopped: () => Promise<void> = async () => {},
+  midRun: (marker: string) => Promise<void> = async () => {},
+): Promise<{ peak: number; peakAfterReplay: number; bytes: number }> {
   const marker = `night-${randomBytes(6).toString('hex')}`;
   const child = spawnTether(['exec', '--url', url, '--recovery-deadline', '10m', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
     stdio: ['ignore', 'pipe', 'pipe'],
@@ -72,6 +88,7 @@ async function night(server: () => ServerProcess, url: string, whileStopped: () 
   });
   const closed = new Promise<{ code: number | null; signal: NodeJS.Signals | null }>((resolve) => child.once('close', (code, signal) => resolve({ code, signal })));
   await first;
+  await midRun(marker);
   // The producer runs on and finishes while nobody reads: its pid goes.
   // (Its keeper shows the command too, and stays until the client has everything: the shell counts.)
   const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000 * SCALE, 100);
@@ -116,6 +133,31 @@ describe.each(serverUsers())('a night in a minute (server runs as %s)', (user) =
         server.url,
         async () => {
           await server.stop(ending);
+          await server.successor();
+        },
+      );
+    },
+    240_000 * SCALE,
+  );
+  it(
+    'the server killed -9 mid-run (the producer still writing, part of its output already on disk) and a successor started on the same port and state dir while the client is stopped: the producer finishes under the successor, every byte once, exit 7',
+    async () => {
+      const server = await startRestartableServer(user, ['--memory-budget', `${BUDGET_MIB}MiB`, '--output-disk', '2GiB', '--session-ttl', '10m']);
+      cleanups.push(() => server.dispose());
+      await night(
+        () => server.current,
+        server.url,
+        async () => {},
+        async (marker) => {
+          // Mid-run by events: the spill has its first segment (the window is full and the
+          // output goes to disk); the server is then stopped, so it reads no more and the
+          // producer cannot finish, and the producer is seen running before the kill.
+          const spill = join(server.stateDir, 'spill');
+          const spilling = await eventually(() => spilledFiles(spill) > 0, 60_000 * SCALE, 5);
+          expect(spilling, `no spill segment under ${spill}`).toBe(true);
+          process.kill(server.current.pid, 'SIGSTOP');
+          expect(processesWithMarker(marker, 'sh').length, 'the producer runs at the kill').toBe(1);
+          await server.stop('SIGKILL');
           await server.successor();
         },
       );

@@ -38,7 +38,11 @@ export interface SpawnSpec extends ChildSpec {
   keepLastBytes?: number;
 }
 
-/** Opens a process's output log, its bytes in `memory`; `kept` is its child's keeper side, once there is one. */
+/**
+ * Opens a process's output log, its bytes in `memory`; `kept` is its child's keeper side, once
+ * there is one (the child is attached after the log opens: a log that tells its keeper something
+ * while it opens, as a restore that spills does, is given its keeper otherwise).
+ */
 export type LogOpener = (memory: OutputMemory, kept: () => KeptChild | undefined) => OutputLog;
 
 /** A process adopted by a successor server: its log rebuilt (restart/process-kept.ts) and what its keeper knew. */

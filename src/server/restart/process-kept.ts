@@ -33,8 +33,15 @@ export function restoreState(dump: KeptDump, tty: boolean, spilled?: RestoreStat
  */
 export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild, spilled?: RestoreState['spilled']): ManagedProcess {
   const { dump } = adopted;
+  // The log tells this keeper from its first entry on, not only once the process has attached
+  // the child: the restore itself spills when the keeper retained more than the window (a
+  // predecessor killed between spilling and telling the keeper to drop, and what the keeper
+  // read past the window meanwhile), and each chunk spilled must be marked and dropped at the
+  // keeper. Else the keeper keeps a copy the server no longer holds in memory, sits at its cap
+  // with everything forwarded, and reads no more: the child blocks while no client acknowledges.
+  const keeper = () => adopted.child.kept;
   return ManagedProcess.adopt(spec, host, adopted, {
-    openLog: (memory, kept) => OutputLog.restore(logOptions(spec, memory, keeperObserver(kept)), restoreState(dump, spec.tty, spilled)),
+    openLog: (memory) => OutputLog.restore(logOptions(spec, memory, keeperObserver(keeper)), restoreState(dump, spec.tty, spilled)),
     exitCode: dump.exited ? rawExitCode(dump.exited.code, dump.exited.signal) : null,
     writeIds: dump.ids,
   });
