@@ -37,4 +37,9 @@ export const Messages = {
   sessionAttached: (id: string) => `session ${id} is already attached to another connection`,
   unknownProcess: (id: string) => `unknown process id ${id}`,
   processExists: (id: string) => `process ${id} already exists`,
+  /** Extension `attach`: `label` is the session's name, or the first 8 characters of its id. */
+  writerAttached: (label: string) => `session ${label} has a writer attached: attach with take to move it, or as a watcher`,
+  watcherReadOnly: (label: string, verb: string) => `this connection watches session ${label} read-only: attach as the writer (take) to ${verb}`,
+  nameInUse: (name: string) => `session name ${name} is in use by another session of this token`,
+  nameAmbiguous: (name: string) => `session name ${name} is ambiguous: use the id`,
 } as const;

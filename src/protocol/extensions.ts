@@ -78,6 +78,14 @@ export const KnownExtensions = [
    * event it sends; told again after a reconnect until the client acknowledges past it.
    */
   'keepLast',
+  /**
+   * `attach` (detach, attach and watch): a new session may be named (`tether.name`, unique
+   * among its token's live sessions); `tether.attach {session, role, take?}` attaches to a
+   * session by id or name as its writer (a resume; `take` moves a live writer, which is told
+   * `session/writer` and becomes a watcher) or as a read-only watcher (`process/read` from any
+   * seq, never acknowledging; `session/watch`); the answer says what is there (`tether.attached`).
+   */
+  'attach',
 ] as const;
 
 export type ExtensionName = (typeof KnownExtensions)[number];
@@ -107,6 +115,56 @@ export interface TetherInitialize {
    * the last grant on a resume.
    */
   keepMs?: number | null;
+  /** `attach`, on a new session: its name (1..64 of `[A-Za-z0-9._-]`, not shaped like a UUID), unique among its token's live sessions. */
+  name?: string | null;
+  /** `attach`: attach to an existing session (by full id or name) instead of creating or resuming one. */
+  attach?: AttachRequest | null;
+}
+
+/** `tether.attach` of `initialize` (extension `attach`). */
+export interface AttachRequest {
+  /** The session's full id, or its name. */
+  session: string;
+  /** `writer`: the session's connection (a resume); `watcher`: a read-only connection that pulls its output. */
+  role: AttachRole;
+  /** Writer only: move the writer from a live connection (which becomes a watcher) instead of being refused. */
+  take?: boolean | null;
+}
+
+export type AttachRole = 'writer' | 'watcher';
+
+/** A process as an attacher sees it (`tether.attached.processes`, `session/watch`). */
+export interface AttachedProcess {
+  processId: string;
+  argv: string[];
+  tty: boolean;
+  state: 'running' | 'exited';
+  exitCode: number | null;
+  /** The seq its next event will get. */
+  nextSeq: number;
+  /** The last seq the session's writer acknowledged (`acks`; without them what it was sent). */
+  ackedSeq: number;
+}
+
+/** `tether.attached` of the `initialize` result (extension `attach`). */
+export interface AttachedSession {
+  /** The full session id. */
+  sessionId: string;
+  name?: string;
+  role: AttachRole;
+  processes: AttachedProcess[];
+}
+
+/** `session/watch` result (extension `attach`): the session's processes now. */
+export interface SessionWatchResult {
+  processes: AttachedProcess[];
+}
+
+/** `session/writer` notification (extension `attach`): this connection is no longer the session's writer. */
+export interface SessionWriterNotification {
+  writer: false;
+  /** `taken`: another connection attached as the writer with `take`; this one now watches. */
+  reason: 'taken';
 }
 
 /** The `tether` member of the `initialize` result: what the server accepted. */
@@ -125,6 +183,10 @@ export interface TetherInitializeResult {
   keepMs?: number;
   /** With `sessionKeep`: the longest keep this server grants (`--max-session-ttl`); a larger ask got this. */
   keepMaxMs?: number;
+  /** With `attach`, when the request attached (`tether.attach`): the session and its processes. */
+  attached?: AttachedSession;
+  /** With `attach`: the session's name, when it has one. */
+  name?: string;
 }
 
 /** `data` of a `process/start` error under extension `startErrorDetail`. */

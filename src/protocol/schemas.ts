@@ -14,6 +14,20 @@ export const TetherInitializeSchema = z.object({
   delivered: z.record(z.string(), z.number().int().nonnegative()).nullish(),
   /** `sessionKeep`: how long the session should outlive a drop (ms); the server clamps it to its limits. */
   keepMs: z.number().int().nonnegative().nullish(),
+  /** `attach`: a new session's name: 1..64 of `[A-Za-z0-9._-]`, never UUID-shaped (so it cannot be taken for an id). */
+  name: z
+    .string()
+    .regex(/^[A-Za-z0-9._-]{1,64}$/, { message: 'must be 1 to 64 characters of A-Z a-z 0-9 . _ -' })
+    .refine((s) => !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s), { message: 'must not look like a session id (a UUID)' })
+    .nullish(),
+  /** `attach`: attach to a session by id or name, as its writer or a watcher. */
+  attach: z
+    .object({
+      session: z.string().min(1, 'must name a session (its id or name)').max(1024, 'is too long (at most 1024 characters)'),
+      role: z.enum(['writer', 'watcher']),
+      take: z.boolean().nullish(),
+    })
+    .nullish(),
 });
 
 /**

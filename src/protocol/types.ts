@@ -65,6 +65,12 @@ export interface ProcessReadResult {
   closed: boolean;
   failure: string | null;
   sandboxDenied: false;
+  /**
+   * Extension `attach`, a watcher's read only: seqs `firstSeq`..`lastSeq` after its `afterSeq`
+   * are no longer kept (acknowledged by the writer and past the retention): it will never get
+   * them. The chunks after them are exact.
+   */
+  gap?: { firstSeq: number; lastSeq: number };
 }
 
 export type WriteStatus = 'accepted' | 'unknownProcess' | 'stdinClosed' | 'starting';
@@ -117,6 +123,10 @@ export const Method = {
   processResize: 'process/resize',
   /** tether extension `keepLast` (notification): seqs `firstSeq`..`lastSeq` of a process were dropped unread. */
   processGap: 'process/gap',
+  /** tether extension `attach`: the session's processes now (a watcher's snapshot). */
+  sessionWatch: 'session/watch',
+  /** tether extension `attach` (notification): this connection is no longer the session's writer (`take`). */
+  sessionWriter: 'session/writer',
 } as const;
 
 /** `process/gap` (extension `keepLast`): a process's output seqs `firstSeq`..`lastSeq` (`bytes` bytes) were dropped. */
@@ -183,6 +193,10 @@ export interface SessionListing {
   budgetHold?: string;
   /** Present (true) only for a session a server adopted from its predecessor (restart adoption: a restart, upgrade or crash). */
   adopted?: boolean;
+  /** Extension `attach`: its name, when it was given one. */
+  name?: string;
+  /** Connections watching it read-only (extension `attach`); tether servers before it leave it out. */
+  watchers?: number;
   processes: ProcessListing[];
 }
 

@@ -36,7 +36,7 @@ import { SendBuffer, type BackpressureMarks } from './send-buffer.js';
 import { ReceiveGuard, ReceiveMeter } from './receive-meter.js';
 import type { LogEntry, OutputGap } from '../output/index.js';
 import type { MemoryBudget } from '../memory/index.js';
-import type { Session, SessionLink } from '../session/index.js';
+import type { Session, SessionLink, WatcherLink } from '../session/index.js';
 
 export type HandshakeState = 'new' | 'initializing' | 'ready';
 
@@ -51,10 +51,17 @@ export interface ConnectionContext {
   answerBytes?: number;
 }
 
-export class Connection implements SessionLink {
+export class Connection implements SessionLink, WatcherLink {
   readonly dialect = new Dialect();
   state: HandshakeState = 'new';
   session: Session | null = null;
+  /**
+   * Extension `attach`: the session this connection watches read-only (its `session` is then
+   * null: it acknowledges nothing, starts nothing, and nothing is pushed to it).
+   */
+  watching: Session | null = null;
+  /** The extensions a watching connection negotiated (its own, not its session's). */
+  watchExtensions: ReadonlySet<string> = new Set();
   /** The send buffer went above the high-water mark and has not drained to the low one yet. */
   backpressured = false;
   closed = false;
@@ -143,6 +150,26 @@ export class Connection implements SessionLink {
 
   probe(timeoutMs: number): void {
     this.liveness.probe(timeoutMs);
+  }
+
+  /** Watches `session` read-only from now on (an attach as a watcher, or its writer's place taken). */
+  watch(session: Session, extensions: ReadonlySet<string>): void {
+    this.session = null;
+    this.watching = session;
+    this.watchExtensions = extensions;
+    session.watch(this);
+    this.memory.report();
+  }
+
+  /** Another connection took the writer's place (`attach` with `take`): this one watches from now on, and is told. */
+  writerTaken(session: Session): void {
+    this.watch(session, session.extensions);
+    this.sendNotification(Method.sessionWriter, { writer: false, reason: 'taken' });
+  }
+
+  /** The watched session ended (WatcherLink): there is nothing left on this connection to talk about. */
+  sessionEnded(reason: string): void {
+    this.ws.close(1000, reason);
   }
 
   /** Counts this connection's requests in flight and its send buffer in the server's memory budget. */
@@ -401,5 +428,7 @@ export class Connection implements SessionLink {
     this.memory.receivingClosed();
     this.session = null;
     session?.detach(this);
+    this.watching?.unwatch(this);
+    this.watching = null;
   }
 }

@@ -15,6 +15,8 @@ export interface LivenessLink {
   readonly ws: WebSocket;
   readonly closed: boolean;
   readonly session: object | null;
+  /** The session it watches read-only (extension `attach`): initialized as well. */
+  readonly watching: object | null;
   /** Pong seen since the last ping. */
   alive: boolean;
 }
@@ -89,7 +91,7 @@ export class Liveness {
     const ws = this.link.ws;
     this.initializeTimer = setTimeout(() => {
       this.initializeTimer = null;
-      if (this.link.closed || this.link.session) return;
+      if (this.link.closed || this.link.session || this.link.watching) return;
       ws.close(1008, `no initialize within ${ms} ms`);
       // Do not wait 30 s for the close handshake of a peer that may never answer.
       setTimeout(() => ws.terminate(), 1000).unref();

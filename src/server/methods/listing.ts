@@ -37,8 +37,10 @@ export function listSessions(
       createdAt: new Date(facts?.createdAt ?? Date.now()).toISOString(),
       expiresAt: !session.attached && facts?.detachedAt != null ? new Date(facts.detachedAt + session.limits.ttlMs).toISOString() : null,
       keepMs: session.limits.ttlMs,
+      watchers: session.watchers,
       processes: [],
     };
+    if (session.name !== null) entry.name = session.name;
     if (caller.admin) entry.owner = session.ownerTag;
     const hold = session.budgetHold;
     if (hold) entry.budgetHold = hold;

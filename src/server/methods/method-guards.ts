@@ -14,6 +14,11 @@ export type Family = 'exec' | 'environment info' | 'environment status' | 'files
 const notInitialized = (family: Family) => `client must call initialize before using ${family} methods`;
 const notInitializedNotified = (family: Family) => `client must send initialized before using ${family} methods`;
 
+/**
+ * The connection's session once it is initialized. A watching connection (extension `attach`)
+ * has none (null: its `watching` is the session it may read); every method a watcher may not
+ * call was refused before its handler (attach.ts `gateWatchers`).
+ */
 export function requireReady(conn: Connection, family: Family): Session {
   if (conn.state === 'new') throw invalidRequest(notInitialized(family));
   if (conn.state === 'initializing') throw invalidRequest(notInitializedNotified(family));

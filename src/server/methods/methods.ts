@@ -12,6 +12,7 @@ import { ByteBudget, registerFsMethods, sessionShare, type FsRegistration, type 
 import { OutgoingSockets } from './http-sockets.js';
 import { HttpMethod, httpRequestMethod } from './http-request.js';
 import type { Session, SessionLimits } from '../session/index.js';
+import { gateWatchers } from './attach.js';
 import { requireReady } from './method-guards.js';
 import { registerProcessMethods, type ProcessKeeping, type ProcessMethodsState } from './process-methods.js';
 import { registerSessionMethods, type SessionKeeping, type SessionMethodsState } from './session-methods.js';
@@ -105,6 +106,8 @@ export function createRpcServer(state: MethodsState): RpcMethods {
       () => requireReady(conn, 'http'),
     ),
   );
+  // Extension `attach`: a watching connection reaches only the methods a watcher may call.
+  gateWatchers(rpc);
   registerSessionMethods(rpc, state, fs);
   registerProcessMethods(rpc, state);
 

@@ -179,7 +179,10 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
   rpc.addMethod(Method.processRead, async (params, ctx): Promise<ProcessReadResult> => {
     const { conn } = ctx;
     const p = parseParams(Method.processRead, ProcessReadParamsSchema, params);
-    const session = requireReady(conn, 'exec');
+    // A watcher (extension `attach`) reads its watched session's processes, acknowledging nothing.
+    requireReady(conn, 'exec');
+    const watcher = conn.session === null;
+    const session = conn.session ?? conn.watching!;
     const afterSeq = p.afterSeq ?? 0;
     const proc = requireProcess(session, p.processId);
     await proc.waitForNews(afterSeq, Math.min(p.waitMs ?? 0, MAX_WAIT_MS), conn.signal);
@@ -188,7 +191,7 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
     // queued for it, not one answer per request.
     const answerBytes = Math.min(p.maxBytes ?? Number.POSITIVE_INFINITY, proc.retained, session.limits.output.readCapBytes);
     await conn.reserveAnswer(ctx, Math.ceil((answerBytes * 4) / 3) + 256);
-    return proc.read(afterSeq, p.maxBytes ?? null);
+    return watcher ? proc.watchRead(afterSeq, p.maxBytes ?? null) : proc.read(afterSeq, p.maxBytes ?? null);
   });
 
   rpc.addMethod(Method.processWrite, async (params, { conn }): Promise<ProcessWriteResult> => {

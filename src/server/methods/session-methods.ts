@@ -22,12 +22,13 @@ import {
   methodNotFound,
   parseParams,
 } from '../../protocol/index.js';
-import type { InitializeResult, SessionListResult } from '../../protocol/index.js';
+import type { AttachedSession, AttachRole, ExtensionName, InitializeResult, SessionListResult, SessionWatchResult, TetherInitializeResult } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
 import type { ServerBackend } from '../backend/index.js';
-import type { ConnectionContext } from '../connection/index.js';
+import type { Connection, ConnectionContext } from '../connection/index.js';
 import type { FsRegistration } from '../fs/index.js';
 import { type MemoryBudget, shareOwner, type OutputShares } from '../memory/index.js';
+import { attachedProcesses, auditAttach, checkNameFree, resolveTarget, watchersOf } from './attach.js';
 import { listSessions, MAX_LIST_BYTES } from './listing.js';
 import { requireReady } from './method-guards.js';
 import { grantKeep, logfmtValue, type KeepLimits, type ServerMonitor, Session, type DeliveredMap, type SessionLimits } from '../session/index.js';
@@ -75,6 +76,36 @@ export interface SessionMethodsState {
   kept?: SessionKeeping;
 }
 
+function isAdmin(state: Pick<SessionMethodsState, 'adminCredential'>, credential: Buffer): boolean {
+  return state.adminCredential !== null && credential.equals(state.adminCredential);
+}
+
+/** `tether.attached` of an attach's answer. */
+function attachedAnswer(state: Pick<SessionMethodsState, 'monitor'>, session: Session, role: AttachRole): AttachedSession {
+  return { sessionId: session.id, ...(session.name !== null ? { name: session.name } : {}), role, processes: attachedProcesses(session, state.monitor) };
+}
+
+/**
+ * `initialize` with `tether.attach {role: "watcher"}`: the connection watches `target`
+ * read-only. It counts against its token's session cap; nothing of the session changes
+ * (a detached session stays detached, its TTL running).
+ */
+function watchSession(state: SessionMethodsState, conn: Connection, target: string, extensions: ExtensionName[], admin: boolean, clientName: string): InitializeResult {
+  const session = resolveTarget(state.sessions, target, conn.credential, admin);
+  const perToken = state.maxSessionsPerToken;
+  if (perToken !== undefined && state.shares && state.shares.sessionsOf(shareOwner(conn.credential)) + watchersOf(state.sessions.values(), conn.credential) >= perToken) {
+    state.monitor.refused('sessionsPerToken');
+    throw invalidRequest(`too many sessions for this token: it may have at most ${perToken} at once, watchers included (--max-sessions-per-token); close one of them instead`);
+  }
+  conn.state = 'initializing';
+  conn.watch(session, new Set(extensions));
+  auditAttach(state.log, session, { role: 'watcher', credential: conn.credential, admin, remote: conn.remote, took: false });
+  state.log('debug', `session ${session.shortId} watched by ${conn.remote} (client ${logfmtValue(clientName)})`);
+  const tether: TetherInitializeResult = { version: EXTENSIONS_VERSION, extensions, attached: attachedAnswer(state, session, 'watcher') };
+  if (session.name !== null) tether.name = session.name;
+  return { sessionId: session.id, environmentInfo: session.backend.environmentInfo(), tether };
+}
+
 /**
  * The back-end can no longer do a session's work (a relay's upstream session is gone): the
  * session expires, and its client, dropped, hears what a Codex server says for an unknown
@@ -97,12 +128,25 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
     const carried = state.backend.extensions;
     if (carried?.size === 0) delete p.tether;
     const extensions = acceptExtensions(p.tether).filter((name) => (carried === null || carried.has(name)) && (conn.binaryFrames || name !== 'binaryOutput'));
+    const admin = isAdmin(state, conn.credential);
+    const attach = p.tether?.attach ?? null;
+    if ((attach || p.tether?.name) && !extensions.includes('attach')) {
+      throw invalidParams(`invalid params for initialize: tether.${attach ? 'attach' : 'name'}: needs the attach extension (ask for it in tether.extensions)`);
+    }
+    if (attach && p.resumeSessionId) {
+      throw invalidParams('invalid params for initialize: tether.attach: cannot be combined with resumeSessionId (attach by id instead)');
+    }
+    if (attach?.role === 'watcher') return watchSession(state, conn, attach.session, extensions, admin, p.clientName);
     let session: Session;
-    if (p.resumeSessionId) {
-      const existing = state.sessions.get(p.resumeSessionId);
-      // A session created with another credential is reported unknown: its existence is not revealed.
-      if (!existing || existing.isExpired || !existing.ownedBy(conn.credential)) {
-        throw invalidRequest(Messages.unknownSession(p.resumeSessionId));
+    if (p.resumeSessionId || attach) {
+      const target = attach ? attach.session : p.resumeSessionId!;
+      let existing: Session;
+      if (attach) existing = resolveTarget(state.sessions, target, conn.credential, admin);
+      else {
+        const found = state.sessions.get(target);
+        // A session created with another credential is reported unknown: its existence is not revealed.
+        if (!found || found.isExpired || !found.ownedBy(conn.credential)) throw invalidRequest(Messages.unknownSession(target));
+        existing = found;
       }
       if (!sameExtensions(extensions, existing.extensions)) {
         throw invalidParams(
@@ -110,11 +154,18 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
             `([${[...existing.extensions].join(', ')}]; this request asks for [${extensions.join(', ')}])`,
         );
       }
-      if (existing.attached) {
+      const take = attach?.take === true;
+      if (attach && !take && !existing.ownedBy(conn.credential)) {
+        throw invalidRequest(`session ${existing.label} belongs to another token: the admin token attaches to it as the writer only with take`);
+      }
+      if (existing.attached && !take) {
         existing.probeAttached(state.livenessProbeMs);
-        throw new RpcError(ErrorCode.SessionAttached, Messages.sessionAttached(p.resumeSessionId));
+        throw new RpcError(ErrorCode.SessionAttached, attach ? Messages.writerAttached(existing.label) : Messages.sessionAttached(target));
       }
       session = existing;
+      // take: the writer's connection becomes a watcher (told `session/writer`); this one is the writer.
+      const took = existing.releaseWriter() !== null;
+      if (attach) auditAttach(state.log, session, { role: 'writer', credential: conn.credential, admin, remote: conn.remote, took });
       // Each resume's ask replaces the last grant (a successor server may grant less or more).
       if (session.extensions.has('sessionKeep')) {
         const before = session.limits.ttlMs;
@@ -131,7 +182,7 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
         throw invalidRequest(`too many sessions: this server allows at most ${state.maxSessions} (--max-sessions)`);
       }
       const perToken = state.maxSessionsPerToken;
-      if (perToken !== undefined && state.shares && state.shares.sessionsOf(shareOwner(conn.credential)) >= perToken) {
+      if (perToken !== undefined && state.shares && state.shares.sessionsOf(shareOwner(conn.credential)) + watchersOf(state.sessions.values(), conn.credential) >= perToken) {
         state.monitor.refused('sessionsPerToken');
         throw invalidRequest(
           `too many sessions for this token: it may have at most ${perToken} at once (--max-sessions-per-token); close or resume one of its sessions instead`,
@@ -143,7 +194,10 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
         state.monitor.refused('memoryBudget');
         throw internalError(full);
       }
+      const name = p.tether?.name ?? null;
+      if (name !== null) checkNameFree(state.sessions.values(), name, conn.credential);
       session = new Session(randomUUID(), conn.credential, { ...state.limits }, state.sessionHooks, new Set(extensions));
+      session.name = name;
       // Its keep is granted before its first record is written (a successor keeps it as long).
       if (session.extensions.has('sessionKeep')) session.keepFor(grantKeep(p.tether?.keepMs, state.keep));
       const created = session;
@@ -171,6 +225,8 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
       // Processes it names that a restart could not keep: it is told now, not left waiting (restart adoption).
       const lost = session.clientAcks ? state.kept?.lost.named(session.id, p.tether.delivered, (id) => session.processes.has(id), session.adopted) : undefined;
       if (lost) result.tether.lost = lost;
+      if (session.name !== null && extensions.includes('attach')) result.tether.name = session.name;
+      if (attach) result.tether.attached = attachedAnswer(state, session, 'writer');
     }
     return result;
   });
@@ -207,16 +263,25 @@ export function registerSessionMethods(rpc: JSONRPCServer<ConnectionContext>, st
     return {};
   });
 
+  rpc.addMethod(Method.sessionWatch, (params, { conn }): SessionWatchResult => {
+    // Extension `attach`: a watcher's (or its writer's) snapshot of the session's processes.
+    if (!(conn.session?.extensions ?? conn.watchExtensions).has('attach')) throw methodNotFound(Method.sessionWatch);
+    parseParams(Method.sessionWatch, EmptyParamsSchema, params);
+    requireReady(conn, 'exec');
+    const session = conn.session ?? conn.watching!;
+    return { processes: attachedProcesses(session, state.monitor) };
+  });
+
   rpc.addMethod(Method.sessionList, async (params, ctx): Promise<SessionListResult> => {
     const { conn } = ctx;
     // Not negotiated: the method does not exist for this session (as for any Codex client).
-    if (!conn.session?.extensions.has('sessionList')) throw methodNotFound(Method.sessionList);
+    if (!(conn.session?.extensions ?? conn.watchExtensions).has('sessionList')) throw methodNotFound(Method.sessionList);
     parseParams(Method.sessionList, EmptyParamsSchema, params);
-    const session = requireReady(conn, 'exec');
+    requireReady(conn, 'exec');
+    const session = conn.session ?? conn.watching;
     // The answer is at most MAX_LIST_BYTES (listing.ts): built only once the send buffer has room for it.
     await conn.reserveAnswer(ctx, MAX_LIST_BYTES);
-    const admin = state.adminCredential !== null && conn.credential.equals(state.adminCredential);
-    return listSessions(state.sessions.values(), state.monitor, { credential: conn.credential, session, admin });
+    return listSessions(state.sessions.values(), state.monitor, { credential: conn.credential, session, admin: isAdmin(state, conn.credential) });
   });
 
 }

@@ -61,3 +61,20 @@ export function processReadResult(
     sandboxDenied: false,
   };
 }
+
+/**
+ * What a watcher's read (extension `attach`) may return after `afterSeq`: `gap`, the seqs right
+ * after it that are no longer kept (evicted history, or dropped by keep-last), and `through`,
+ * the last seq of the unbroken run that follows (a later hole is told by the next read, whose
+ * `afterSeq` stops before it). `nextSeq` is the log's next seq. Pure.
+ */
+export function watchedRun(entries: readonly LogEntry[], head: number, afterSeq: number, nextSeq: number): { gap: { first: number; last: number } | null; through: number } {
+  let i = indexAfter(entries, head, afterSeq);
+  let expected = afterSeq + 1;
+  const firstKept = i < entries.length ? entries[i]!.seq : nextSeq;
+  const gap = firstKept > expected ? { first: expected, last: firstKept - 1 } : null;
+  if (gap) expected = firstKept;
+  for (; i < entries.length && entries[i]!.seq === expected; i++) expected++;
+  // A hole later on: the run ends before it. Else everything up to the newest seq.
+  return { gap, through: i < entries.length ? expected - 1 : nextSeq - 1 };
+}

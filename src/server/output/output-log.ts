@@ -33,7 +33,7 @@
 import type { OutputStream } from '../../protocol/index.js';
 import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputGap, type OutputLogOptions } from './log-entries.js';
 import { LogExposure } from './log-exposure.js';
-import { readChunks, type ReadAnswer } from './log-read.js';
+import { readChunks, watchedRun, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
 import type { SpillRefusal } from './output-spill.js';
 
@@ -339,6 +339,27 @@ export class OutputLog {
       if (this._holding && this._ackedSeq >= this.lastOutputSeq) this._holding = false;
     }
     return { chunks: out, nextSeq };
+  }
+
+  /**
+   * A watcher's `process/read` (extension `attach`): kept output after `afterSeq` as `read`
+   * gives it (from memory or the spill), but it acknowledges nothing and leaves the hold and
+   * what was sent as they are. `gap`: the seqs right after `afterSeq` no longer kept; the
+   * answer stops before any later hole (`nextSeq` then points at it, for the next read).
+   */
+  watch(afterSeq: number, maxBytes: number | null, capBytes: number): ReadAnswer & { gap: { first: number; last: number } | null } {
+    const { gap, through } = watchedRun(this.entries, this.head, afterSeq, this.nextSeq);
+    const from = gap ? gap.last : afterSeq;
+    const limit = Math.min(maxBytes ?? Infinity, capBytes);
+    const read = readChunks(this.entries, this.head, from, limit, (e) => this.bytesOf(e));
+    const chunks = read.chunks.filter((c) => c.seq <= through);
+    const cut = chunks.length < read.chunks.length || through < this.nextSeq - 1;
+    const lastReturned = chunks.length > 0 ? chunks[chunks.length - 1]!.seq : 0;
+    if (lastReturned > 0) this.expose(lastReturned);
+    let nextSeq = this.nextSeq;
+    if (chunks.length > 0 && (read.truncated || maxBytes !== null)) nextSeq = lastReturned + 1;
+    else if (cut) nextSeq = through + 1;
+    return { chunks, nextSeq, gap };
   }
 
   // ---- state ---------------------------------------------------------------------------------

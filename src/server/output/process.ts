@@ -350,6 +350,23 @@ export class ManagedProcess {
   }
 
   /**
+   * A watcher's `process/read` (extension `attach`): what the log keeps after `afterSeq`, and
+   * `gap` when seqs right after it are no longer kept. It acknowledges nothing and changes
+   * nothing of what the session's writer is sent or held: the producer never waits for it.
+   */
+  watchRead(afterSeq: number, maxBytes: number | null): ProcessReadResult {
+    const { gap, ...answer } = this.log.watch(afterSeq, maxBytes, this.limits.readCapBytes);
+    const result = processReadResult(answer, this.log.exitSeq !== null, this);
+    if (gap) result.gap = { firstSeq: gap.first, lastSeq: gap.last };
+    return result;
+  }
+
+  /** The seq its next event will get. */
+  get nextSeq(): number {
+    return this.log.next;
+  }
+
+  /**
    * Writes to stdin. The answer waits until the child's stdin pipe — or its terminal — took
    * the bytes, so a client that awaits its writes cannot make the server buffer unbounded input.
    * `closeStdin` (a tether extension; Codex ignores it) ends the pipe after `data`, so a

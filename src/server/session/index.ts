@@ -7,4 +7,4 @@ export { ServerMonitor, logfmtValue } from './monitor.js';
 export type { MonitorCounters, RefusalReason } from './monitor.js';
 export { Session } from './session.js';
 export { grantKeep, keepLimits, MAX_KEEP_MS, type KeepLimits } from './session-keep.js';
-export type { DeliveredMap, SessionLimits, SessionLink } from './session.js';
+export type { DeliveredMap, SessionLimits, SessionLink, WatcherLink } from './session.js';

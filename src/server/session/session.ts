@@ -29,6 +29,16 @@ export interface SessionLink {
   drop?(reason: string): void;
   /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
   probe(timeoutMs: number): void;
+  /** Extension `attach`: another connection took its place as the writer (`take`); it watches `session` from now on, and is told. */
+  writerTaken?(session: Session): void;
+}
+
+/** A connection watching a session read-only (extension `attach`). */
+export interface WatcherLink {
+  /** sha256 of the token the watching connection presented: it counts against that token's caps. */
+  readonly credential: Buffer;
+  /** The session ended (closed, expired, lost): the watcher has nothing left to watch. */
+  sessionEnded(reason: string): void;
 }
 
 export interface SessionLimits {
@@ -79,6 +89,10 @@ export class Session implements ProcessHost {
   /** Its fair share of the memory budget's output (fair-share.ts); null: the budget's pressure alone decides. */
   private share: SessionShare | null = null;
   private reflowing = false;
+  /** Extension `attach`: its name, unique among its token's live sessions (kept through restart adoption), or null. */
+  name: string | null = null;
+  /** Connections watching it read-only (extension `attach`): they pull, nothing is pushed to them. */
+  private readonly watcherLinks = new Set<WatcherLink>();
 
   constructor(
     readonly id: string,
@@ -161,6 +175,47 @@ export class Session implements ProcessHost {
   handOver(): void {
     // What other modules keep for it (open files) goes; its record and journal stay on disk.
     this.end((proc) => proc.handOver());
+  }
+
+  /** How an attacher is told which session it is about: its name, or the first 8 characters of its id. */
+  get label(): string {
+    return this.name ?? this.id.slice(0, 8);
+  }
+
+  /** `link` watches it read-only from now on (extension `attach`) until `unwatch`. */
+  watch(link: WatcherLink): void {
+    if (this.expired) link.sessionEnded('session ended');
+    else this.watcherLinks.add(link);
+  }
+
+  /** `link` no longer watches it (its connection closed): its watcher slot is free at once. */
+  unwatch(link: WatcherLink): void {
+    this.watcherLinks.delete(link);
+  }
+
+  /** How many connections watch it. */
+  get watchers(): number {
+    return this.watcherLinks.size;
+  }
+
+  /** How many of its watchers hold `credential` (they count against that token's session cap). */
+  watchersHolding(credential: Buffer): number {
+    let n = 0;
+    for (const link of this.watcherLinks) if (link.credential.equals(credential)) n++;
+    return n;
+  }
+
+  /**
+   * Another connection takes the writer's place (`attach` with `take`): the current one is
+   * detached as by a drop (its unacknowledged output is unsent again, for the new writer) and
+   * becomes a watcher (`writerTaken`); returns it, or null when none was attached.
+   */
+  releaseWriter(): SessionLink | null {
+    const link = this.link;
+    if (!link) return null;
+    this.detach(link);
+    link.writerTaken?.(this);
+    return link;
   }
 
   /** Short form for logs: the id is the resume credential. */
@@ -341,7 +396,11 @@ export class Session implements ProcessHost {
       proc.killTree();
       proc.release();
     });
-    if (ended) this.hooks.expired(this);
+    if (!ended) return;
+    // Its watchers have nothing left to watch (a hand-over keeps them: the server's stop closes them).
+    for (const link of [...this.watcherLinks]) link.sessionEnded('session ended');
+    this.watcherLinks.clear();
+    this.hooks.expired(this);
   }
 
   /** Ends it once (false if it had ended): timers stopped, `each` process let go of, its shares and back-end closed, listeners told. */
