@@ -40,8 +40,9 @@ ${REMOTE_OPTIONS_HELP}
                             then 'tether attach NAME|ID' follows it, 'tether ps' lists it.
                             Stdin is not forwarded; the command's output waits, held by
                             the server, for the first tether attach
-  --name NAME               with --detach: the session's name (1..64 of A-Z a-z 0-9 . _ -),
-                            unique among the live sessions of your token
+  --name NAME               the session's name (1..64 of A-Z a-z 0-9 . _ -), unique among
+                            the live sessions of your token: 'tether attach NAME' follows
+                            it (detached, or when this client died)
   -h, --help                this text
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
@@ -68,6 +69,7 @@ export async function run(argv: string[]): Promise<void> {
   try {
     client = await connectClient(options, { token, ca }, {
       clientName: 'tether-exec',
+      ...(options.name !== undefined ? { name: options.name } : {}),
       // Both output streams are always consumed here, so a slow local reader (a pager, a
       // slow pipe) may safely slow the remote command instead of filling our memory.
       outputHighWaterMark: 8 * 1024 * 1024,

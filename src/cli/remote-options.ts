@@ -47,7 +47,7 @@ export interface RemoteOptions extends ConnectionOptions {
   keepLast?: number;
   /** --detach (tether exec): start the command, print where it runs, exit; the session stays for `tether attach`. */
   detach?: boolean;
-  /** --name NAME (tether exec): the session's name, for `tether attach NAME` and `tether ps`. */
+  /** --name NAME (tether exec): the session's name, for `tether attach NAME` (a detached one, or one whose client died) and `tether ps`. */
   name?: string;
   /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
@@ -222,7 +222,6 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
   const remote = parsed.operands;
   if (remote.length === 0) throw new UsageError(`no remote command given (tether ${command} --url ws://HOST:PORT <command> [args…])`);
   if (remote[0] === '') throw new UsageError("the remote command is empty ('')");
-  if (own.name !== undefined && !own.detach) throw new UsageError('--name names a detached session: give --detach too');
   return { ...parsed.connection, ...own, command: remote };
 }
 

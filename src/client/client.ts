@@ -138,7 +138,6 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       initialized: (init) => {
         if (link.acks) this.#acknowledger.setWindow(init.tether?.outputWindow ?? DEFAULT_OUTPUT_WINDOW);
         if (init.environmentInfo) this.#envInfo = init.environmentInfo;
-        if (attach && this.#attachedHandles.length === 0) this.#adoptAll(link.attached?.processes ?? [], attach.options);
         const { keepMs, keepMaxMs } = init.tether ?? {};
         if (link.extensions.has('sessionKeep') && typeof keepMs === 'number') {
           this.#keep = { askedMs: options.sessionKeepMs ?? null, grantedMs: keepMs, maxMs: typeof keepMaxMs === 'number' ? keepMaxMs : keepMs };
@@ -221,6 +220,8 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     const { role: _role, take: _take, fromStart: _fromStart, sinks: _sinks, ...connectOptions } = options;
     const client = new ExecClient(url, connectOptions, { request, options });
     await client.#link.firstConnect();
+    // Once connected (requests can go out): the handles, fed what arrived for them meanwhile.
+    client.#adoptAll(client.#link.attached?.processes ?? [], options);
     // Aborting leaves the session as it found it: running, detached.
     options.signal?.addEventListener('abort', () => void client.detach(), { once: true });
     return client;
@@ -413,7 +414,16 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       this.#table.adopt(proc, watcher ? undefined : p.handle);
       proc.once('close', () => this.#table.forget(proc));
       proc.closed.catch(() => this.#table.forget(proc));
-      adoptProcess(proc, options.fromStart ? 0 : Math.max(0, Math.floor(p.ackedSeq ?? 0)));
+      const acked = Math.max(0, Math.floor(p.ackedSeq ?? 0));
+      if (!options.fromStart && p.state === 'exited' && typeof p.exitCode === 'number' && acked >= p.nextSeq - 1) {
+        // Its writer took everything, the close included: nothing more will come for it, so
+        // the handle ends here, with its exit status.
+        adoptProcess(proc, Math.max(0, p.nextSeq - 3));
+        proc.accept({ type: 'exit', seq: Math.max(1, p.nextSeq - 2), exitCode: p.exitCode });
+        proc.accept({ type: 'close', seq: Math.max(2, p.nextSeq - 1) });
+      } else {
+        adoptProcess(proc, options.fromStart ? 0 : acked);
+      }
       this.#attachedHandles.push(proc);
     }
     this.#table.release();

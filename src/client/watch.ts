@@ -27,6 +27,11 @@ export async function followByReads(proc: ExecProcess, call: <T>(method: string,
       return;
     }
     mergeRead(proc, afterSeq, result);
+    if (isLive(proc) && result.closed && sequencerOf(proc).lastDelivered >= result.nextSeq - 1) {
+      // Closed, and nothing after what was delivered: a close this handle can no longer see.
+      failProcess(proc, new OutputLostError(proc.id, afterSeq + 1, Infinity, 'closed before it could be read'));
+      return;
+    }
   }
 }
 

@@ -55,10 +55,10 @@ describe('tether exec --detach --name', () => {
     expect(parseRemoteArgs(['--detach', '--name', 'build', '--keep', '2h', '--', 'make'], {})).toMatchObject({ detach: true, name: 'build', keepMs: 7_200_000, command: ['make'] });
   });
 
-  it('refuses a malformed name, a UUID-shaped one, and --name without --detach', () => {
+  it('refuses a malformed name and a UUID-shaped one', () => {
     expect(() => parseRemoteArgs(['--detach', '--name', 'a b', 'x'], {})).toThrow(/--name must be 1\.\.64 characters/);
     expect(() => parseRemoteArgs(['--detach', '--name', '3f2a0c4e-1b2c-4d5e-8f90-0123456789ab', 'x'], {})).toThrow(/must not look like a session id/);
-    expect(() => parseRemoteArgs(['--name', 'build', 'x'], {})).toThrow(/give --detach too/);
+    expect(parseRemoteArgs(['--name', 'build', 'x'], {})).toMatchObject({ name: 'build', command: ['x'] });
   });
 
   it('is tether exec\'s only: tether mcp does not take --detach', () => {
