@@ -14,7 +14,7 @@ export async function startTetherServer(options: TargetOptions & Partial<TetherS
   const server = await startServer({
     ...options,
     port: options.port ?? 0,
-    logger: process.env.TETHER_TEST_LOG ? (level, msg) => process.stderr.write(`[tether ${level}] ${msg}\n`) : undefined,
+    logger: options.logger ?? (process.env.TETHER_TEST_LOG ? (level, msg) => process.stderr.write(`[tether ${level}] ${msg}\n`) : undefined),
   });
   return {
     kind: 'tether',

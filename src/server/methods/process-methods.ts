@@ -189,7 +189,8 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
     // An answer can carry what the process keeps, up to the read cap (base64: 4/3 of it): a
     // client that asks without reading its answers waits here, so about the high-water mark is
     // queued for it, not one answer per request.
-    const answerBytes = Math.min(p.maxBytes ?? Number.POSITIVE_INFINITY, proc.retained, session.limits.output.readCapBytes);
+    // Spilled output is read back from disk into the answer too (a watcher's read from seq 0, a reader behind).
+    const answerBytes = Math.min(p.maxBytes ?? Number.POSITIVE_INFINITY, proc.retained + proc.spilled, session.limits.output.readCapBytes);
     await conn.reserveAnswer(ctx, Math.ceil((answerBytes * 4) / 3) + 256);
     return watcher ? proc.watchRead(afterSeq, p.maxBytes ?? null) : proc.read(afterSeq, p.maxBytes ?? null);
   });

@@ -334,6 +334,7 @@ export class KeptServer {
       processes,
       lost: this.lost.of(session.id),
       ...(session.keptFs?.watch || session.keptFs?.handles ? { fs: session.keptFs } : {}),
+      ...(session.name !== null ? { name: session.name } : {}),
       createdAt: Date.now(),
     };
   }
@@ -373,6 +374,8 @@ export class KeptServer {
       state.sessions.set(session.id, session);
       state.monitor.sessionCreated(session, 'adopted');
       state.monitor.sessionDetached(session);
+      // Its name goes with it: a client attaches to it by name after the restart as before.
+      session.name = record.name ?? null;
       session.restoreDetached(record.nextHandle);
       session.markAdopted();
       if (record.fs) state.fsRegistration?.restore(session, record.fs);

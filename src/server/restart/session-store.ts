@@ -72,6 +72,8 @@ export interface SessionRecord {
   fs?: KeptFsRecord;
   /** Date.now() at its creation. */
   createdAt: number;
+  /** Its name (extension `attach`), unique among its token's sessions. Absent when it has none. */
+  name?: string;
 }
 
 /** Session ids are file names here: only these (a UUID is one). */
@@ -300,6 +302,7 @@ export function parseRecord(value: unknown): SessionRecord {
   }
   if (!Number.isSafeInteger(r.nextHandle) || (r.nextHandle as number) < 1) fail('nextHandle');
   if (typeof r.createdAt !== 'number' || !Number.isFinite(r.createdAt)) fail('createdAt');
+  if (r.name !== undefined && (typeof r.name !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(r.name))) fail('name');
   if (!Array.isArray(r.processes)) fail('processes');
   for (const p of r.processes as Array<Record<string, unknown>>) {
     const ok =

@@ -5,6 +5,9 @@
  * the writer moved with `take` (the old connection is told and keeps watching), another
  * token's session answered exactly as an unknown one, and the admin token.
  */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
 import { Messages } from '../../../src/protocol/index.js';
@@ -59,7 +62,8 @@ async function watchUntil(c: RawClient, processId: string, until: string, afterS
 
 /** Asks `c` for session/list until `pred` holds for its sessions (the server's side of a close is asynchronous). */
 async function listUntil(c: RawClient, pred: (sessions: any[]) => boolean): Promise<void> {
-  for (let i = 0; i < 1000; i++) {
+  // Bounded by rounds, not time (the test's own timeout ends it sooner on a stuck server).
+  for (let i = 0; i < 100_000; i++) {
     if (pred((await c.request('session/list', {})).sessions)) return;
     await new Promise((resolve) => setImmediate(resolve));
   }
@@ -106,6 +110,9 @@ describe('attach', () => {
       ['process/signal', { processId: 'cat', signal: 'SIGKILL' }, 'signal a process'],
       ['process/terminate', { processId: 'cat' }, 'terminate a process'],
       ['session/close', {}, 'close the session'],
+      ['process/resize', { processId: 'cat', cols: 100, rows: 40 }, 'resize a terminal'],
+      ['fs/readFile', { path: '/etc/hostname' }, 'use the filesystem'],
+      ['http/request', { method: 'GET', url: 'http://127.0.0.1:1/' }, 'make http requests'],
     ];
     for (const [method, params, verb] of refusals) {
       const frame = await watcher.c.call(method, params);
@@ -220,5 +227,85 @@ describe('attach', () => {
     await listUntil(owner.c, (sessions) => sessions[0].watchers === 0);
     const again = await open({ attach: { session: 'one', role: 'watcher' } });
     expect(again.result.tether.attached.role).toBe('watcher');
+  });
+
+  it("in the Codex dialect (no acks) a watcher's reads acknowledge nothing: the writer that comes back still gets what was recorded while it was away", async () => {
+    target = await startTetherServer({ tokens: ['alice'], resumeGraceMs: 50 });
+    const dir = mkdtempSync(join(tmpdir(), 'attach-'));
+    try {
+      const extensions = ['sessionList', 'attach'];
+      const writer = await open({ name: 'codexy' }, 'alice', extensions);
+      const go = join(dir, 'go');
+      // It prints once the file exists (the child polls; the test only creates the file).
+      await writer.c.request('process/start', { processId: 'p', argv: ['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.02; done; echo late; exec cat`], cwd, env: {}, tty: false, pipeStdin: true });
+      const watcher = await open({ attach: { session: 'codexy', role: 'watcher' } }, 'alice', extensions);
+      await writer.c.close();
+      await listUntil(watcher.c, (sessions) => !sessions[0].attached);
+      writeFileSync(go, '');
+      expect((await watchUntil(watcher.c, 'p', 'late\n')).text).toBe('late\n');
+      // Read twice, acknowledged never: the writer's resume gets it as notifications after the grace.
+      await watchUntil(watcher.c, 'p', 'late\n');
+      const back = await pool.connect(target.url, { token: 'alice' });
+      await back.request('initialize', { clientName: 'attach-test', resumeSessionId: writer.result.sessionId, tether: { version: 1, extensions } });
+      back.notify('initialized', {});
+      await back.waitFor((f) => f.method === 'process/output' && Buffer.from(f.params.chunk, 'base64').toString() === 'late\n', 10_000, true);
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('the watchers of a session that ends are closed (code 1000, "session ended")', async () => {
+    target = await startTetherServer({ tokens: ['alice'] });
+    const writer = await open({ name: 'short', }, 'alice', [...WRITER_EXT, 'sessionClose']);
+    const watcher = await open({ attach: { session: 'short', role: 'watcher' } });
+    await writer.c.request('session/close', {});
+    expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
+    const after = await open({ attach: { session: 'short', role: 'watcher' } });
+    expect(after.result.error).toEqual({ code: -32600, message: Messages.unknownSession('short') });
+  });
+
+  it('leaves one audit line per attach (role, session, name, owner, token, admin) and one per writer moved', async () => {
+    const logs: string[] = [];
+    target = await startTetherServer({ tokens: ['alice'], adminToken: 'root', logger: (level, msg) => logs.push(`${level} ${msg}`) });
+    const writer = await open({ name: 'audited' });
+    const short = String(writer.result.sessionId).slice(0, 8);
+    await open({ attach: { session: 'audited', role: 'watcher' } });
+    await open({ attach: { session: 'audited', role: 'writer', take: true } }, 'root');
+    const audit = logs.filter((l) => l.includes('audit attach'));
+    expect(audit).toEqual([
+      expect.stringMatching(new RegExp(`^info audit attach: role=watcher session=${short} name=audited owner=[0-9a-f]{8} token=[0-9a-f]{8} admin=false from=\\S+$`)),
+      expect.stringMatching(new RegExp(`^info audit attach: role=writer session=${short} name=audited owner=[0-9a-f]{8} token=[0-9a-f]{8} admin=true from=\\S+$`)),
+      expect.stringMatching(new RegExp(`^info audit attach: writer of session ${short} taken by token=[0-9a-f]{8} admin=true from=\\S+$`)),
+    ]);
+  });
+
+  it('watchers do not keep a session: with its writer gone it expires after its TTL, and they are closed', async () => {
+    target = await startTetherServer({ tokens: ['alice'], sessionTtlMs: 300 });
+    const writer = await open({ name: 'ttl' });
+    await startCat(writer.c);
+    const watcher = await open({ attach: { session: 'ttl', role: 'watcher' } });
+    await writer.c.drop();
+    expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
+  });
+
+  it('refuses with -32602: a name several tokens use (admin: use the id), attach with resumeSessionId, name or attach without the extension', async () => {
+    target = await startTetherServer({ tokens: ['alice', 'bob'], adminToken: 'root' });
+    const alice = await open({ name: 'shared' });
+    await open({ name: 'shared' }, 'bob');
+    const ambiguous = await open({ attach: { session: 'shared', role: 'watcher' } }, 'root');
+    expect(ambiguous.result.error).toEqual({ code: -32602, message: Messages.nameAmbiguous('shared') });
+    const byId = await open({ attach: { session: alice.result.sessionId, role: 'watcher' } }, 'root');
+    expect(byId.result.tether.attached.sessionId).toBe(alice.result.sessionId);
+    // Each token alone finds its own.
+    expect((await open({ attach: { session: 'shared', role: 'watcher' } })).result.tether.attached.sessionId).toBe(alice.result.sessionId);
+    const c = await pool.connect(target.url, { token: 'alice' });
+    const both = await c.call('initialize', { clientName: 'x', resumeSessionId: alice.result.sessionId, tether: { version: 1, extensions: WRITER_EXT, attach: { session: 'shared', role: 'writer' } } });
+    expect(both.error?.code).toBe(-32602);
+    expect(both.error?.message).toContain('resumeSessionId');
+    for (const tether of [{ name: 'plain' }, { attach: { session: 'shared', role: 'watcher' } }]) {
+      const without = await open(tether, 'alice', ['acks']);
+      expect(without.result.error.code).toBe(-32602);
+      expect(without.result.error.message).toContain('attach extension');
+    }
   });
 });
