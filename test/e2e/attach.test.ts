@@ -136,12 +136,15 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     });
     cleanups.push(() => void starter.kill('SIGKILL'));
     let out = '';
-    const firstLine = new Promise<void>((resolve) =>
+    let starterErr = '';
+    starter.stderr!.on('data', (d: Buffer) => (starterErr += d.toString()));
+    const firstLine = new Promise<void>((resolve, reject) => {
       starter.stdout!.on('data', (d: Buffer) => {
         out += d.toString();
         resolve();
-      }),
-    );
+      });
+      starter.once('close', (code) => reject(new Error(`tether exec ended (${code}) before any output: ${starterErr}`)));
+    });
     await firstLine;
     starter.kill('SIGKILL');
     // Never killed and never left paused: it finishes while nobody is attached.
