@@ -8,6 +8,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
+import { ChaosProxy } from '../../src/chaos/index.js';
 
 function collect(proc: ExecProcess): () => string {
   let text = '';
@@ -90,5 +91,36 @@ describe('ExecClient.attach', () => {
     expect(ownerOut()).toBe('from the taker\n');
     await owner.close();
     await taker.close();
+  });
+
+  it('a watcher and an attached writer recover through cut connections: the watcher attaches again and reads on, every line once and in order', async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'cut', sessionKeepMs: 60_000 });
+    const proc = owner.spawn(['sh', '-c', 'read x; for i in $(seq 1 150); do echo $i; sleep 0.005; done; exit 2'], { pipeStdin: true });
+    await new Promise((resolve) => proc.once('spawn', resolve));
+    await owner.detach(); // the owner leaves: the session is detached, its process waits for its line
+    const proxy = await ChaosProxy.inFrontOf(server.url);
+    try {
+      const writer = await ExecClient.attach(proxy.url, 'cut', { role: 'writer', recoveryDeadlineMs: 20_000 });
+      const watcher = await ExecClient.attach(proxy.url, 'cut', { role: 'watcher', recoveryDeadlineMs: 20_000 });
+      const [w] = writer.processes();
+      const [v] = watcher.processes();
+      const wOut = collect(w!);
+      const vOut = collect(v!);
+      const recovered = Promise.all([new Promise((r) => writer.once('recovered', r)), new Promise((r) => watcher.once('recovered', r))]);
+      w!.stdin!.write('go\n');
+      await expect.poll(() => vOut().split('\n').length, { timeout: 20_000 }).toBeGreaterThan(20);
+      expect(proxy.cutAll()).toBeGreaterThanOrEqual(2);
+      await recovered;
+      expect(await w!.exited).toBe(2);
+      expect(await v!.exited).toBe(2);
+      await Promise.all([w!.closed, v!.closed]);
+      const expected = Array.from({ length: 150 }, (_, i) => `${i + 1}\n`).join('');
+      expect(wOut()).toBe(expected);
+      expect(vOut()).toBe(expected);
+      await watcher.close();
+      await writer.close();
+    } finally {
+      await proxy.close();
+    }
   });
 });
