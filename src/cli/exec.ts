@@ -33,6 +33,16 @@ a command whose name starts with '-'.
 
 options:
 ${REMOTE_OPTIONS_HELP}
+  --detach                  start the command and exit at once, leaving it running in
+                            its session (kept 8h after this exits unless --keep says
+                            otherwise); prints one line on stdout:
+                              session=<full session id> [name=<NAME>] process=<process id>
+                            then 'tether attach NAME|ID' follows it, 'tether ps' lists it.
+                            Stdin is not forwarded; the command's output waits, held by
+                            the server, for the first tether attach
+  --name NAME               the session's name (1..64 of A-Z a-z 0-9 . _ -), unique among
+                            the live sessions of your token: 'tether attach NAME' follows
+                            it (detached, or when this client died)
   -h, --help                this text
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
@@ -53,11 +63,13 @@ export async function run(argv: string[]): Promise<void> {
   if (!parsed) return;
   const { options, token, ca } = parsed;
 
+  if (options.detach) return exit(await runDetached(options, { token, ca }));
   const early = catchEarlySignals();
   let client: ExecClient;
   try {
     client = await connectClient(options, { token, ca }, {
       clientName: 'tether-exec',
+      ...(options.name !== undefined ? { name: options.name } : {}),
       // Both output streams are always consumed here, so a slow local reader (a pager, a
       // slow pipe) may safely slow the remote command instead of filling our memory.
       outputHighWaterMark: 8 * 1024 * 1024,
@@ -83,6 +95,67 @@ export async function run(argv: string[]): Promise<void> {
   const code = await runRemote(client, options, early);
   await client.close().catch(() => {});
   return exit(code);
+}
+
+/** How long a detached command's session outlives its client when --keep does not say. */
+export const DETACHED_KEEP_MS = 8 * 60 * 60 * 1000;
+
+/**
+ * --detach: start the command, print `session=<id> [name=<name>] process=<id>`, and leave
+ * without closing the session: it stays, detached, for its keep (8h by default, within the
+ * server's --max-session-ttl), and `tether attach` takes it up. Nothing is acknowledged, so
+ * the first attach gets all the output from the first byte (held by the server meanwhile).
+ */
+async function runDetached(options: RemoteOptions, credentials: { token?: string; ca?: string }): Promise<number> {
+  const keepMs = options.keepMs ?? DETACHED_KEEP_MS;
+  let client: ExecClient;
+  try {
+    client = await connectClient(options, credentials, {
+      clientName: 'tether-exec',
+      sessionKeepMs: keepMs,
+      ...(options.name !== undefined ? { name: options.name } : {}),
+      logger: (level, message) => {
+        if (level === 'warn') say(message);
+      },
+    });
+  } catch (err) {
+    say(err instanceof RpcError ? (err as Error).message : `cannot connect to ${options.url}: ${(err as Error).message}`);
+    return err instanceof RpcError ? 1 : EXIT_TETHER_ERROR;
+  }
+  if (!client.extensions.has('sessionKeep')) {
+    say('this server cannot keep a session for later (a Codex exec-server or an older tether): nothing was started');
+    await client.close().catch(() => {});
+    return EXIT_TETHER_ERROR;
+  }
+  const shortfall = keepShortfall(client, keepMs);
+  if (shortfall) say(shortfall);
+  let proc: ExecProcess;
+  try {
+    const info = await client.environmentInfo();
+    const { env, envPolicy } = buildRemoteEnv(info, options);
+    proc = client.spawn(options.command, {
+      cwd: options.cwd,
+      env,
+      envPolicy,
+      tty: options.tty,
+      // A later writer (tether attach) forwards its stdin.
+      pipeStdin: true,
+      ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
+    });
+    await new Promise<void>((resolve, reject) => {
+      proc.once('spawn', () => resolve());
+      proc.closed.catch(reject);
+    });
+  } catch (err) {
+    say(err instanceof RpcError ? describeStartFailure(err, options.command[0]!, options.cwd) : describe(err));
+    await client.close().catch(() => {});
+    return err instanceof RpcError ? EXIT_CANNOT_START : EXIT_TETHER_ERROR;
+  }
+  const name = client.sessionName;
+  process.stdout.write(`session=${client.sessionId}${name !== undefined ? ` name=${name}` : ''} process=${proc.id}\n`);
+  // No session/close: the session stays, detached, with its process running.
+  await client.detach();
+  return 0;
 }
 
 async function runRemote(client: ExecClient, options: RemoteOptions, early: EarlySignals): Promise<number> {

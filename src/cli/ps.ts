@@ -36,10 +36,13 @@ exit status: 0 listed; 1 the server refused to list; 2 usage error; ${EXIT_TETHE
 cannot be reached. Several hosts: every host that answered is listed, each failure is said
 on stderr, and the status is the worst (${EXIT_TETHER_ERROR} if any host cannot be reached).
 
-columns: SESSION (first 8 characters of its id), CLIENT (its client name), LINK (attached,
+columns: SESSION (first 8 characters of its id), CLIENT (its client name), NAME (the name
+given with tether exec --detach --name; shown with WATCHERS when some session has a name or
+a watcher), LINK (attached,
 or detached and when it expires; and, while the memory budget holds its output back, why:
 "paused: over fair share (held of share)" or "paused: memory budget full"), PID, STATE (running, or exited and its code), AGE, OUT and
-IN (bytes read from the process and written to its stdin), COMMAND. With the admin token,
+IN (bytes read from the process and written to its stdin), COMMAND. WATCHERS: how many
+tether attach --watch follow the session (LINK "attached" means a writer is attached). With the admin token,
 OWNER tells sessions of different tokens apart (a digest prefix, never the token).`;
 
 interface PsOptions extends ConnectionOptions {
@@ -86,12 +89,29 @@ function linkState(s: SessionListing, now: number): string {
   return `detached, expires in ${formatAge(Math.max(0, Date.parse(s.expiresAt) - now))}${hold}`;
 }
 
+/** Extension `attach`: a session's name and how many watchers it has (absent from an older server). */
+type AttachListing = { name?: unknown; watchers?: unknown };
+const nameOf = (s: SessionListing): string => (typeof (s as AttachListing).name === 'string' ? visible((s as AttachListing).name as string) : '-');
+const watchersOf = (s: SessionListing): number => (typeof (s as AttachListing).watchers === 'number' ? ((s as AttachListing).watchers as number) : 0);
+
+/** NAME and WATCHERS are shown when some listed session has a name or a watcher (extension `attach`). */
+export function showsAttach(results: SessionListResult[]): boolean {
+  return results.some((r) => r.sessions.some((s) => nameOf(s) !== '-' || watchersOf(s) > 0));
+}
+
 /** The table's header and rows: one row per process; a session without processes gets one row of dashes. */
-function listingRows(result: SessionListResult, now: number, withOwner: boolean): { header: string[]; rows: string[][] } {
-  const header = [...(withOwner ? ['OWNER'] : []), 'SESSION', 'CLIENT', 'LINK', 'PID', 'STATE', 'AGE', 'OUT', 'IN', 'COMMAND'];
+function listingRows(result: SessionListResult, now: number, withOwner: boolean, withAttach = showsAttach([result])): { header: string[]; rows: string[][] } {
+  const header = [...(withOwner ? ['OWNER'] : []), 'SESSION', 'CLIENT', ...(withAttach ? ['NAME'] : []), 'LINK', ...(withAttach ? ['WATCHERS'] : []), 'PID', 'STATE', 'AGE', 'OUT', 'IN', 'COMMAND'];
   const rows: string[][] = [];
   for (const s of result.sessions) {
-    const lead = [...(withOwner ? [s.owner ?? ''] : []), s.session, visible(s.clientName) || '-', linkState(s, now)];
+    const lead = [
+      ...(withOwner ? [s.owner ?? ''] : []),
+      s.session,
+      visible(s.clientName) || '-',
+      ...(withAttach ? [nameOf(s)] : []),
+      linkState(s, now),
+      ...(withAttach ? [String(watchersOf(s))] : []),
+    ];
     if (s.processes.length === 0) rows.push([...lead, '-', '-', formatAge(now - Date.parse(s.createdAt)), '-', '-', '(no processes)']);
     for (const p of s.processes) {
       const state = (p.state === 'running' ? 'running' : `exited ${p.exitCode}`) + (p.pausedBy?.startsWith('output-disk') ? ` (paused: ${p.pausedBy})` : '');
@@ -122,10 +142,11 @@ export function formatListing(result: SessionListResult, now = Date.now()): stri
 /** Several hosts' listings in one table, each row led by its HOST (a fleet file's name, or the URL's host and path). */
 export function formatFleetListing(listings: { host: string; result: SessionListResult }[], now = Date.now()): string {
   const withOwner = listings.some((l) => l.result.scope === 'all');
+  const withAttach = showsAttach(listings.map((l) => l.result));
   let header: string[] = [];
   const rows: string[][] = [];
   for (const { host, result } of listings) {
-    const part = listingRows(result, now, withOwner);
+    const part = listingRows(result, now, withOwner, withAttach);
     header = ['HOST', ...part.header];
     for (const row of part.rows) rows.push([visible(host), ...row]);
   }

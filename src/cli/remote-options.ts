@@ -18,6 +18,7 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { EnvironmentInfo, EnvPolicy } from '../protocol/types.js';
+import { invalidSessionName } from '../client/attach-wire.js';
 import { parseDuration, parseSize } from './units.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 
@@ -44,6 +45,10 @@ export interface RemoteOptions extends ConnectionOptions {
   keepMs?: number;
   /** --keep-last SIZE: keep only the newest SIZE bytes unacknowledged; the server drops the oldest (told as a gap) instead of pausing. */
   keepLast?: number;
+  /** --detach (tether exec): start the command, print where it runs, exit; the session stays for `tether attach`. */
+  detach?: boolean;
+  /** --name NAME (tether exec): the session's name, for `tether attach NAME` (a detached one, or one whose client died) and `tether ps`. */
+  name?: string;
   /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
 }
@@ -159,7 +164,7 @@ export function isWebSocketUrl(url: string): boolean {
  * for -h/--help; problems are `UsageError`s naming them.
  */
 export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv = process.env, command = 'exec'): RemoteOptions | 'help' {
-  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd' | 'keepMs' | 'keepLast'> = { tty: false, env: {}, inheritEnv: false };
+  const own: Pick<RemoteOptions, 'tty' | 'env' | 'inheritEnv' | 'cwd' | 'keepMs' | 'keepLast' | 'detach' | 'name'> = { tty: false, env: {}, inheritEnv: false };
   const parsed = parseLeadingOptions(
     argv,
     environment,
@@ -192,6 +197,17 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
         case '--keep-last':
           own.keepLast = parseSize(name, value());
           return true;
+        case '--detach':
+          if (command !== 'exec') return false;
+          own.detach = true;
+          return true;
+        case '--name': {
+          if (command !== 'exec') return false;
+          own.name = value();
+          const invalid = invalidSessionName(own.name);
+          if (invalid) throw new UsageError(`--name ${invalid} (got '${own.name}')`);
+          return true;
+        }
         case '--cwd':
           own.cwd = value();
           if (own.cwd === '') throw new UsageError('--cwd needs a directory (got an empty one)');

@@ -28,8 +28,10 @@ import { RemoteFs } from './fs/fs.js';
 import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError } from './fs/errors.js';
 import { ProcessTable } from './inbound.js';
-import type { ExecClientOptions, SpawnOptions } from './options.js';
-import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process/process.js';
+import type { AttachOptions, ExecClientOptions, SpawnOptions } from './options.js';
+import { adoptProcess, ExecProcess, failProcess, isLive, isStarted, outputStreamsOf } from './process/process.js';
+import { invalidSessionName, type AttachedProcess, type AttachRequest, type AttachRole } from './attach-wire.js';
+import { followByReads, readOnlyReason, ReadOnlyHost } from './watch.js';
 import { ProcessOps } from './process/process-ops.js';
 import { SessionLink } from './session-link.js';
 
@@ -65,6 +67,12 @@ export interface ExecClientEventMap {
   flow: [event: { paused: boolean }];
   /** The server's `fs/missingChanged` for a watch of `fs` (used by `fs` itself). */
   'fs/missingChanged': [watchId: number];
+  /**
+   * Extension `attach`: this client was its session's writer and another attachment took the
+   * session (`take`). It now watches: its handles go on delivering output (pulled, read-only
+   * on the server: writes, signals and resizes are refused) until their processes close.
+   */
+  'writer-lost': [event: { reason: string }];
 }
 
 /** The server's window when it does not say (acks batch at a quarter of it). */
@@ -78,30 +86,48 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
   readonly #ops: ProcessOps;
   readonly #flow: CodexFlow;
   readonly #acknowledger: Acknowledger;
+  readonly #options: ExecClientOptions;
   #envInfo: EnvironmentInfo | undefined;
   #envInfoPromise: Promise<EnvironmentInfo> | undefined;
   #closing = false;
   #keep: SessionKeep | null = null;
+  /** Extension `attach`: the handles of the attached session's processes (in the server's order). */
+  #attachedHandles: ExecProcess[] = [];
+  /** Extension `attach`: handles followed by `process/read` (a watcher's, or a writer's after its session was taken). */
+  readonly #following = new Set<ExecProcess>();
 
   private constructor(
     readonly url: string,
     options: ExecClientOptions,
+    attach?: { request: AttachRequest; options: AttachOptions },
   ) {
     super();
+    this.#options = options;
+    if (options.name !== undefined) {
+      const invalid = typeof options.name === 'string' ? invalidSessionName(options.name) : 'must be a string';
+      if (invalid) throw new TypeError(`ExecClient.connect: name ${invalid} (got ${JSON.stringify(options.name)})`);
+    }
     for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs', 'sessionKeepMs'] as const) {
       const value = options[key];
       const invalid = value === undefined ? null : invalidDuration(value);
       if (invalid) throw new TypeError(`ExecClient.connect: ${key} ${invalid} (got ${String(value)})`);
     }
     if (!/^wss?:\/\//i.test(url)) throw new TypeError(`ExecClient.connect: url must be a ws:// or wss:// URL (got '${url}')`);
-    this.#acknowledger = new Acknowledger((processId, seq) => this.#ops.sendAck(processId, seq), DEFAULT_OUTPUT_WINDOW);
+    // A watcher never acknowledges: what the writer acknowledged is the session's to decide.
+    this.#acknowledger = new Acknowledger((processId, seq) => this.#link.role !== 'watcher' && this.#ops.sendAck(processId, seq), DEFAULT_OUTPUT_WINDOW);
     this.#table = new ProcessTable({
       missingChanged: (watchId) => this.emit('fs/missingChanged', watchId),
       forgottenClose: (processId, seq) => {
+        // An attached writer acknowledges only closes of processes it followed (another's are not its to end).
+        if (this.#link.role !== null && !this.#table.forgotten().has(processId)) return;
         if (this.#link.acks) this.#acknowledger.consumed(processId, seq, 0, true);
+      },
+      writerChanged: ({ writer, reason }) => {
+        if (!writer) this.#writerLost(reason ?? 'taken');
       },
     });
     const table = this.#table;
+    if (attach) this.#table.hold();
     const link = (this.#link = new SessionLink(url, options, {
       processes: () => table.all(),
       forgotten: () => table.forgotten(),
@@ -118,7 +144,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
         }
       },
       retry: (attempt, error) => this.emit('retry', { attempt, error }),
-    }));
+    }, attach?.request));
     this.#flow = new CodexFlow({
       limit: options.outputHighWaterMark,
       acks: () => link.acks,
@@ -168,6 +194,52 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     await client.#link.firstConnect();
     options.signal?.addEventListener('abort', () => void client.close(), { once: true });
     return client;
+  }
+
+  /**
+   * Attaches to a session this client did not create (extension `attach`): `target` is the
+   * session's full id or its name (`connect`'s `name`), among the sessions of the token (any
+   * token's with the server's admin token). `processes()` then returns a handle per process
+   * of the session, following its output from what the session's writer acknowledged (from
+   * the first event the server still holds with `fromStart`; older output is a 'gap').
+   *
+   * As `writer` (default) the handles are full `ExecProcess`es (stdin, kill, resize), the
+   * client recovers through drops as the session's creator would, and `close()` ends the
+   * session like any client's. A session that has a writer attached is refused (-32010)
+   * unless `take`, which moves it here: the old writer is told and watches on.
+   * As `watcher` the handles only read: stdin, kill, signal, terminate and resize throw. A
+   * watcher pulls, never acknowledges, never slows the process; `close()` only disconnects.
+   * Rejects with the server's refusal (an unknown session, a taken name…) or
+   * `SessionLostError('auth')`, like `connect`.
+   */
+  static async attach(url: string, target: string, options: AttachOptions = {}): Promise<ExecClient> {
+    if (typeof target !== 'string' || target === '') throw new TypeError('ExecClient.attach: target must be a session id or name');
+    const role: AttachRole = options.role ?? 'writer';
+    if (role !== 'writer' && role !== 'watcher') throw new TypeError(`ExecClient.attach: role must be 'writer' or 'watcher' (got ${String(role)})`);
+    const request: AttachRequest = { session: target, role, ...(options.take ? { take: true } : {}) };
+    const { role: _role, take: _take, fromStart: _fromStart, sinks: _sinks, ...connectOptions } = options;
+    const client = new ExecClient(url, connectOptions, { request, options });
+    await client.#link.firstConnect();
+    // Once connected (requests can go out): the handles, fed what arrived for them meanwhile.
+    client.#adoptAll(client.#link.attached?.processes ?? [], options);
+    // Aborting leaves the session as it found it: running, detached.
+    options.signal?.addEventListener('abort', () => void client.detach(), { once: true });
+    return client;
+  }
+
+  /** The session's name (`connect`'s `name`, or the attached session's), if it has one. */
+  get sessionName(): string | undefined {
+    return this.#link.attached?.name ?? this.#options.name;
+  }
+
+  /** Extension `attach`: `writer` or `watcher` in a session this client attached to; null in its own session. */
+  get role(): AttachRole | null {
+    return this.#link.role;
+  }
+
+  /** Extension `attach`: the handles of the attached session's processes (those it had when this client attached). */
+  processes(): ExecProcess[] {
+    return [...this.#attachedHandles];
   }
 
   get state(): ClientState {
@@ -278,8 +350,26 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     return proc;
   }
 
-  /** Kills every live process (bounded wait), then closes the session's socket. */
+  /**
+   * Extension `attach`: leaves the session running, detached (no process is killed, the
+   * session is not closed): its processes go on, and it outlives this client for its keep
+   * (`sessionKeepMs`). A later `ExecClient.attach` by id or name takes up where this client's
+   * acknowledgements left off. Then closes the socket; handles fail with SessionLostError('closed').
+   */
+  async detach(): Promise<void> {
+    const engine = this.#link.engine;
+    if (this.#closing || isEnded(engine.state)) return;
+    this.#closing = true;
+    const connection = engine.current;
+    // What was consumed is told before the socket goes (best effort: the next attach takes up from the last ack).
+    if (this.#link.acks && this.#link.role !== 'watcher') this.#acknowledger.flushAll();
+    engine.fail('closed');
+    connection?.close();
+  }
+
+  /** Kills every live process (bounded wait), then closes the session's socket. A watcher only disconnects. */
   async close(): Promise<void> {
+    if (this.#link.role === 'watcher') return this.detach();
     const engine = this.#link.engine;
     if (this.#closing || isEnded(engine.state)) return;
     this.#closing = true;
@@ -299,6 +389,65 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     }
     engine.fail('closed');
     connection?.close();
+  }
+
+  /** Handles for the attached session's processes, fed what arrived for them meanwhile. */
+  #adoptAll(processes: AttachedProcess[], options: AttachOptions): void {
+    const watcher = this.#link.role === 'watcher';
+    const sessionLabel = () => this.sessionName ?? this.sessionId.slice(0, 8);
+    const readOnly = new ReadOnlyHost(sessionLabel);
+    for (const p of processes) {
+      if (typeof p?.processId !== 'string' || this.#table.has(p.processId)) continue;
+      const sinks = options.sinks?.(p, processes);
+      const proc = new ExecProcess(
+        p.processId,
+        Array.isArray(p.argv) ? p.argv : [],
+        {
+          tty: p.tty === true,
+          pipeStdin: !watcher,
+          stdoutSink: sinks?.stdout,
+          stderrSink: sinks?.stderr,
+          ...(watcher ? { readOnly: readOnlyReason(p.processId, sessionLabel(), 'write to its stdin') } : {}),
+        },
+        watcher ? readOnly : this.#ops,
+      );
+      this.#table.adopt(proc, watcher ? undefined : p.handle);
+      proc.once('close', () => this.#table.forget(proc));
+      proc.closed.catch(() => this.#table.forget(proc));
+      const acked = Math.max(0, Math.floor(p.ackedSeq ?? 0));
+      if (!options.fromStart && p.state === 'exited' && typeof p.exitCode === 'number' && acked >= p.nextSeq - 1) {
+        // Its writer took everything, the close included: nothing more will come for it, so
+        // the handle ends here, with its exit status.
+        adoptProcess(proc, Math.max(0, p.nextSeq - 3));
+        proc.accept({ type: 'exit', seq: Math.max(1, p.nextSeq - 2), exitCode: p.exitCode });
+        proc.accept({ type: 'close', seq: Math.max(2, p.nextSeq - 1) });
+      } else {
+        adoptProcess(proc, options.fromStart ? 0 : acked);
+      }
+      this.#attachedHandles.push(proc);
+    }
+    this.#table.release();
+    for (const proc of this.#attachedHandles) {
+      // A watcher pulls everything; a writer is pushed what its session holds unacknowledged
+      // (from `ackedSeq` on) and, from the start, reads what came before that.
+      if (watcher) this.#follow(proc);
+      else if (options.fromStart) this.#ops.fillHole(proc);
+    }
+  }
+
+  /** Follows `proc` by reads (once), until it closes or fails. */
+  #follow(proc: ExecProcess): void {
+    if (this.#following.has(proc) || !isLive(proc)) return;
+    this.#following.add(proc);
+    void followByReads(proc, (method, params) => this.#ops.call(method, params)).finally(() => this.#following.delete(proc));
+  }
+
+  /** `session/writer {writer: false}`: another attachment took the session; this client watches on. */
+  #writerLost(reason: string): void {
+    if (this.#link.role === 'watcher') return;
+    this.#link.role = 'watcher';
+    for (const proc of this.#table.live()) this.#follow(proc);
+    this.emit('writer-lost', { reason });
   }
 
   /** The engine changed state: the client's own consequences, then the public event. */

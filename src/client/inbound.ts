@@ -7,13 +7,19 @@ import { Method, type OutputStream } from '../protocol/types.js';
 import type { ByteArena } from '../util/byte-arena.js';
 import { isLive, outputMemoryOf, sequencerOf, type ExecProcess } from './process/process.js';
 import { outputEvent } from './sequencer.js';
+import { AttachMethod, type SessionWriterNotification } from './attach-wire.js';
 
 export interface InboundHost {
   /** `fs/missingChanged` arrived for a watch. */
   missingChanged(watchId: number): void;
   /** A close arrived for a process already forgotten (its close ack was lost with a socket). */
   forgottenClose(processId: string, seq: number): void;
+  /** Extension `attach`: `session/writer`, this connection is no longer its session's writer. */
+  writerChanged?(params: SessionWriterNotification): void;
 }
+
+/** What arrived for a process not known yet while held (`hold`): replayed by `release`. */
+type Held = { kind: 'json'; method: string; params: unknown } | { kind: 'binary'; fragments: Buffer[] };
 
 /** Closed processes remembered after they are forgotten (the most recent ones), for resumes. */
 export const FORGOTTEN_KEPT = 256;
@@ -31,8 +37,41 @@ export class ProcessTable {
   private readonly byHandle = new Map<number, ExecProcess>();
   private readonly handles = new Map<ExecProcess, number>();
   private nextHandle = 1;
+  /**
+   * Extension `attach`: while an attach's `initialize` answer is awaited, events of processes
+   * not known yet are kept here (the answer lists them; their events may come in the same
+   * read, before the handles exist) and replayed in order by `release`. Bounded by what the
+   * server sends unacknowledged: its output window per process.
+   */
+  private held: Held[] | null = null;
 
   constructor(private readonly host: InboundHost) {}
+
+  /** Keep events of unknown processes until `release` (an attach is being answered). */
+  hold(): void {
+    this.held ??= [];
+  }
+
+  /** Replays what `hold` kept, now that the handles exist; unknown ones are then treated as usual. */
+  release(): void {
+    const held = this.held;
+    this.held = null;
+    for (const item of held ?? []) {
+      if (item.kind === 'json') this.onNotification(item.method, item.params);
+      else this.onBinaryFrame(item.fragments);
+    }
+  }
+
+  /** Registers a process the client did not start (extension `attach`), under the frame handle its starter chose. */
+  adopt(proc: ExecProcess, handle: number | undefined): void {
+    this.processes.set(proc.id, proc);
+    this.forgottenClosed.delete(proc.id);
+    if (handle !== undefined && handle > 0) {
+      this.handles.set(proc, handle);
+      this.byHandle.set(handle, proc);
+      this.nextHandle = Math.max(this.nextHandle, handle + 1);
+    }
+  }
 
   has(processId: string): boolean {
     return this.processes.has(processId);
@@ -101,6 +140,14 @@ export class ProcessTable {
       if (typeof p.watchId === 'number') this.host.missingChanged(p.watchId);
       return;
     }
+    if (method === AttachMethod.sessionWriter) {
+      if (typeof p.writer === 'boolean') this.host.writerChanged?.({ writer: p.writer, ...(typeof p.reason === 'string' ? { reason: p.reason } : {}) });
+      return;
+    }
+    if (this.held && typeof p.processId === 'string' && !this.processes.has(p.processId)) {
+      this.held.push({ kind: 'json', method, params });
+      return;
+    }
     if (method === Method.processGap) {
       // Extension `keepLast`: the server dropped these seqs unread (`--keep-last`).
       if (typeof p.processId === 'string' && typeof p.firstSeq === 'number' && typeof p.lastSeq === 'number' && p.firstSeq <= p.lastSeq) {
@@ -139,6 +186,10 @@ export class ProcessTable {
     const decoded = decodeBinaryFragments(fragments);
     if (!decoded.ok || decoded.frame.kind !== 'output') return;
     const frame = decoded.frame;
+    if (this.held && !this.byHandle.has(frame.handle)) {
+      this.held.push({ kind: 'binary', fragments: fragments.map((f) => Buffer.from(f)) });
+      return;
+    }
     this.byHandle.get(frame.handle)?.accept(outputEvent(frame.seq, frame.stream, frame.parts ?? [frame.data]));
   }
 
@@ -154,6 +205,11 @@ export class ProcessTable {
     const decoded = decodeBinaryFragments([header, ...pieces]);
     const frame = decoded.ok && decoded.frame.kind === 'output' ? decoded.frame : null;
     const proc = frame ? this.byHandle.get(frame.handle) : undefined;
+    if (frame && !proc && this.held) {
+      this.held.push({ kind: 'binary', fragments: [header, ...pieces].map((f) => Buffer.from(f)) });
+      memory?.releaseAll(pieces);
+      return;
+    }
     if (!frame || !proc) {
       memory?.releaseAll(pieces);
       return;

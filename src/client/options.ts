@@ -9,6 +9,7 @@ import type { ExtensionName } from '../protocol/extensions.js';
 import type { EnvPolicy } from '../protocol/types.js';
 import type { Logger } from '../util/logger.js';
 import type { TrustedCa } from './connection.js';
+import type { AttachedProcess } from './attach-wire.js';
 
 export interface ExecClientOptions {
   /** Bearer token for the WebSocket upgrade. */
@@ -55,6 +56,32 @@ export interface ExecClientOptions {
   sessionKeepMs?: number;
   /** Diagnostics; logs go to the caller (tether's CLIs send them to stderr). */
   logger?: Logger;
+  /**
+   * The new session's name (extension `attach`): 1..64 characters of `[A-Za-z0-9._-]`, not
+   * shaped like a UUID, unique among the live sessions of the token. `ExecClient.attach`
+   * finds the session by it (as by its full id); `tether ps` shows it.
+   */
+  name?: string;
+}
+
+/** What `ExecClient.attach` is given: the connection options, and how to attach. */
+export interface AttachOptions extends Omit<ExecClientOptions, 'name'> {
+  /**
+   * `writer` (default): the session's process handles are full handles (stdin, signals,
+   * resize), as if this client had started them, and it recovers through drops like the
+   * session's creator. `watcher`: read-only handles; a watcher never slows the processes.
+   */
+  role?: 'writer' | 'watcher';
+  /** A writer: take the session from the writer attached now (it is told, and watches on). */
+  take?: boolean;
+  /** Follow every process from its first event (what the server still holds) instead of from what the writer acknowledged. */
+  fromStart?: boolean;
+  /**
+   * Where a process's output goes, as `spawn`'s `stdout`/`stderr` (written straight into the
+   * stream; for a writer acknowledged once the write completed): asked once per process of
+   * the session; undefined leaves its `stdout`/`stderr` streams to be read.
+   */
+  sinks?: (process: AttachedProcess, all: readonly AttachedProcess[]) => { stdout?: Writable; stderr?: Writable } | undefined;
 }
 
 export interface SpawnOptions {

@@ -20,6 +20,7 @@ import type { ExecClientOptions } from './options.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process/process.js';
 import { STILL_STARTING_MS } from './process/process-ops.js';
 import { speaksTls } from './tls-probe.js';
+import { ATTACH_EXTENSION, type AttachedSession, type AttachRequest, type AttachRole } from './attach-wire.js';
 
 const DEFAULT_DEADLINE_MS = 25_000;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;
@@ -55,19 +56,31 @@ export class SessionLink {
   /** What `initialize` asks for (the same on every resume: the server keeps the set fixed). */
   private readonly extensionRequest: InitializeParams['tether'];
   private nextGeneration = 1;
+  /**
+   * Extension `attach`: this link's role in a session it did not create (null: its own
+   * session). A writer recovers by resuming, as the creator would; a watcher (or a writer
+   * whose session was taken) by attaching again as a watcher.
+   */
+  role: AttachRole | null;
+  /** Extension `attach`: the session as the attach's `initialize` answer described it. */
+  attached: AttachedSession | null = null;
 
   constructor(
     readonly url: string,
     private readonly options: ExecClientOptions,
     private readonly host: LinkHost,
+    private readonly attachRequest?: AttachRequest,
   ) {
+    this.role = attachRequest?.role ?? null;
     this.recoveryDeadlineMs = options.recoveryDeadlineMs ?? DEFAULT_DEADLINE_MS;
     this.keepaliveTimeoutMs = options.keepaliveTimeoutMs ?? DEFAULT_KEEPALIVE_TIMEOUT_MS;
     this.keepaliveIntervalMs = options.keepaliveIntervalMs ?? Math.min(5000, Math.max(10, Math.floor(this.keepaliveTimeoutMs / 3)));
     this.clientName = options.clientName ?? 'tether-client';
     const wanted = options.extensions ?? KnownExtensions;
     const keepMs = options.sessionKeepMs === undefined ? {} : { keepMs: Math.ceil(options.sessionKeepMs) };
-    this.extensionRequest = wanted.length > 0 ? { version: EXTENSIONS_VERSION, extensions: [...wanted], ...keepMs } : undefined;
+    // A named session, or an attach, asks for `attach` too (the server refuses them without it).
+    const asked: string[] = options.name !== undefined || attachRequest ? [...new Set<string>([...wanted, ATTACH_EXTENSION])] : [...wanted];
+    this.extensionRequest = asked.length > 0 ? { version: EXTENSIONS_VERSION, extensions: asked, ...keepMs } : undefined;
     this.engine = new ReconnectEngine<Connection>({
       recoveryDeadlineMs: this.recoveryDeadlineMs,
       resume: (attempt, remainingMs, signal) => this.resume(remainingMs, signal),
@@ -173,6 +186,17 @@ export class SessionLink {
       const init = await connection.request<InitializeResult>(Method.initialize, this.initializeParams()).finally(() => clearTimeout(timer));
       if (!init || typeof init.sessionId !== 'string') throw new Error('initialize answered without a sessionId');
       this.extensions = new Set((init.tether?.extensions ?? []).filter((name): name is ExtensionName => this.extensionRequest?.extensions.includes(name) ?? false));
+      if (this.attachRequest || this.options.name !== undefined) {
+        if (!(init.tether?.extensions as string[] | undefined)?.includes(ATTACH_EXTENSION)) {
+          throw Object.assign(new Error(`this server cannot ${this.attachRequest ? 'attach to sessions' : 'name sessions'} (extension attach not accepted: a Codex exec-server or an older tether)`), { code: 'NO_ATTACH' });
+        }
+      }
+      if (this.attachRequest) {
+        const attached = (init.tether as { attached?: AttachedSession } | undefined)?.attached;
+        if (!attached || !Array.isArray(attached.processes)) throw Object.assign(new Error('the server answered the attach without describing the session (tether.attached)'), { code: 'NO_ATTACH' });
+        this.attached = attached;
+        this.role = attached.role ?? this.attachRequest.role;
+      }
       // The Codex dialect: a Codex exec-server, whose socket leaves Nagle's algorithm on.
       if (this.extensions.size === 0) connection.ackReadsPromptly();
       this.host.initialized(init);
@@ -189,8 +213,20 @@ export class SessionLink {
 
   private initializeParams(resumeSessionId?: string): InitializeParams {
     const params: InitializeParams = { clientName: this.clientName };
+    if (resumeSessionId !== undefined && this.role === 'watcher') {
+      // A watcher has no session of its own to resume: it attaches again, by the full id.
+      const attach: AttachRequest = { session: resumeSessionId, role: 'watcher' };
+      return { ...params, tether: { ...this.extensionRequest!, attach } as InitializeParams['tether'] };
+    }
     if (resumeSessionId !== undefined) params.resumeSessionId = resumeSessionId;
     if (this.extensionRequest) params.tether = this.extensionRequest;
+    if (resumeSessionId === undefined && this.extensionRequest) {
+      // Extension `attach`, on the first initialize only: the new session's name, or the session to attach to.
+      const extra: { name?: string; attach?: AttachRequest } = {};
+      if (this.options.name !== undefined) extra.name = this.options.name;
+      if (this.attachRequest) extra.attach = this.attachRequest;
+      params.tether = { ...this.extensionRequest, ...extra } as InitializeParams['tether'];
+    }
     if (resumeSessionId !== undefined && this.acks) {
       // Where each process stands: the server sends its events from the next one on.
       // Forgotten ones too: their final ack may have been lost, and all their output would come again.

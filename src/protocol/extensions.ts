@@ -144,6 +144,8 @@ export interface AttachedProcess {
   nextSeq: number;
   /** The last seq the session's writer acknowledged (`acks`; without them what it was sent). */
   ackedSeq: number;
+  /** `binaryOutput`: the handle its output frames carry (chosen by the client that started it). */
+  handle?: number;
 }
 
 /** `tether.attached` of the `initialize` result (extension `attach`). */

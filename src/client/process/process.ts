@@ -48,6 +48,11 @@ export interface ExecProcessOptions {
   stdoutSink?: Writable;
   /** Write stderr here instead of `stderr`; acknowledged once written. */
   stderrSink?: Writable;
+  /**
+   * A watcher's handle (extension `attach`): why it is read-only. Its `stdin` throws this on
+   * every write, as its host does for kill, signal, terminate and resize.
+   */
+  readOnly?: string;
 }
 
 
@@ -92,6 +97,7 @@ interface Internals {
   live(p: ExecProcess): boolean;
   outputMemory(p: ExecProcess, stream: OutputStream): ByteArena | null;
   mergeRead(p: ExecProcess, afterSeq: number, result: ProcessReadResult): void;
+  adopt(p: ExecProcess, afterSeq: number): void;
   fail(p: ExecProcess, error: Error): void;
   outputStreams(p: ExecProcess): (Readable | Writable)[];
 }
@@ -146,8 +152,9 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     });
     this.stdout = this.output.stdout;
     this.stderr = this.output.stderr;
-    this.stdin =
-      options.tty || options.pipeStdin
+    this.stdin = options.readOnly !== undefined
+      ? readOnlyStdin(options.readOnly)
+      : options.tty || options.pipeStdin
         ? new Writable({
             highWaterMark: 64 * 1024,
             writev: (chunks, callback) => {
@@ -284,9 +291,28 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
     return this.finished ? null : this.output.memoryFor(stream);
   }
 
+  /**
+   * A process the client did not start (extension `attach`): it runs on the server, and its
+   * events are followed from the one after `afterSeq` (what its writer acknowledged, or 0).
+   */
+  #adopt(afterSeq: number): void {
+    this.#sequencer.lastDelivered = afterSeq;
+    this.markStarted();
+  }
+
   /** A `process/read` answer for `afterSeq`. */
   #mergeRead(afterSeq: number, result: ProcessReadResult): void {
     if (this.finished) return;
+    // Extension `attach`: seqs the server no longer holds (history evicted) are said as a
+    // gap, like a keep-last drop: reported, never a failure; what follows is exact.
+    const told = (result as { gap?: { firstSeq?: unknown; lastSeq?: unknown } | null }).gap;
+    if (told && typeof told.firstSeq === 'number' && typeof told.lastSeq === 'number' && told.firstSeq <= told.lastSeq) {
+      const skipped = this.#sequencer.skip(told.firstSeq, told.lastSeq);
+      this.#reportSkipped();
+      this.deliver(skipped);
+      if (this.finished) return;
+      afterSeq = Math.max(afterSeq, told.lastSeq);
+    }
     const { events, gap } = this.#sequencer.mergeRead(afterSeq, result);
     if (gap) {
       this.#fail(lostError(this.id, gap));
@@ -330,6 +356,7 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
       live: (p) => p.#live,
       outputMemory: (p, stream) => p.#outputMemory(stream),
       mergeRead: (p, afterSeq, result) => p.#mergeRead(afterSeq, result),
+      adopt: (p, afterSeq) => p.#adopt(afterSeq),
       fail: (p, error) => p.#fail(error),
       outputStreams: (p) => p.#outputStreams,
     };
@@ -368,6 +395,17 @@ export class ExecProcess extends EventEmitter<ExecProcessEventMap> {
   }
 }
 
+/** A watcher's stdin: every write throws `reason` (a watcher cannot write to the process). */
+function readOnlyStdin(reason: string): Writable {
+  const stdin = new Writable({ write: (_chunk, _encoding, callback) => callback(new Error(reason)) });
+  const refuse = (): never => {
+    throw new Error(reason);
+  };
+  stdin.write = refuse;
+  stdin.end = refuse;
+  return stdin;
+}
+
 function toProtocolSignal(signal: KillSignal): SignalName {
   const name = protocolSignal(signal);
   if (!name) throw new TypeError(`kill: unknown or unsupported signal ${String(signal)}`);
@@ -398,6 +436,8 @@ export const isLive = (p: ExecProcess): boolean => internals.live(p);
 export const outputMemoryOf = (p: ExecProcess, stream: OutputStream): ByteArena | null => internals.outputMemory(p, stream);
 /** Hands `p` a `process/read` answer for `afterSeq`. */
 export const mergeRead = (p: ExecProcess, afterSeq: number, result: ProcessReadResult): void => internals.mergeRead(p, afterSeq, result);
+/** A process `p`'s client did not start (extension `attach`): followed from the event after `afterSeq`. */
+export const adoptProcess = (p: ExecProcess, afterSeq: number): void => internals.adopt(p, afterSeq);
 /** `p` can no longer be followed (start refused, output lost, session lost). */
 export const failProcess = (p: ExecProcess, error: Error): void => internals.fail(p, error);
 /** Where `p`'s output goes: its streams, or the destinations given to spawn. */

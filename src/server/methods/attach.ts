@@ -91,6 +91,8 @@ export function attachedProcesses(session: Session, monitor: ServerMonitor): Att
     exitCode: proc.exitCode,
     nextSeq: proc.nextSeq,
     ackedSeq: proc.acknowledgedSeq,
+    // binaryOutput: a writer is sent frames addressed by the handle the starter chose.
+    ...(proc.handle !== 0 ? { handle: proc.handle } : {}),
   }));
 }
 

@@ -1,0 +1,83 @@
+/**
+ * `tether attach` in a real terminal (tmux), on a tty process left by `tether exec --detach
+ * --tty`: raw keys (Ctrl-C reaches the remote shell's foreground job, not tether), the
+ * remote terminal takes this one's size, `~.` typed after a newline detaches (exit 0,
+ * "detached from …") and the shell runs on for the next attach; SIGHUP detaches too.
+ */
+import { execFileSync } from 'node:child_process';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { startServer, type TetherServer } from '../../src/server/index.js';
+import { runTether, spawnTether } from '../helpers/cli.js';
+import { requireProgram } from '../helpers/prerequisites.js';
+import { TETHER_BIN } from '../helpers/serve-process.js';
+
+describe('tether attach in a real terminal (tmux)', () => {
+  const socket = `tether-attach-test-${process.pid}`;
+  const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
+  let server: TetherServer;
+
+  beforeAll(async () => {
+    requireProgram('tmux');
+    server = await startServer({ port: 0 });
+  });
+
+  afterAll(async () => {
+    try {
+      tmux('kill-server');
+    } catch {
+      /* already gone */
+    }
+    await server.close();
+  });
+
+  it('raw keys and size to a tty process; ~. after a newline detaches, exit 0, and the shell runs on', async () => {
+    const started = await runTether(['exec', '--url', server.url, '--detach', '--tty', '--name', 'term', '--', 'sh']);
+    expect(started.code, started.stderr).toBe(0);
+    const attachCommand = [process.execPath, TETHER_BIN, 'attach', '--url', server.url, 'term'].map((a) => `'${a}'`).join(' ');
+    // The pane outlives tether attach, to show how it ended.
+    tmux('new-session', '-d', '-s', 'a1', '-x', '150', '-y', '40', `sh -c "${attachCommand.replace(/"/g, '\\"')}; echo attach-exit=\\$?; sleep 600"`);
+    const screen = () => tmux('capture-pane', '-p', '-t', 'a1');
+    await expect.poll(screen, { timeout: 30_000 }).toMatch(/^[$#] ?$/m);
+    tmux('send-keys', '-t', 'a1', 'stty size', 'Enter');
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/^40 150$/m);
+    // Ctrl-C is a key for the remote terminal: it interrupts the remote sleep, not tether.
+    tmux('send-keys', '-t', 'a1', 'sleep 300', 'Enter');
+    tmux('send-keys', '-t', 'a1', 'C-c');
+    tmux('send-keys', '-t', 'a1', 'echo after-int-$((6*7))', 'Enter');
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/after-int-42$/m);
+    // A ~ in the middle of a line is a key like any other.
+    tmux('send-keys', '-t', 'a1', 'echo x~.y', 'Enter');
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/^x~\.y$/m);
+    tmux('send-keys', '-t', 'a1', '~.');
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/detached from term \(it runs on: tether attach term to follow it again\)/);
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/^attach-exit=0$/m);
+
+    // The shell ran on: a new attach reaches it, and its exit is the attach's.
+    tmux('new-session', '-d', '-s', 'a2', '-x', '100', '-y', '30', `sh -c "${attachCommand.replace(/"/g, '\\"')}; echo attach-exit=\\$?; sleep 600"`);
+    const screen2 = () => tmux('capture-pane', '-p', '-t', 'a2');
+    tmux('send-keys', '-t', 'a2', 'clear; stty size', 'Enter');
+    await expect.poll(screen2, { timeout: 30_000 }).toMatch(/^30 100$/m);
+    tmux('send-keys', '-t', 'a2', 'exit 5', 'Enter');
+    await expect.poll(screen2, { timeout: 10_000 }).toMatch(/^attach-exit=5$/m);
+  }, 120_000);
+
+  it('SIGHUP detaches: exit 0, and the process runs on', async () => {
+    const started = await runTether(['exec', '--url', server.url, '--detach', '--name', 'hup', '--', 'cat']);
+    expect(started.code, started.stderr).toBe(0);
+    const first = spawnTether(['attach', '--url', server.url, 'hup'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    let out = '';
+    let err = '';
+    first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    first.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    first.stdin!.write('one\n');
+    await expect.poll(() => out, { timeout: 15_000 }).toBe('one\n');
+    const code = new Promise<number | null>((resolve) => first.once('close', (c) => resolve(c)));
+    first.kill('SIGHUP');
+    expect(await code).toBe(0);
+    expect(err).toMatch(/^tether attach: detached from hup \(it runs on: tether attach hup to follow it again\)\n$/);
+    // cat still runs: the next writer's line comes back, and its EOF ends it (exit 0).
+    const second = await runTether(['attach', '--url', server.url, 'hup'], { input: 'two\n' });
+    expect(second.code, second.stderr).toBe(0);
+    expect(second.stdout).toBe('two\n');
+  }, 60_000);
+});

@@ -1,0 +1,126 @@
+/**
+ * The library side of detach, attach and watch (src/client: ExecClient.connect `name`,
+ * ExecClient.attach, the watcher's read-only handles, 'writer-lost'), against an in-process
+ * server: a named session found by name; a watcher whose history was evicted is told the
+ * exact gap and gets every event after it; a taken writer is told and its handle goes on
+ * delivering output by reads, while its writes are refused.
+ */
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ExecClient, type ExecProcess } from '../../src/client/index.js';
+import { startServer, type TetherServer } from '../../src/server/index.js';
+import { ChaosProxy } from '../../src/chaos/index.js';
+
+function collect(proc: ExecProcess): () => string {
+  let text = '';
+  proc.stdout.on('data', (d: Buffer) => (text += d.toString()));
+  return () => text;
+}
+
+describe('ExecClient.attach', () => {
+  let server: TetherServer;
+
+  beforeAll(async () => {
+    // A small history: a watcher from the start finds the oldest acknowledged output gone.
+    server = await startServer({ port: 0, outputRetentionBytes: 8192 });
+  });
+
+  afterAll(() => server.close());
+
+  it('a name is checked before anything is sent, and the session answers to it', async () => {
+    await expect(ExecClient.connect(server.url, { name: 'no spaces' })).rejects.toThrow(/name must be 1\.\.64 characters/);
+    const owner = await ExecClient.connect(server.url, { name: 'named-1' });
+    expect(owner.sessionName).toBe('named-1');
+    expect(owner.role).toBeNull();
+    const proc = owner.spawn(['sh', '-c', 'echo ready; sleep 30'], { pipeStdin: true });
+    const out = collect(proc);
+    await expect.poll(out).toBe('ready\n');
+    const watcher = await ExecClient.attach(server.url, 'named-1', { role: 'watcher' });
+    expect(watcher.sessionId).toBe(owner.sessionId);
+    expect(watcher.sessionName).toBe('named-1');
+    expect(watcher.processes().map((p) => p.id)).toEqual([proc.id]);
+    await watcher.close(); // a watcher's close only leaves
+    expect(proc.exitCode).toBeNull();
+    await owner.close();
+  });
+
+  it('a watcher from the start past the history is told the exact gap once, then gets every event after it, and the exit', async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'evicted' });
+    // 200 lines of 100 bytes, one output event each (a pause between them), consumed
+    // (acknowledged) by the owner: only the newest ~8 KiB stay as history.
+    const proc = owner.spawn(['sh', '-c', 'for i in $(seq 1 200); do printf "%099d\\n" $i; sleep 0.005; done; read x; exit 4'], { pipeStdin: true });
+    const out = collect(proc);
+    await expect.poll(out, { timeout: 30_000 }).toMatch(/0200\n$/);
+    const watcher = await ExecClient.attach(server.url, 'evicted', { role: 'watcher', fromStart: true });
+    const [seen] = watcher.processes();
+    const gaps: { fromSeq: number; toSeq: number }[] = [];
+    seen!.on('gap', (g) => gaps.push(g));
+    const watched = collect(seen!);
+    proc.stdin!.end('\n');
+    expect(await seen!.exited).toBe(4);
+    await seen!.closed;
+    expect(gaps).toHaveLength(1);
+    expect(gaps[0]!.fromSeq).toBe(1);
+    // Every line after the gap, whole and in order, to the last.
+    const lines = watched().split('\n').filter(Boolean).map(Number);
+    expect(lines.length).toBeGreaterThan(0);
+    expect(lines.length).toBeLessThan(200);
+    expect(lines).toEqual(Array.from({ length: lines.length }, (_, i) => 201 - lines.length + i));
+    await watcher.close();
+    await owner.close();
+  });
+
+  it("a taken writer is told ('writer-lost'), its handle goes on with the output, and its writes are refused", async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'taken' });
+    const cat = owner.spawn(['cat'], { pipeStdin: true });
+    const ownerOut = collect(cat);
+    await new Promise((resolve) => cat.once('spawn', resolve));
+    const lost = new Promise<{ reason: string }>((resolve) => owner.once('writer-lost', resolve));
+    await expect(ExecClient.attach(server.url, 'taken', { role: 'writer' })).rejects.toThrow(/session taken has a writer attached: attach with take to move it, or as a watcher/);
+    const taker = await ExecClient.attach(server.url, 'taken', { role: 'writer', take: true });
+    expect(await lost).toEqual({ reason: 'taken' });
+    expect(owner.role).toBe('watcher');
+    const [mine] = taker.processes();
+    const takerOut = collect(mine!);
+    mine!.stdin!.write('from the taker\n');
+    await expect.poll(takerOut).toBe('from the taker\n');
+    await expect.poll(ownerOut).toBe('from the taker\n');
+    await expect(owner.request('process/write', { processId: cat.id, chunk: Buffer.from('x').toString('base64') })).rejects.toThrow(/watches session taken read-only/);
+    mine!.stdin!.end();
+    expect(await mine!.exited).toBe(0);
+    await cat.closed; // the old writer's handle saw the end too
+    expect(ownerOut()).toBe('from the taker\n');
+    await owner.close();
+    await taker.close();
+  });
+
+  it('a watcher and an attached writer recover through cut connections: the watcher attaches again and reads on, every line once and in order', async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'cut', sessionKeepMs: 60_000 });
+    const proc = owner.spawn(['sh', '-c', 'read x; for i in $(seq 1 150); do echo $i; sleep 0.005; done; exit 2'], { pipeStdin: true });
+    await new Promise((resolve) => proc.once('spawn', resolve));
+    await owner.detach(); // the owner leaves: the session is detached, its process waits for its line
+    const proxy = await ChaosProxy.inFrontOf(server.url);
+    try {
+      const writer = await ExecClient.attach(proxy.url, 'cut', { role: 'writer', recoveryDeadlineMs: 20_000 });
+      const watcher = await ExecClient.attach(proxy.url, 'cut', { role: 'watcher', recoveryDeadlineMs: 20_000 });
+      const [w] = writer.processes();
+      const [v] = watcher.processes();
+      const wOut = collect(w!);
+      const vOut = collect(v!);
+      const recovered = Promise.all([new Promise((r) => writer.once('recovered', r)), new Promise((r) => watcher.once('recovered', r))]);
+      w!.stdin!.write('go\n');
+      await expect.poll(() => vOut().split('\n').length, { timeout: 20_000 }).toBeGreaterThan(20);
+      expect(proxy.cutAll()).toBeGreaterThanOrEqual(2);
+      await recovered;
+      expect(await w!.exited).toBe(2);
+      expect(await v!.exited).toBe(2);
+      await Promise.all([w!.closed, v!.closed]);
+      const expected = Array.from({ length: 150 }, (_, i) => `${i + 1}\n`).join('');
+      expect(wOut()).toBe(expected);
+      expect(vOut()).toBe(expected);
+      await watcher.close();
+      await writer.close();
+    } finally {
+      await proxy.close();
+    }
+  });
+});
