@@ -169,6 +169,17 @@ export interface SessionWriterNotification {
   reason: 'taken';
 }
 
+/**
+ * `session/ended` notification (extension `attach`), to each watcher just before the server
+ * closes its connection because the watched session ended: what became of each process, so
+ * a watcher can say exactly what it did not read (seqs after its last, below `nextSeq`).
+ */
+export interface SessionEndedNotification {
+  /** `closed`: its writer closed it (`session/close`); `expired`: its TTL ran out while detached; `ended`: anything else (the server stops). */
+  reason: 'closed' | 'expired' | 'ended';
+  processes: { processId: string; exitCode: number | null; nextSeq: number }[];
+}
+
 /** The `tether` member of the `initialize` result: what the server accepted. */
 export interface TetherInitializeResult {
   version: number;

@@ -127,6 +127,7 @@ export const Method = {
   sessionWatch: 'session/watch',
   /** tether extension `attach` (notification): this connection is no longer the session's writer (`take`). */
   sessionWriter: 'session/writer',
+  sessionEnded: 'session/ended',
 } as const;
 
 /** `process/gap` (extension `keepLast`): a process's output seqs `firstSeq`..`lastSeq` (`bytes` bytes) were dropped. */

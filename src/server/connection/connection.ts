@@ -23,6 +23,7 @@ import {
   Dialect,
   isTetherBinaryFrame,
   Method,
+  type SessionEndedNotification,
   withJsonrpc,
 } from '../../protocol/index.js';
 import { eventFrame, writeBinaryEntry, type FramedProcess } from './event-frames.js';
@@ -168,8 +169,9 @@ export class Connection implements SessionLink, WatcherLink {
   }
 
   /** The watched session ended (WatcherLink): there is nothing left on this connection to talk about. */
-  sessionEnded(reason: string): void {
-    this.ws.close(1000, reason);
+  sessionEnded(ended: SessionEndedNotification): void {
+    this.sendNotification(Method.sessionEnded, ended);
+    this.ws.close(1000, 'session ended');
   }
 
   /** Counts this connection's requests in flight and its send buffer in the server's memory budget. */

@@ -9,7 +9,7 @@
  * logs, where the window bounds it.
  */
 import { timingSafeEqual } from 'node:crypto';
-import type { ExtensionName } from '../../protocol/index.js';
+import type { ExtensionName, SessionEndedNotification } from '../../protocol/index.js';
 import type { SessionBackend, KeptFsRecord } from '../backend/index.js';
 import { shareOwner, type OutputShares, type SessionShare } from '../memory/index.js';
 import type { LogEntry, ManagedProcess, OutputGap, OutputLimits, ProcessHost } from '../output/index.js';
@@ -37,8 +37,8 @@ export interface SessionLink {
 export interface WatcherLink {
   /** sha256 of the token the watching connection presented: it counts against that token's caps. */
   readonly credential: Buffer;
-  /** The session ended (closed, expired, lost): the watcher has nothing left to watch. */
-  sessionEnded(reason: string): void;
+  /** The session ended (closed, expired, lost): the watcher is told what became of each process (`session/ended`), and has nothing left to watch. */
+  sessionEnded(ended: SessionEndedNotification): void;
 }
 
 export interface SessionLimits {
@@ -155,7 +155,7 @@ export class Session implements ProcessHost {
    */
   restoreDetached(nextHandle: number): void {
     this.handles.restoreCursor(nextHandle);
-    this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
+    this.ttlTimer = setTimeout(() => this.expire('expired'), this.limits.ttlMs);
     this.ttlTimer.unref?.();
   }
 
@@ -184,7 +184,7 @@ export class Session implements ProcessHost {
 
   /** `link` watches it read-only from now on (extension `attach`) until `unwatch`. */
   watch(link: WatcherLink): void {
-    if (this.expired) link.sessionEnded('session ended');
+    if (this.expired) link.sessionEnded({ reason: 'ended', processes: [] });
     else this.watcherLinks.add(link);
   }
 
@@ -316,7 +316,7 @@ export class Session implements ProcessHost {
     }
     for (const proc of this.processes.values()) proc.detached();
     if (this.expired) return; // closed by its client: nothing to wait for
-    this.ttlTimer = setTimeout(() => this.expire(), this.limits.ttlMs);
+    this.ttlTimer = setTimeout(() => this.expire('expired'), this.limits.ttlMs);
     this.ttlTimer.unref?.();
     this.hooks.detached(this);
   }
@@ -376,7 +376,7 @@ export class Session implements ProcessHost {
 
   /** The client is done (`session/close`): the same as expiry, now. */
   close(): void {
-    this.expire();
+    this.expire('closed');
   }
 
   /** Keeps `proc`'s process tree tied to the session until everything in it is gone. */
@@ -391,14 +391,16 @@ export class Session implements ProcessHost {
   }
 
   /** Kills every process of the session, and everything they started, and forgets it. */
-  expire(): void {
+  expire(reason: SessionEndedNotification['reason'] = 'ended'): void {
+    // What its watchers are told: each process as it stands before the end kills it.
+    const processes = this.watcherLinks.size > 0 && !this.expired ? [...this.processes.values()].map((proc) => ({ processId: proc.id, exitCode: proc.exitCode, nextSeq: proc.nextSeq })) : [];
     const ended = this.end((proc) => {
       proc.killTree();
       proc.release();
     });
     if (!ended) return;
     // Its watchers have nothing left to watch (a hand-over keeps them: the server's stop closes them).
-    for (const link of [...this.watcherLinks]) link.sessionEnded('session ended');
+    for (const link of [...this.watcherLinks]) link.sessionEnded({ reason, processes });
     this.watcherLinks.clear();
     this.hooks.expired(this);
   }

@@ -254,11 +254,16 @@ describe('attach', () => {
     }
   });
 
-  it('the watchers of a session that ends are closed (code 1000, "session ended")', async () => {
+  it('the watchers of a session that ends are told what became of each process (session/ended: its exit code and next seq, so they know what they did not read) and closed (code 1000, "session ended")', async () => {
     target = await startTetherServer({ tokens: ['alice'] });
     const writer = await open({ name: 'short', }, 'alice', [...WRITER_EXT, 'sessionClose']);
     const watcher = await open({ attach: { session: 'short', role: 'watcher' } });
+    await writer.c.request('process/start', { processId: 'p', argv: ['sh', '-c', 'echo hi; exit 3'], cwd, env: {}, tty: false });
+    await writer.c.waitFor((f) => f.method === 'process/closed' && f.params.processId === 'p', 10_000, true);
     await writer.c.request('session/close', {});
+    // Output 1, exit 2, close 3: the watcher read nothing, so seqs 1..3 are what it missed.
+    const ended = await watcher.c.waitFor((f) => f.method === 'session/ended', 10_000, true);
+    expect(ended.params).toEqual({ reason: 'closed', processes: [{ processId: 'p', exitCode: 3, nextSeq: 4 }] });
     expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
     const after = await open({ attach: { session: 'short', role: 'watcher' } });
     expect(after.result.error).toEqual({ code: -32600, message: Messages.unknownSession('short') });
@@ -285,6 +290,8 @@ describe('attach', () => {
     await startCat(writer.c);
     const watcher = await open({ attach: { session: 'ttl', role: 'watcher' } });
     await writer.c.drop();
+    const ended = await watcher.c.waitFor((f) => f.method === 'session/ended', 10_000, true);
+    expect(ended.params).toEqual({ reason: 'expired', processes: [{ processId: 'cat', exitCode: null, nextSeq: 1 }] });
     expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
   });
 
