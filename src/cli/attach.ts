@@ -204,6 +204,8 @@ async function follow(client: ExecClient, proc: ExecProcess, label: string, opti
   const raw = terminal && (proc.tty || !writer) && typeof process.stdin.setRawMode === 'function';
   if (raw) process.stdin.setRawMode(true);
   const onData = (chunk: Buffer) => {
+    // A watcher's terminal is raw (for ~.): its Ctrl-C arrives as a byte, and detaches.
+    if (raw && !writer && chunk.includes(0x03)) return detachRequested();
     const { forward, detach } = keys ? keys.feed(chunk) : { forward: chunk, detach: false };
     if (writer && forward.length > 0 && proc.stdin && !proc.stdin.destroyed) proc.stdin.write(forward);
     if (detach) detachRequested();
@@ -262,9 +264,10 @@ async function follow(client: ExecClient, proc: ExecProcess, label: string, opti
     }
     await Promise.all([finished(proc.stdout).catch(() => {}), finished(proc.stderr).catch(() => {})]);
     await Promise.all([drained(process.stdout), drained(process.stderr)]);
-    // The writer, and nothing of the session runs any more: end it (nothing lingers for its
-    // keep). Otherwise leave it as it is (its other processes run on).
-    if (writer && client.processes().every((p) => p.exitCode !== null || p.error !== null)) await client.close();
+    // The writer, nothing of the session runs any more and nobody watches it: end it
+    // (nothing lingers for its keep). Otherwise leave it as it is: its other processes run
+    // on, and a watcher still reading the end is not cut off (it expires after its keep).
+    if (writer && client.processes().every((p) => p.exitCode !== null || p.error !== null) && (await watchers(client)) === 0) await client.close();
     else await client.detach();
     return outcome;
   } finally {
@@ -276,6 +279,17 @@ async function follow(client: ExecClient, proc: ExecProcess, label: string, opti
     process.stdin.off('data', onData);
     process.stdin.off('end', onEnd);
     process.stdin.pause();
+  }
+}
+
+/** How many watchers the client's session has (session/list); unknown counts as some. */
+async function watchers(client: ExecClient): Promise<number> {
+  try {
+    const { sessions } = await client.listSessions();
+    const mine = sessions.find((s) => s.current) as { watchers?: unknown } | undefined;
+    return typeof mine?.watchers === 'number' ? mine.watchers : 1;
+  } catch {
+    return 1;
   }
 }
 

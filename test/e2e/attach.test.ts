@@ -110,11 +110,10 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(printed).toEqual(range(1, printed.length));
     await untilDetached(server, 'build');
 
-    // A watcher first (the second writer ends the session when its process is done).
+    // A watcher alongside the second writer: the writer, done, leaves the session to it
+    // (it ends a session only when nobody watches), so the watcher gets the end too.
     const watcher = attach(['--url', server.url, '--watch', '--from-start', 'build'], 'ignore');
-    expect(await watcher.closed, watcher.stderr()).toBe(7);
-    expect(lines(watcher.stdout())).toEqual(range(1, 300));
-
+    await server.waitForLog(/audit attach: role=watcher .*name=build/);
     const second = attach(['--url', server.url, 'build']);
     expect(await second.closed, second.stderr()).toBe(7);
     const rest = lines(second.stdout());
@@ -125,6 +124,9 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(j).toBeLessThanOrEqual(printed.length);
     expect(rest).toEqual(range(j + 1, 300));
     expect(second.stderr()).toBe('');
+
+    expect(await watcher.closed, watcher.stderr()).toBe(7);
+    expect(lines(watcher.stdout())).toEqual(range(1, 300));
   }, 120_000);
 
   it('the client that started a process is killed -9: the process runs to its end unattached, and tether attach --from-start picks it up', async () => {
