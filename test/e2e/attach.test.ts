@@ -16,6 +16,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient } from '../../src/client/index.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
@@ -204,5 +205,27 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     // The taker takes up after what the old writer acknowledged: its first line too only if
     // that ack (sent within 20 ms of the local write) had not reached the server yet.
     expect(['second line\n', 'hello from the writer\nsecond line\n']).toContain(taker.stdout());
+  }, 120_000);
+
+  it('a session of two processes: following one leaves the other\'s output untaken, for its own attach', async () => {
+    const server = await startServerProcess({ user });
+    cleanups.push(() => server.dispose());
+    const owner = await ExecClient.connect(server.url, { name: 'pair' });
+    const never = () => new Writable({ write: () => {} });
+    const a = owner.spawn(['sh', '-c', 'echo a1; echo a2; exit 1'], { stdout: never(), stderr: never() });
+    const b = owner.spawn(['sh', '-c', 'for i in 1 2 3; do echo b$i; done; exit 2'], { stdout: never(), stderr: never() });
+    await Promise.all([a.exited, b.exited]);
+    await owner.detach();
+
+    const several = await runTether(['attach', '--url', server.url, 'pair'], { input: '' });
+    expect(several.code).toBe(1);
+    expect(several.stderr).toMatch(/the session has 2 processes: choose one with --process/);
+    const first = await runTether(['attach', '--url', server.url, '--process', a.id, 'pair'], { input: '' });
+    expect(first.code, first.stderr).toBe(1);
+    expect(first.stdout).toBe('a1\na2\n');
+    // The session stays (another process of it was never taken), and b's output is all there.
+    const second = await runTether(['attach', '--url', server.url, '--process', b.id.slice(0, 8), 'pair'], { input: '' });
+    expect(second.code, second.stderr).toBe(2);
+    expect(second.stdout).toBe('b1\nb2\nb3\n');
   }, 120_000);
 });
