@@ -6,6 +6,7 @@
  * `~.` typed right after a newline (stdin a terminal, as ssh), SIGHUP or SIGTERM; a watcher
  * detaches on Ctrl-C too. Detaching exits 0.
  */
+import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { ExecClient, RpcError, ServerStoppedError, SessionLostError, type AttachedProcess, type ExecProcess } from '../client/index.js';
 import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
@@ -152,7 +153,10 @@ async function attach(options: AttachCliOptions, token: string | undefined, ca: 
       // Written straight here (a writer acknowledges once the local write completed).
       sinks: (p, all) => {
         chosen = chooseProcess(all, options.processId);
-        return typeof chosen !== 'string' && chosen.processId === p.processId ? { stdout: process.stdout, stderr: process.stderr } : undefined;
+        if (typeof chosen !== 'string' && chosen.processId === p.processId) return { stdout: process.stdout, stderr: process.stderr };
+        // The others are not ours to take: sinks that never complete leave their output
+        // unacknowledged, for whoever attaches to them (a handle's own streams would count it taken).
+        return { stdout: neverTaken(), stderr: neverTaken() };
       },
       logger: (level, message) => {
         if (level === 'warn') say(message);
@@ -204,6 +208,8 @@ async function follow(client: ExecClient, proc: ExecProcess, label: string, opti
   const raw = terminal && (proc.tty || !writer) && typeof process.stdin.setRawMode === 'function';
   if (raw) process.stdin.setRawMode(true);
   const onData = (chunk: Buffer) => {
+    // A watcher's terminal is raw (for ~.): its Ctrl-C arrives as a byte, and detaches.
+    if (raw && !writer && chunk.includes(0x03)) return detachRequested();
     const { forward, detach } = keys ? keys.feed(chunk) : { forward: chunk, detach: false };
     if (writer && forward.length > 0 && proc.stdin && !proc.stdin.destroyed) proc.stdin.write(forward);
     if (detach) detachRequested();
@@ -262,9 +268,11 @@ async function follow(client: ExecClient, proc: ExecProcess, label: string, opti
     }
     await Promise.all([finished(proc.stdout).catch(() => {}), finished(proc.stderr).catch(() => {})]);
     await Promise.all([drained(process.stdout), drained(process.stderr)]);
-    // The writer, and nothing of the session runs any more: end it (nothing lingers for its
-    // keep). Otherwise leave it as it is (its other processes run on).
-    if (writer && client.processes().every((p) => p.exitCode !== null || p.error !== null)) await client.close();
+    // The writer of a session whose only process this was, and nobody watches it: end it
+    // (nothing lingers for its keep). Otherwise leave it as it is: its other processes (and
+    // their output nobody took yet) stay for their own attach, and a watcher still reading
+    // the end is not cut off (the session expires after its keep).
+    if (writer && client.processes().length === 1 && (await watchers(client)) === 0) await client.close();
     else await client.detach();
     return outcome;
   } finally {
@@ -277,6 +285,22 @@ async function follow(client: ExecClient, proc: ExecProcess, label: string, opti
     process.stdin.off('end', onEnd);
     process.stdin.pause();
   }
+}
+
+/** How many watchers the client's session has (session/list); unknown counts as some. */
+async function watchers(client: ExecClient): Promise<number> {
+  try {
+    const { sessions } = await client.listSessions();
+    const mine = sessions.find((s) => s.current) as { watchers?: unknown } | undefined;
+    return typeof mine?.watchers === 'number' ? mine.watchers : 1;
+  } catch {
+    return 1;
+  }
+}
+
+/** A sink whose writes never complete: output written to it is never acknowledged. */
+function neverTaken(): Writable {
+  return new Writable({ write: () => {} });
 }
 
 function describe(err: Error): string {

@@ -5,6 +5,7 @@
  * stdin/stdout/stderr are piped to it, the exit status is the remote one (128+N when a
  * signal killed it), and a dropped link is survived with a one-line notice on stderr.
  */
+import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
 import { ServerStoppedError, SessionLostError, type ExecClient, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
 import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
@@ -140,6 +141,10 @@ async function runDetached(options: RemoteOptions, credentials: { token?: string
       tty: options.tty,
       // A later writer (tether attach) forwards its stdin.
       pipeStdin: true,
+      // Nothing that arrives before we leave counts as taken (a handle's own streams count
+      // what they buffer): all of it stays unacknowledged, for the first tether attach.
+      stdout: neverTaken(),
+      stderr: neverTaken(),
       ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
     });
     await new Promise<void>((resolve, reject) => {
@@ -156,6 +161,11 @@ async function runDetached(options: RemoteOptions, credentials: { token?: string
   // No session/close: the session stays, detached, with its process running.
   await client.detach();
   return 0;
+}
+
+/** A sink whose writes never complete: output written to it is never acknowledged. */
+function neverTaken(): Writable {
+  return new Writable({ write: () => {} });
 }
 
 async function runRemote(client: ExecClient, options: RemoteOptions, early: EarlySignals): Promise<number> {

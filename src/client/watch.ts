@@ -5,11 +5,11 @@
  * Output the server no longer holds comes back as a read `gap`, which the handle reports.
  * `ReadOnlyHost` is a watcher handle's host: everything but reading throws a clear error.
  */
-import type { Readable, Writable } from 'node:stream';
+import { Writable, type Readable } from 'node:stream';
 import { Method, type ProcessReadResult, type SignalName } from '../protocol/types.js';
 import { isUnknownProcess } from './error-text.js';
 import { OutputLostError } from './errors.js';
-import { failProcess, isLive, mergeRead, sequencerOf, type ExecProcess, type ProcessHost } from './process/process.js';
+import { failProcess, isLive, mergeRead, outputStreamsOf, sequencerOf, type ExecProcess, type ProcessHost } from './process/process.js';
 
 /** How long one read waits for news on the server (a long-poll; the answer comes at once when there is some). */
 export const WATCH_WAIT_MS = 10_000;
@@ -17,6 +17,9 @@ export const WATCH_WAIT_MS = 10_000;
 /** Pulls `proc`'s events until it closed or failed; `call` re-sends through drops (ProcessOps.call). */
 export async function followByReads(proc: ExecProcess, call: <T>(method: string, params: object) => Promise<T>, waitMs = WATCH_WAIT_MS): Promise<void> {
   while (isLive(proc)) {
+    // Read no further than a sink takes: a slow reader of `tether attach --watch` holds the watcher's reads back, not its memory.
+    await room(proc);
+    if (!isLive(proc)) return;
     const afterSeq = sequencerOf(proc).lastDelivered;
     let result: ProcessReadResult;
     try {
@@ -31,6 +34,32 @@ export async function followByReads(proc: ExecProcess, call: <T>(method: string,
       // Closed, and nothing after what was delivered: a close this handle can no longer see.
       failProcess(proc, new OutputLostError(proc.id, afterSeq + 1, Infinity, 'closed before it could be read'));
       return;
+    }
+  }
+}
+
+/**
+ * Resolves once every sink `proc` writes into (`sinks`, spawn's `stdout`/`stderr`) has
+ * drained, or it ended. (Its own `stdout`/`stderr` streams buffer what nobody reads yet.)
+ */
+async function room(proc: ExecProcess): Promise<void> {
+  for (const dest of outputStreamsOf(proc)) {
+    if (dest === proc.stdout || dest === proc.stderr || !(dest instanceof Writable)) continue;
+    while (dest.writableNeedDrain && !dest.destroyed && isLive(proc)) {
+      await new Promise<void>((resolve) => {
+        const done = () => {
+          dest.off('drain', done);
+          dest.off('close', done);
+          proc.off('close', done);
+          clearTimeout(timer);
+          resolve();
+        };
+        // A failed handle emits no 'close': look again now and then.
+        const timer = setTimeout(done, 1000);
+        dest.once('drain', done);
+        dest.once('close', done);
+        proc.once('close', done);
+      });
     }
   }
 }

@@ -5,6 +5,10 @@
  * exact gap and gets every event after it; a taken writer is told and its handle goes on
  * delivering output by reads, while its writes are refused.
  */
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
@@ -122,5 +126,48 @@ describe('ExecClient.attach', () => {
     } finally {
       await proxy.close();
     }
+  });
+
+  it('a watcher reads no further than its sink takes: a stalled sink holds its reads back (not its memory), and it catches up after', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'tether-attach-'));
+    const go = join(dir, 'go');
+    const done = join(dir, 'done');
+    const owner = await ExecClient.connect(server.url, { name: 'slow-sink' });
+    const proc = owner.spawn(['sh', '-c', `while [ ! -e ${go} ]; do sleep 0.01; done; for i in $(seq 1 200); do printf "%099d\\n" $i; sleep 0.002; done; touch ${done}; exit 6`]);
+    await new Promise((resolve) => proc.once('spawn', resolve));
+    // The owner leaves without reading: all the output stays unacknowledged, kept for the watcher.
+    await owner.detach();
+    const expected = Array.from({ length: 200 }, (_, i) => `${String(i + 1).padStart(99, '0')}\n`).join('');
+    const held: (() => void)[] = [];
+    let received = '';
+    const sink = new Writable({
+      highWaterMark: 1,
+      write(chunk: Buffer, _encoding, callback) {
+        received += chunk.toString();
+        held.push(() => callback());
+      },
+    });
+    const watcher = await ExecClient.attach(server.url, 'slow-sink', { role: 'watcher', sinks: () => ({ stdout: sink }) });
+    const [v] = watcher.processes();
+    const gaps: unknown[] = [];
+    v!.on('gap', (g) => gaps.push(g));
+    writeFileSync(go, '');
+    await expect.poll(() => existsSync(done), { timeout: 30_000 }).toBe(true);
+    // The producer is done (20 KB): the stalled sink holds one write, and the watcher took little more.
+    expect(held.length).toBe(1);
+    expect(received.length + sink.writableLength).toBeLessThan(expected.length / 2);
+    expect(v!.exitCode).toBeNull();
+    // Let it drain: every line, in order, then the exit.
+    const release = setInterval(() => held.splice(0).forEach((cb) => cb()), 5);
+    try {
+      expect(await v!.exited).toBe(6);
+      await expect.poll(() => received.length, { timeout: 20_000 }).toBe(expected.length);
+      expect(received).toBe(expected);
+      expect(gaps).toEqual([]);
+    } finally {
+      clearInterval(release);
+      rmSync(dir, { recursive: true, force: true });
+    }
+    await watcher.close();
   });
 });

@@ -16,6 +16,7 @@
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
+import { Writable } from 'node:stream';
 import { afterEach, describe, expect, it } from 'vitest';
 import { ExecClient } from '../../src/client/index.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
@@ -110,11 +111,10 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(printed).toEqual(range(1, printed.length));
     await untilDetached(server, 'build');
 
-    // A watcher first (the second writer ends the session when its process is done).
+    // A watcher alongside the second writer: the writer, done, leaves the session to it
+    // (it ends a session only when nobody watches), so the watcher gets the end too.
     const watcher = attach(['--url', server.url, '--watch', '--from-start', 'build'], 'ignore');
-    expect(await watcher.closed, watcher.stderr()).toBe(7);
-    expect(lines(watcher.stdout())).toEqual(range(1, 300));
-
+    await server.waitForLog(/audit attach: role=watcher .*name=build/);
     const second = attach(['--url', server.url, 'build']);
     expect(await second.closed, second.stderr()).toBe(7);
     const rest = lines(second.stdout());
@@ -125,6 +125,9 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(j).toBeLessThanOrEqual(printed.length);
     expect(rest).toEqual(range(j + 1, 300));
     expect(second.stderr()).toBe('');
+
+    expect(await watcher.closed, watcher.stderr()).toBe(7);
+    expect(lines(watcher.stdout())).toEqual(range(1, 300));
   }, 120_000);
 
   it('the client that started a process is killed -9: the process runs to its end unattached, and tether attach --from-start picks it up', async () => {
@@ -202,5 +205,27 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     // The taker takes up after what the old writer acknowledged: its first line too only if
     // that ack (sent within 20 ms of the local write) had not reached the server yet.
     expect(['second line\n', 'hello from the writer\nsecond line\n']).toContain(taker.stdout());
+  }, 120_000);
+
+  it('a session of two processes: following one leaves the other\'s output untaken, for its own attach', async () => {
+    const server = await startServerProcess({ user });
+    cleanups.push(() => server.dispose());
+    const owner = await ExecClient.connect(server.url, { name: 'pair' });
+    const never = () => new Writable({ write: () => {} });
+    const a = owner.spawn(['sh', '-c', 'echo a1; echo a2; exit 1'], { stdout: never(), stderr: never() });
+    const b = owner.spawn(['sh', '-c', 'for i in 1 2 3; do echo b$i; done; exit 2'], { stdout: never(), stderr: never() });
+    await Promise.all([a.exited, b.exited]);
+    await owner.detach();
+
+    const several = await runTether(['attach', '--url', server.url, 'pair'], { input: '' });
+    expect(several.code).toBe(1);
+    expect(several.stderr).toMatch(/the session has 2 processes: choose one with --process/);
+    const first = await runTether(['attach', '--url', server.url, '--process', a.id, 'pair'], { input: '' });
+    expect(first.code, first.stderr).toBe(1);
+    expect(first.stdout).toBe('a1\na2\n');
+    // The session stays (another process of it was never taken), and b's output is all there.
+    const second = await runTether(['attach', '--url', server.url, '--process', b.id.slice(0, 8), 'pair'], { input: '' });
+    expect(second.code, second.stderr).toBe(2);
+    expect(second.stdout).toBe('b1\nb2\nb3\n');
   }, 120_000);
 });
