@@ -22,14 +22,15 @@ const USAGE = `usage: tether attach [options] NAME|ID
 
 Follows a process running in a session this terminal did not start: one left running by
 'tether exec --detach', or by a client that died. NAME is the name given with
-'tether exec --detach --name NAME'; ID is the full session id it printed. Only sessions of
+'tether exec --name NAME'; ID is the full session id 'tether exec --detach' printed. Only sessions of
 your token (any session with the server's admin token).
 
 As the writer (the default) it prints the process's output from where the last writer
-left off (what it had acknowledged), forwards this terminal's stdin to it, and Ctrl-C
-sends it SIGINT; a --tty process gets this terminal's raw keys and size. A session
-already has a writer: --take moves it here (the other one is told and watches on), or
---watch follows it read-only. Exits with the process's exit status once it ends.
+left off (what it had acknowledged), forwards this terminal's stdin to it (EOF closes
+its stdin), and Ctrl-C sends it SIGINT; a --tty process gets this terminal's raw keys and
+size. A session already has a writer: --take moves it here (the other one is told and
+watches on), or --watch follows it read-only. Exits with the process's exit status once
+it ends.
 
 options:
 ${connectionOptionsHelp()}
