@@ -31,6 +31,10 @@ options:
 ${REMOTE_OPTIONS_HELP.split('\n')
   .filter((line) => !/--tty/.test(line))
   .join('\n')}
+  --name NAME               the session's name (1..64 of A-Z a-z 0-9 . _ -), unique among
+                            the live sessions of your token: 'tether attach --watch NAME'
+                            shows the remote server's stdout and stderr live, read-only
+                            (this host stays the one writer; see docs/attach.md)
   -h, --help                this text
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
@@ -75,6 +79,7 @@ export async function run(argv: string[]): Promise<void> {
   try {
     client = await connectClient(options, { token, ca }, {
       clientName: 'tether-mcp',
+      ...(options.name !== undefined ? { name: options.name } : {}),
       signal: early.signal,
       sessionKeepMs: options.keepMs,
       // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.
