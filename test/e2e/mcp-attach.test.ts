@@ -9,6 +9,8 @@
  *   `tether attach m` without --watch is refused (the host holds the writer);
  * - the host gets exactly its answers: no parse error, every response addressed to one of
  *   its requests, each request answered once, nothing of the injected call;
+ * - `tether attach --take m`: tether mcp stops relaying at once and exits, saying why; the
+ *   taker's request and its answer never reach the host.
  */
 import { randomBytes } from 'node:crypto';
 import type { ChildProcess } from 'node:child_process';
@@ -191,5 +193,26 @@ describe.each(serverUsers())('watching an MCP server under tether mcp (server ru
     for (const line of watched) expect(() => JSON.parse(line), line).not.toThrow();
     expect(watcher.stdout()).not.toContain(injected);
     expect(watched.length).toBeGreaterThanOrEqual(4);
+  }, 120_000);
+
+  it('tether attach --take: tether mcp stops relaying at once and exits saying why; the taker\'s answers never reach the host', async () => {
+    const server = await startServerProcess({ user });
+    cleanups.push(() => server.dispose());
+    const { client, transport } = await hostThroughTetherMcp(server.url, 't');
+    expect(text(await client.callTool({ name: 'echo', arguments: { message: 'before' } }))).toBe('Echo: before');
+
+    const taker = attach(['--url', server.url, '--take', 't']);
+    await server.waitForLog(/audit attach: writer of session .* taken/);
+    const taken = `taken-${randomBytes(6).toString('hex')}`;
+    taker.child.stdin!.write(echoRequest(taken, taken));
+    await taker.until((out) => out.includes(`Echo: ${taken}`));
+    // The taker's stdin ends: the server exits, and with it every attachment.
+    taker.child.stdin!.end();
+    await transport.closed;
+    await taker.closed;
+
+    expect(JSON.stringify(transport.received)).not.toContain(taken);
+    expectOnlyItsAnswers(transport);
+    expect(transport.stderr.join('')).toMatch(/tether mcp: the session was taken by another attachment/);
   }, 120_000);
 });
