@@ -6,7 +6,8 @@
  * - `tether attach --watch m` alongside shows the server's JSON-RPC responses live (the
  *   answer carrying each call's unique argument arrives while the session runs); its stdin
  *   (an injected tools/call) reaches nothing; the library's watcher handle refuses to write;
- *   `tether attach m` without --watch is refused (the host holds the writer);
+ *   `tether attach m` without --watch is refused (the host holds the writer), and so is a
+ *   second `tether mcp --name m` (exit 255);
  * - the host gets exactly its answers: no parse error, every response addressed to one of
  *   its requests, each request answered once, nothing of the injected call;
  * - `tether attach --take m`: tether mcp stops relaying at once and exits, saying why; the
@@ -170,6 +171,11 @@ describe.each(serverUsers())('watching an MCP server under tether mcp (server ru
     const refused = await runTether(['attach', '--url', server.url, 'm'], { input: echoRequest('refused', injected) });
     expect(refused.code).toBe(1);
     expect(refused.stderr).toMatch(/session m has a writer attached: attach with take to move it, or as a watcher/);
+    // Another tether mcp cannot take the name while this one lives.
+    const twin = await runTether(['mcp', '--url', server.url, '--name', 'm', '--', node, '-e', ''], { input: '' });
+    expect(twin.code).toBe(255);
+    expect(twin.stderr).toMatch(/session name m is in use by another session of this token/);
+    expect(twin.stdout).toBe('');
     // The library's watcher handle refuses to write, naming why.
     const looker = await ExecClient.attach(server.url, 'm', { role: 'watcher' });
     cleanups.push(() => looker.close());
