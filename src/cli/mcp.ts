@@ -43,8 +43,9 @@ and LANG/TERM from this side; --env and --inherit-env add to that.
 DURATION: a number and its unit: 500ms, 25s, 2m.
 
 exit status: the remote command's own; 0 when stdin ends (the host closed us);
-${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the server cannot be reached or the
-session is lost for good; 2 for usage errors.`;
+${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the server cannot be reached, the
+session is lost for good, or another attachment took it (tether attach --take: nothing
+more is relayed, the remote server runs on for the taker); 2 for usage errors.`;
 
 const say = (line: string) => process.stderr.write(`tether mcp: ${line}\n`);
 /** The stop's own notices (stdio-stop.ts), on stderr as the rest. */
