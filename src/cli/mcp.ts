@@ -31,6 +31,10 @@ options:
 ${REMOTE_OPTIONS_HELP.split('\n')
   .filter((line) => !/--tty/.test(line))
   .join('\n')}
+  --name NAME               the session's name (1..64 of A-Z a-z 0-9 . _ -), unique among
+                            the live sessions of your token: 'tether attach --watch NAME'
+                            shows the remote server's stdout and stderr live, read-only
+                            (this host stays the one writer; see docs/attach.md)
   -h, --help                this text
 
 The remote command gets the server's core variables (PATH, HOME, USER, SHELL…)
@@ -39,8 +43,9 @@ and LANG/TERM from this side; --env and --inherit-env add to that.
 DURATION: a number and its unit: 500ms, 25s, 2m.
 
 exit status: the remote command's own; 0 when stdin ends (the host closed us);
-${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the server cannot be reached or the
-session is lost for good; 2 for usage errors.`;
+${EXIT_START_FAILED} if it could not be started; ${EXIT_SESSION_LOST} if the server cannot be reached, the
+session is lost for good, or another attachment took it (tether attach --take: nothing
+more is relayed, the remote server runs on for the taker); 2 for usage errors.`;
 
 const say = (line: string) => process.stderr.write(`tether mcp: ${line}\n`);
 /** The stop's own notices (stdio-stop.ts), on stderr as the rest. */
@@ -75,6 +80,7 @@ export async function run(argv: string[]): Promise<void> {
   try {
     client = await connectClient(options, { token, ca }, {
       clientName: 'tether-mcp',
+      ...(options.name !== undefined ? { name: options.name } : {}),
       signal: early.signal,
       sessionKeepMs: options.keepMs,
       // Warnings only ("cannot reach …; retrying"): the rest has its own one-line notices.

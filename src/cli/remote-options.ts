@@ -47,7 +47,7 @@ export interface RemoteOptions extends ConnectionOptions {
   keepLast?: number;
   /** --detach (tether exec): start the command, print where it runs, exit; the session stays for `tether attach`. */
   detach?: boolean;
-  /** --name NAME (tether exec): the session's name, for `tether attach NAME` (a detached one, or one whose client died) and `tether ps`. */
+  /** --name NAME (tether exec, tether mcp): the session's name, for `tether attach NAME` (a detached one, one whose client died, or `--watch`) and `tether ps`. */
   name?: string;
   /** The remote command: the first argument that is not an option, and all after it. */
   command: string[];
@@ -202,7 +202,7 @@ export function parseRemoteArgs(argv: string[], environment: NodeJS.ProcessEnv =
           own.detach = true;
           return true;
         case '--name': {
-          if (command !== 'exec') return false;
+          if (command !== 'exec' && command !== 'mcp') return false;
           own.name = value();
           const invalid = invalidSessionName(own.name);
           if (invalid) throw new UsageError(`--name ${invalid} (got '${own.name}')`);

@@ -15,7 +15,11 @@
  * - a signal (SIGTERM from the host): the remote process is asked to terminate and killed at
  *   once, so the caller closes the session before a host's SIGKILL could leave it behind (an
  *   SDK v2 host reaps its version-probe sibling with SIGTERM and SIGKILL 1 s later);
- * - the session is really lost (expired, deadline, auth, output lost): EXIT_SESSION_LOST.
+ * - the session is really lost (expired, deadline, auth, output lost): EXIT_SESSION_LOST;
+ * - another attachment took the session's writer (`tether attach --take`): the host's MCP
+ *   stream is no longer ours to relay (the taker's requests would be answered into it), so
+ *   nothing more is relayed either way, and EXIT_SESSION_LOST; the remote server runs on,
+ *   the taker's (this client, now a watcher, only leaves).
  */
 import { constants as osConstants } from 'node:os';
 import type { Readable, Writable } from 'node:stream';
@@ -52,7 +56,7 @@ export interface BridgeOptions {
 
 export interface BridgeResult {
   exitCode: number;
-  reason: 'exited' | 'input-ended' | 'session-lost' | 'start-failed' | 'aborted';
+  reason: 'exited' | 'input-ended' | 'session-lost' | 'start-failed' | 'aborted' | 'taken';
 }
 
 export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
@@ -113,6 +117,7 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
       if (settled) return;
       settled = true;
       unlisten();
+      client.off('writer-lost', onWriterLost);
       input.unpipe(proc.stdin ?? undefined);
       input.pause();
       options.signal?.removeEventListener('abort', onAbort);
@@ -148,6 +153,19 @@ export async function runBridge(options: BridgeOptions): Promise<BridgeResult> {
     proc.on('exit', (code: number) => {
       exitCode = code;
     });
+
+    // The writer was taken: from here on the output this client would read is the taker's
+    // exchange, not the host's. Cut both directions now, in the event itself (before any
+    // read this client makes as a watcher can deliver a byte), and end.
+    function onWriterLost() {
+      if (settled) return;
+      proc.stdout.unpipe(output);
+      proc.stderr.unpipe(diagnostics);
+      for (const stream of [proc.stdout, proc.stderr]) stream.resume(); // read and drop: nothing held in memory
+      say("the session was taken by another attachment (tether attach --take): this host's MCP stream ends here; the remote server runs on, the taker's");
+      settle({ exitCode: EXIT_SESSION_LOST, reason: 'taken' });
+    }
+    client.on('writer-lost', onWriterLost);
     // Both ends wait for the remote stdout to be fully relayed: the last protocol messages
     // must reach the host before we report anything or exit.
     proc.once('close', () => {

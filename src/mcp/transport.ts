@@ -49,6 +49,11 @@ export interface ExecStdioServerParameters {
   /** An existing client to run on (it is not closed by the transport). */
   client?: ExecClient;
   clientName?: string;
+  /**
+   * The session's name, for the client it opens (`ExecClientOptions.name`): `tether attach
+   * --watch NAME` then shows the server's stdout and stderr live, read-only (docs/attach.md).
+   */
+  sessionName?: string;
   recoveryDeadlineMs?: number;
   /** Passed to the client it opens: how soon an unanswered ping means a dead link (10 s). */
   keepaliveTimeoutMs?: number;
@@ -159,14 +164,20 @@ export class ExecStdioClientTransport implements Transport {
           token: this.params.token,
           ca: this.params.ca,
           clientName: this.params.clientName ?? 'tether-mcp',
+          ...(this.params.sessionName !== undefined ? { name: this.params.sessionName } : {}),
           recoveryDeadlineMs: this.params.recoveryDeadlineMs,
           keepaliveTimeoutMs: this.params.keepaliveTimeoutMs,
         });
       }
       const client = this.execClient;
       const onState = (change: StateChange) => this.onstate?.(change);
+      const onWriterLost = () => this.writerTaken();
       client.on('state', onState);
-      this.detachState = () => client.off('state', onState);
+      client.on('writer-lost', onWriterLost);
+      this.detachState = () => {
+        client.off('state', onState);
+        client.off('writer-lost', onWriterLost);
+      };
       if (isEnded(client.state)) throw new Error('ExecStdioClientTransport: the tether client has already failed');
       const proc = client.spawn([this.params.command, ...(this.params.args ?? [])], {
         cwd: this.params.cwd,
@@ -233,7 +244,25 @@ export class ExecStdioClientTransport implements Transport {
 
   private spawned = false;
 
+  /**
+   * Another attachment took the session's writer (`tether attach --take`): what the remote
+   * server writes from now on answers the taker, not this MCP session, and this client can
+   * no longer write. Nothing more is delivered (the taker's answers must not reach the SDK
+   * as ours); pending requests fail and the transport closes at once. The process runs on,
+   * the taker's.
+   */
+  private writerTaken(): void {
+    if (this.finished || this.taken) return;
+    this.taken = true;
+    if (this.stderrStream && this.process) this.process.stderr.unpipe(this.stderrStream);
+    else this.process?.stderr.unpipe(process.stderr);
+    void this.finish(new Error('the tether session was taken by another attachment (tether attach --take): this MCP session ends here; the remote server runs on'), { now: true });
+  }
+
+  private taken = false;
+
   private onStdout(chunk: Buffer): void {
+    if (this.taken) return;
     let results;
     try {
       results = this.decoder.push(chunk);
@@ -319,13 +348,14 @@ export class ExecStdioClientTransport implements Transport {
   }
 
   /** Fires onerror (if given) then onclose, exactly once, after every message is delivered. */
-  private finish(error?: Error): Promise<void> {
+  private finish(error?: Error, { now = false } = {}): Promise<void> {
     if (!this.finishing) {
       this.finished = true;
       this.finishing = (async () => {
         // 'close' and 'error' can come before the stdout stream has emitted what it
-        // buffered: what the server wrote still reaches onmessage, then onclose.
-        if (this.process) await whenEnded(this.process.stdout);
+        // buffered: what the server wrote still reaches onmessage, then onclose. (Not after
+        // a take: the process runs on, for the taker.)
+        if (this.process && !now) await whenEnded(this.process.stdout);
         await this.inbox.idle;
         if (error) {
           this.onerror?.(error);

@@ -316,6 +316,10 @@ describe('tether mcp bridge', () => {
     expect(() => parseMcpArgs(['--url', 'ws://x', '--tty', '--', 'a'], {})).toThrow(/--tty cannot be used with mcp/);
     expect(() => parseMcpArgs(['--url', 'ws://x', '--env', 'bad name', '--', 'a'], {})).toThrow(/NAME=VALUE or a variable NAME/);
     expect(parseMcpArgs(['--', 'a'], { TETHER_URL: 'ws://h:1' })).toMatchObject({ url: 'ws://h:1' });
+    // --name as tether exec's: the session's name, for tether attach --watch.
+    expect(parseMcpArgs(['--url', 'ws://x', '--name', 'srv.1', '--', 'a'], {})).toMatchObject({ name: 'srv.1', command: ['a'] });
+    expect(() => parseMcpArgs(['--url', 'ws://x', '--name', 'bad name', '--', 'a'], {})).toThrow(/--name .*\(got 'bad name'\)/);
+    expect(() => parseMcpArgs(['--url', 'ws://x', '--detach', '--', 'a'], {})).toThrow(/unknown option '--detach'/);
     // After '--', everything belongs to the remote command, even what looks like our flags.
     expect(parseMcpArgs(['--url', 'ws://x', '--', 'srv', '--env', 'X'], {})).toMatchObject({ command: ['srv', '--env', 'X'], env: {} });
   });

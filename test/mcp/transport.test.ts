@@ -303,4 +303,41 @@ describe('lifecycle', () => {
     cleanups.push(() => transport.close());
     await expect(transport.start()).rejects.toThrow(/already started/);
   });
+
+  it('sessionName names the session for tether attach --watch; a take (tether attach --take) ends the transport at once and none of the taker\'s answers reach the Client', async () => {
+    const transport = everythingTransport({ sessionName: 'sdk-taken' });
+    const { client, errors } = await connect(transport);
+    const received: unknown[] = [];
+    const deliver = transport.onmessage!;
+    transport.onmessage = (message) => {
+      received.push(message);
+      deliver(message);
+    };
+    let closed!: () => void;
+    const closedOnce = new Promise<void>((resolve) => (closed = resolve));
+    client.onclose = () => closed();
+    expect(text(await client.callTool({ name: 'echo', arguments: { message: 'mine' } }))).toBe('Echo: mine');
+    const { sessions } = await transport.client!.listSessions();
+    expect(sessions.find((s) => s.current)).toMatchObject({ name: 'sdk-taken' });
+
+    const taker = await ExecClient.attach(server.url, 'sdk-taken', { take: true });
+    cleanups.push(() => taker.close());
+    const [proc] = taker.processes();
+    let answers = '';
+    const taken = `taken-${Date.now()}`;
+    const answered = new Promise<void>((resolve) =>
+      proc!.stdout.on('data', (d: Buffer) => {
+        answers += d.toString();
+        if (answers.includes(`Echo: ${taken}`)) resolve();
+      }),
+    );
+    proc!.stdin!.write(`${JSON.stringify({ jsonrpc: '2.0', id: taken, method: 'tools/call', params: { name: 'echo', arguments: { message: taken } } })}\n`);
+    await answered;
+    // The taker ends the server: everything it wrote is out, whoever still reads it.
+    proc!.stdin!.end();
+    await closedOnce;
+    expect(JSON.stringify(received)).not.toContain(taken);
+    expect(errors.map((e) => e.message).join('\n')).toMatch(/taken by another attachment/);
+    await expect(client.callTool({ name: 'echo', arguments: { message: 'after' } })).rejects.toThrow();
+  });
 });
