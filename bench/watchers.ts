@@ -56,6 +56,7 @@ interface Block {
 }
 
 /** One writer stream of `mib` MiB, with `mode`'s watchers. */
+const dbg = (m: string) => process.env.BENCH_DEBUG && console.error(`[${new Date().toISOString()}] ${m}`);
 async function block(server: BenchServer, mode: 'alone' | 'stopped' | 'hundred', mib: number): Promise<Block> {
   const name = `bench-${randomUUID().slice(0, 8)}`;
   // The process waits for a line on stdin: the watchers attach before its first byte.
@@ -64,7 +65,9 @@ async function block(server: BenchServer, mode: 'alone' | 'stopped' | 'hundred',
   writer.stdout!.on('data', (d: Buffer) => (writerBytes += d.length));
   const writerClosed = closed(writer);
   // Ready: a watcher can attach (the session exists); it also serves as the first of a hundred.
+  dbg(`${mode}: attaching the probe`);
   const probe = await attachWatcher(server.url, name);
+  dbg(`${mode}: probe attached`);
   const watchers: ExecClient[] = [probe];
   let watchedBytes = 0;
   let stopped: ChildProcess | undefined;
@@ -99,8 +102,10 @@ async function block(server: BenchServer, mode: 'alone' | 'stopped' | 'hundred',
   if (mode !== 'hundred') await probe.close();
   const cpu0 = cpuMs(server.pid);
   const t0 = performance.now();
+  dbg(`${mode}: go`);
   writer.stdin!.end('go\n');
   const code = await writerClosed;
+  dbg(`${mode}: writer exited ${code}`);
   const ms = performance.now() - t0;
   const serverCpuMs = cpuMs(server.pid) - cpu0;
   if (code !== 7) throw new Error(`the writer's tether exec exited ${code}`);

@@ -13,6 +13,8 @@ export const AttachMethod = {
   sessionWriter: 'session/writer',
   /** A watcher's snapshot of the session's processes. */
   sessionWatch: 'session/watch',
+  /** Notification to a watcher: the session ended (its writer closed it, it expired); what became of each process. */
+  sessionEnded: 'session/ended',
 } as const;
 
 export type AttachRole = 'writer' | 'watcher';
@@ -52,6 +54,12 @@ export interface AttachedSession {
 export interface SessionWriterNotification {
   writer: boolean;
   reason?: string;
+}
+
+/** `session/ended`: the watched session ended; each process's exit code (null: killed by the end), whether it closed, its next seq. */
+export interface SessionEndedNotification {
+  reason: string;
+  processes: { processId: string; exitCode: number | null; closed: boolean; nextSeq: number }[];
 }
 
 /** A process/read answer under `attach` may say the seqs it will never return (evicted history). */

@@ -25,12 +25,12 @@ import { Acknowledger } from './acks.js';
 import { isEnded, type EngineState, type RecoveredEvent, type RestartingEvent, type StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
 import { RemoteFs } from './fs/fs.js';
-import { ConnectionLostError } from './errors.js';
+import { ConnectionLostError, OutputLostError } from './errors.js';
 import { OutcomeUnknownError } from './fs/errors.js';
 import { ProcessTable } from './inbound.js';
 import type { AttachOptions, ExecClientOptions, SpawnOptions } from './options.js';
-import { adoptProcess, ExecProcess, failProcess, isLive, isStarted, outputStreamsOf } from './process/process.js';
-import { invalidSessionName, type AttachedProcess, type AttachRequest, type AttachRole } from './attach-wire.js';
+import { adoptProcess, ExecProcess, failProcess, isLive, isStarted, outputStreamsOf, sequencerOf } from './process/process.js';
+import { invalidSessionName, type AttachedProcess, type AttachRequest, type AttachRole, type SessionEndedNotification } from './attach-wire.js';
 import { followByReads, readOnlyReason, ReadOnlyHost } from './watch.js';
 import { ProcessOps } from './process/process-ops.js';
 import { SessionLink } from './session-link.js';
@@ -125,6 +125,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       writerChanged: ({ writer, reason }) => {
         if (!writer) this.#writerLost(reason ?? 'taken');
       },
+      sessionEnded: (ended) => this.#watchedSessionEnded(ended),
     });
     const table = this.#table;
     if (attach) this.#table.hold();
@@ -448,6 +449,28 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     this.#link.role = 'watcher';
     for (const proc of this.#table.live()) this.#follow(proc);
     this.emit('writer-lost', { reason });
+  }
+
+  /**
+   * `session/ended` (a watcher): the session is gone, and with it what this client did not
+   * read. Each handle still live says exactly what it missed, as a 'gap', then ends with its
+   * exit status; one whose process the end killed (still running) fails saying so.
+   */
+  #watchedSessionEnded(ended: SessionEndedNotification): void {
+    if (this.#link.role !== 'watcher') return;
+    for (const proc of this.#table.live()) {
+      const end = ended.processes.find((p) => p.processId === proc.id);
+      const delivered = sequencerOf(proc).lastDelivered;
+      if (end && end.closed && end.exitCode !== null && end.nextSeq >= 3) {
+        // Output seqs it never read: after what it delivered, before the exit (nextSeq - 2).
+        if (delivered < end.nextSeq - 3) proc.acceptGap(delivered + 1, end.nextSeq - 3);
+        proc.accept({ type: 'exit', seq: end.nextSeq - 2, exitCode: end.exitCode });
+        proc.accept({ type: 'close', seq: end.nextSeq - 1 });
+        continue;
+      }
+      const what = end && end.exitCode !== null ? `after it exited ${end.exitCode}, before its output was all read` : 'while it ran (the end killed it)';
+      failProcess(proc, new OutputLostError(proc.id, delivered + 1, Infinity, `could not be watched further: the session ended (${ended.reason}) ${what}`));
+    }
   }
 
   /** The engine changed state: the client's own consequences, then the public event. */

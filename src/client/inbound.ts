@@ -7,7 +7,7 @@ import { Method, type OutputStream } from '../protocol/types.js';
 import type { ByteArena } from '../util/byte-arena.js';
 import { isLive, outputMemoryOf, sequencerOf, type ExecProcess } from './process/process.js';
 import { outputEvent } from './sequencer.js';
-import { AttachMethod, type SessionWriterNotification } from './attach-wire.js';
+import { AttachMethod, type SessionEndedNotification, type SessionWriterNotification } from './attach-wire.js';
 
 export interface InboundHost {
   /** `fs/missingChanged` arrived for a watch. */
@@ -16,6 +16,8 @@ export interface InboundHost {
   forgottenClose(processId: string, seq: number): void;
   /** Extension `attach`: `session/writer`, this connection is no longer its session's writer. */
   writerChanged?(params: SessionWriterNotification): void;
+  /** Extension `attach`: the watched session ended (`session/ended`). */
+  sessionEnded?(params: SessionEndedNotification): void;
 }
 
 /** What arrived for a process not known yet while held (`hold`): replayed by `release`. */
@@ -138,6 +140,10 @@ export class ProcessTable {
     const p = params as Record<string, unknown>;
     if (method === 'fs/missingChanged') {
       if (typeof p.watchId === 'number') this.host.missingChanged(p.watchId);
+      return;
+    }
+    if (method === AttachMethod.sessionEnded) {
+      if (typeof p.reason === 'string' && Array.isArray(p.processes)) this.host.sessionEnded?.(p as unknown as SessionEndedNotification);
       return;
     }
     if (method === AttachMethod.sessionWriter) {

@@ -177,7 +177,8 @@ export interface SessionWriterNotification {
 export interface SessionEndedNotification {
   /** `closed`: its writer closed it (`session/close`); `expired`: its TTL ran out while detached; `ended`: anything else (the server stops). */
   reason: 'closed' | 'expired' | 'ended';
-  processes: { processId: string; exitCode: number | null; nextSeq: number }[];
+  /** `exitCode` null: it still ran, and the end killed it; `closed`: its close event is `nextSeq - 1` (its exit `nextSeq - 2`). */
+  processes: { processId: string; exitCode: number | null; closed: boolean; nextSeq: number }[];
 }
 
 /** The `tether` member of the `initialize` result: what the server accepted. */

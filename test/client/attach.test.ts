@@ -11,6 +11,7 @@ import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ExecProcess } from '../../src/client/index.js';
+import { sequencerOf } from '../../src/client/process/process.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { ChaosProxy } from '../../src/chaos/index.js';
 
@@ -168,6 +169,44 @@ describe('ExecClient.attach', () => {
       clearInterval(release);
       rmSync(dir, { recursive: true, force: true });
     }
+    await watcher.close();
+  });
+  it('a watcher behind when the writer closes the session is told (session/ended): one gap for exactly the output seqs it never read, then the exit status', async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'ended-behind' });
+    const proc = owner.spawn(['sh', '-c', 'read a; echo first; read b; for i in $(seq 1 200); do printf "%099d\\n" $i; done; exit 6'], { pipeStdin: true });
+    const ownOutput = collect(proc);
+    await new Promise((resolve) => proc.once('spawn', resolve));
+    const held: (() => void)[] = [];
+    let received = '';
+    const sink = new Writable({
+      highWaterMark: 1,
+      write(chunk: Buffer, _encoding, callback) {
+        received += chunk.toString();
+        held.push(() => callback());
+      },
+    });
+    const watcher = await ExecClient.attach(server.url, 'ended-behind', { role: 'watcher', sinks: () => ({ stdout: sink }) });
+    const [v] = watcher.processes();
+    const gaps: { fromSeq: number; toSeq: number }[] = [];
+    v!.on('gap', (g) => gaps.push(g));
+    // The watcher takes the first line into its sink, which stalls: it reads no further.
+    proc.stdin!.write('a\n');
+    await expect.poll(() => received, { timeout: 20_000 }).toBe('first\n');
+    proc.stdin!.write('b\n');
+    expect(await proc.exited).toBe(6);
+    await proc.closed;
+    const expected = 'first\n' + Array.from({ length: 200 }, (_, i) => `${String(i + 1).padStart(99, '0')}\n`).join('');
+    expect(ownOutput()).toBe(expected);
+    // The writer is done and ends the session while the watcher's sink still holds its first write.
+    expect(held.length).toBeLessThanOrEqual(1);
+    await owner.close();
+    expect(await v!.exited).toBe(6);
+    held.splice(0).forEach((cb) => cb());
+    // What it printed is a prefix of the output; the gap is exactly the rest, up to the exit.
+    expect(received).toBe('first\n');
+    expect(gaps).toHaveLength(1);
+    // The writer's last seq is the close; the exit is the one before it.
+    expect(gaps[0]!.toSeq).toBe(sequencerOf(proc).lastDelivered - 2);
     await watcher.close();
   });
 });

@@ -127,7 +127,7 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(second.stderr()).toBe('');
 
     expect(await watcher.closed, watcher.stderr()).toBe(7);
-    expect(lines(watcher.stdout())).toEqual(range(1, 300));
+    expect(lines(watcher.stdout()), watcher.stderr()).toEqual(range(1, 300));
   }, 120_000);
 
   it('the client that started a process is killed -9: the process runs to its end unattached, and tether attach --from-start picks it up', async () => {

@@ -4,6 +4,7 @@
  * long poll, its answer reserved in the send buffer first), `process/write`, `/signal`,
  * `/terminate` and `/resize`.
  */
+import { setTimeout as delay } from 'node:timers/promises';
 import { fileURLToPath } from 'node:url';
 import type { JSONRPCServer } from 'json-rpc-2.0';
 import {
@@ -27,6 +28,7 @@ import type { Logger } from '../../util/logger.js';
 import type { ConnectionContext } from '../connection/index.js';
 import type { ProcessCapacity, DescriptorBudget, MemoryBudget } from '../memory/index.js';
 import { requireProcess, requireReady } from './method-guards.js';
+import { watcherMaxBytes, watcherTurn } from './watcher-turn.js';
 import { listedArgv, logfmtValue, type ServerMonitor, type Session, type SessionLimits } from '../session/index.js';
 import { ManagedProcess, type SpawnSpec } from '../output/index.js';
 
@@ -186,13 +188,23 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
     const afterSeq = p.afterSeq ?? 0;
     const proc = requireProcess(session, p.processId);
     await proc.waitForNews(afterSeq, Math.min(p.waitMs ?? 0, MAX_WAIT_MS), conn.signal);
+    let maxBytes = p.maxBytes ?? null;
+    if (watcher) {
+      // Watchers yield to the writer (watcher-turn.ts): while it streams, a watcher's answer
+      // waits its turn and is small, so a hundred watchers cannot slow the writer's stream.
+      // Streaming: the writer has output of it not yet sent, or sent and not yet acknowledged.
+      const streaming = () => session.attached && (proc.unsent > 0 || proc.unacknowledged > 0);
+      const turn = watcherTurn(streaming());
+      if (turn.waitMs > 0) await delay(turn.waitMs, undefined, { signal: conn.signal }).catch(() => {});
+      maxBytes = watcherMaxBytes(maxBytes, watcherTurn(streaming()));
+    }
     // An answer can carry what the process keeps, up to the read cap (base64: 4/3 of it): a
     // client that asks without reading its answers waits here, so about the high-water mark is
     // queued for it, not one answer per request.
     // Spilled output is read back from disk into the answer too (a watcher's read from seq 0, a reader behind).
-    const answerBytes = Math.min(p.maxBytes ?? Number.POSITIVE_INFINITY, proc.retained + proc.spilled, session.limits.output.readCapBytes);
+    const answerBytes = Math.min(maxBytes ?? Number.POSITIVE_INFINITY, proc.retained + proc.spilled, session.limits.output.readCapBytes);
     await conn.reserveAnswer(ctx, Math.ceil((answerBytes * 4) / 3) + 256);
-    return watcher ? proc.watchRead(afterSeq, p.maxBytes ?? null) : proc.read(afterSeq, p.maxBytes ?? null);
+    return watcher ? proc.watchRead(afterSeq, maxBytes) : proc.read(afterSeq, maxBytes);
   });
 
   rpc.addMethod(Method.processWrite, async (params, { conn }): Promise<ProcessWriteResult> => {

@@ -35,6 +35,8 @@ export type { OutputLimits, SpawnSpec } from './process-spec.js';
 export interface ProcessHost {
   /** A connection is attached and taking output (the initialize answer went out). */
   readonly attached: boolean;
+  /** Connections watch it read-only (extension `attach`): acknowledged output stays readable as history. */
+  readonly watched?: boolean;
   /** The process has something to send: put it in the send rotation. */
   outputReady(proc: ManagedProcess): void;
   processClosed(proc: ManagedProcess): void;
@@ -265,9 +267,13 @@ export class ManagedProcess {
     this.updateFlow();
     if (this.log.fullyAcknowledged) {
       // Its output is of no use any more: free it now. The rest (exit code, the writeIds that
-      // make a re-sent write idempotent) is small and stays for the closed retention.
-      this.log.dropHistory();
-      this.arena.dispose(); // no more output will come: no block to keep for it
+      // make a re-sent write idempotent) is small and stays for the closed retention. While
+      // watchers follow the session (extension `attach`) its history stays theirs to read,
+      // within --output-retention, for the closed retention.
+      if (!this.host.watched) {
+        this.log.dropHistory();
+        this.arena.dispose(); // no more output will come: no block to keep for it
+      }
       this.updateFlow();
       this.host.processDone(this);
     }
@@ -356,7 +362,12 @@ export class ManagedProcess {
    */
   watchRead(afterSeq: number, maxBytes: number | null): ProcessReadResult {
     const { gap, ...answer } = this.log.watch(afterSeq, maxBytes, this.limits.readCapBytes);
-    const result = processReadResult(answer, this.log.exitSeq !== null, this);
+    // An answer cut short (maxBytes, the read cap, a watcher's turn) says nothing of the end
+    // yet: its `nextSeq` is where it stopped, not the close's successor.
+    const complete = answer.nextSeq >= this.log.next;
+    const result = complete
+      ? processReadResult(answer, this.log.exitSeq !== null, this)
+      : processReadResult(answer, false, { exitCode: null, closed: false, failure: this.failure });
     if (gap) result.gap = { firstSeq: gap.first, lastSeq: gap.last };
     return result;
   }

@@ -393,7 +393,7 @@ export class Session implements ProcessHost {
   /** Kills every process of the session, and everything they started, and forgets it. */
   expire(reason: SessionEndedNotification['reason'] = 'ended'): void {
     // What its watchers are told: each process as it stands before the end kills it.
-    const processes = this.watcherLinks.size > 0 && !this.expired ? [...this.processes.values()].map((proc) => ({ processId: proc.id, exitCode: proc.exitCode, nextSeq: proc.nextSeq })) : [];
+    const processes = this.watcherLinks.size > 0 && !this.expired ? [...this.processes.values()].map((proc) => ({ processId: proc.id, exitCode: proc.exitCode, closed: proc.closed, nextSeq: proc.nextSeq })) : [];
     const ended = this.end((proc) => {
       proc.killTree();
       proc.release();
@@ -446,6 +446,10 @@ export class Session implements ProcessHost {
 
   get attached(): boolean {
     return this.link !== null;
+  }
+
+  get watched(): boolean {
+    return this.watcherLinks.size > 0;
   }
 
   outputHeldChanged(delta: number): void {

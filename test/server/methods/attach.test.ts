@@ -263,7 +263,7 @@ describe('attach', () => {
     await writer.c.request('session/close', {});
     // Output 1, exit 2, close 3: the watcher read nothing, so seqs 1..3 are what it missed.
     const ended = await watcher.c.waitFor((f) => f.method === 'session/ended', 10_000, true);
-    expect(ended.params).toEqual({ reason: 'closed', processes: [{ processId: 'p', exitCode: 3, nextSeq: 4 }] });
+    expect(ended.params).toEqual({ reason: 'closed', processes: [{ processId: 'p', exitCode: 3, closed: true, nextSeq: 4 }] });
     expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
     const after = await open({ attach: { session: 'short', role: 'watcher' } });
     expect(after.result.error).toEqual({ code: -32600, message: Messages.unknownSession('short') });
@@ -291,7 +291,7 @@ describe('attach', () => {
     const watcher = await open({ attach: { session: 'ttl', role: 'watcher' } });
     await writer.c.drop();
     const ended = await watcher.c.waitFor((f) => f.method === 'session/ended', 10_000, true);
-    expect(ended.params).toEqual({ reason: 'expired', processes: [{ processId: 'cat', exitCode: null, nextSeq: 1 }] });
+    expect(ended.params).toEqual({ reason: 'expired', processes: [{ processId: 'cat', exitCode: null, closed: false, nextSeq: 1 }] });
     expect(await watcher.c.closed).toEqual({ code: 1000, reason: 'session ended' });
   });
 
