@@ -15,7 +15,7 @@
  * the writer: their ratio is what serving a hundred copies costs, not a pause.
  *
  * `node --import tsx bench/watchers.ts` (after `npm run build`); knobs BENCH_WATCHERS_MIB
- * (256), BENCH_WATCHERS_HUNDRED_MIB (16), BENCH_WATCHERS_ROUNDS (3), BENCH_WATCHERS_COUNT (100).
+ * (256), BENCH_WATCHERS_HUNDRED_MIB (128), BENCH_WATCHERS_ROUNDS (3), BENCH_WATCHERS_COUNT (100).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { randomUUID } from 'node:crypto';
@@ -26,7 +26,7 @@ import { readMemory, RssSampler } from './lib/rss.js';
 import { exitCleanlyOnSignalsAndCrashes, startTetherProcess, type BenchServer } from './lib/servers.js';
 
 const MIB = Number(process.env.BENCH_WATCHERS_MIB ?? 256);
-const HUNDRED_MIB = Number(process.env.BENCH_WATCHERS_HUNDRED_MIB ?? 16);
+const HUNDRED_MIB = Number(process.env.BENCH_WATCHERS_HUNDRED_MIB ?? 128);
 const ROUNDS = Number(process.env.BENCH_WATCHERS_ROUNDS ?? 3);
 const COUNT = Number(process.env.BENCH_WATCHERS_COUNT ?? 100);
 const repoRoot = fileURLToPath(new URL('../', import.meta.url));

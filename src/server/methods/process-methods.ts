@@ -194,7 +194,7 @@ export function registerProcessMethods(rpc: JSONRPCServer<ConnectionContext>, st
       // waits its turn and is small, so a hundred watchers cannot slow the writer's stream.
       // Streaming: the writer has output of it not yet sent, or sent and not yet acknowledged.
       const streaming = () => session.attached && (proc.unsent > 0 || proc.unacknowledged > 0);
-      const turn = watcherTurn(streaming());
+      const turn = watcherTurn(streaming(), session.watchers);
       if (turn.waitMs > 0) await delay(turn.waitMs, undefined, { signal: conn.signal }).catch(() => {});
       maxBytes = watcherMaxBytes(maxBytes, watcherTurn(streaming()));
     }

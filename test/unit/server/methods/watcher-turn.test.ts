@@ -10,6 +10,12 @@ describe('a watcher’s turn', () => {
     expect(watcherMaxBytes(8 * 1024 * 1024, turn)).toBe(WATCHER_BUSY_BYTES);
     expect(watcherMaxBytes(100, turn)).toBe(100);
   });
+  it('more watchers share the turn: each waits longer, so together they take about as much as eight', () => {
+    expect(watcherTurn(true, 8).waitMs).toBe(WATCHER_YIELD_MS);
+    expect(watcherTurn(true, 9).waitMs).toBe(2 * WATCHER_YIELD_MS);
+    expect(watcherTurn(true, 100).waitMs).toBe(13 * WATCHER_YIELD_MS);
+    expect(watcherTurn(false, 100).waitMs).toBe(0);
+  });
   it('a writer caught up (or none): at once, the read’s own maxBytes', () => {
     const turn = watcherTurn(false);
     expect(turn).toEqual({ waitMs: 0, capBytes: null });
