@@ -212,6 +212,14 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
   const restoreTerminal = wireStdin(proc, options.tty);
   const releaseSignals = forwardSignals(proc, options.tty);
   const releaseSize = options.tty ? followTerminalSize(proc) : () => {};
+  // Another attachment took the session (`tether attach --take`): this one watches on, and
+  // says so; what is typed here (and Ctrl-C) no longer reaches the command.
+  client.once('writer-lost', () => {
+    say("this session was taken by another attachment (tether attach --take): watching on; this terminal's input and signals no longer reach the command");
+    restoreTerminal();
+    releaseSignals();
+    releaseSize();
+  });
   try {
     const code = await Promise.race([brokenPipe, proc.closed.then(() => proc.exitCode ?? 0, (err: unknown) => failureCode(err, options))]);
     if (code === BROKEN_PIPE) return EXIT_BROKEN_PIPE;

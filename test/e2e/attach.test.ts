@@ -13,6 +13,8 @@
  * - three watchers and one writer on `cat`: a line the writer types reaches all four; a
  *   watcher's write is refused with a clear error (the library's handle, and the server to a
  *   raw request); `--take` moves the writer and the old one is told, and watches on.
+ * - `tether exec --name` whose session is taken says so, stops sending its input, and
+ *   watches on to the exit.
  */
 import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
@@ -228,4 +230,38 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(second.code, second.stderr).toBe(2);
     expect(second.stdout).toBe('b1\nb2\nb3\n');
   }, 120_000);
+  it('tether exec whose session is taken (tether attach --take) says so, stops sending its input, and watches on to the exit', async () => {
+    const server = await startServerProcess({ user });
+    cleanups.push(() => server.dispose());
+    const exec = spawnTether(['exec', '--url', server.url, '--name', 'ex', '--', 'cat'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    cleanups.push(() => {
+      if (exec.exitCode === null && exec.signalCode === null) exec.kill('SIGKILL');
+    });
+    let out = '';
+    let err = '';
+    const seen = (test: () => boolean) =>
+      new Promise<void>((resolve) => {
+        const check = () => test() && resolve();
+        exec.stdout!.on('data', check);
+        exec.stderr!.on('data', check);
+        check();
+      });
+    exec.stdout!.on('data', (d: Buffer) => (out += d.toString()));
+    exec.stderr!.on('data', (d: Buffer) => (err += d.toString()));
+    const execClosed = new Promise<number | null>((resolve) => exec.once('close', (code) => resolve(code)));
+    exec.stdin!.write('one\n');
+    await seen(() => out === 'one\n');
+    const taker = attach(['--url', server.url, '--take', 'ex']);
+    await seen(() => err.includes('taken by another attachment'));
+    // Its input no longer reaches cat: only the taker's does.
+    exec.stdin!.write('two\n');
+    taker.child.stdin!.write('three\n');
+    await taker.until((o) => o.includes('three\n'));
+    await seen(() => out.includes('three\n'));
+    expect(taker.stdout()).not.toContain('two');
+    expect(out).toBe('one\nthree\n');
+    taker.child.stdin!.end();
+    expect(await taker.closed, taker.stderr()).toBe(0);
+    expect(await execClosed, err).toBe(0);
+  }, 60_000);
 });
