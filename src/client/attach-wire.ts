@@ -17,38 +17,9 @@ export const AttachMethod = {
   sessionEnded: 'session/ended',
 } as const;
 
-export type AttachRole = 'writer' | 'watcher';
-
-/** `tether.attach` in `initialize`. */
-export interface AttachRequest {
-  /** The session's full id, or its name. */
-  session: string;
-  role: AttachRole;
-  take?: boolean;
-}
-
-/** One process of an attached session, as the `initialize` answer (and `session/watch`) lists it. */
-export interface AttachedProcess {
-  processId: string;
-  argv: string[];
-  tty: boolean;
-  state: 'running' | 'exited';
-  exitCode: number | null;
-  /** The seq the process's next event will have. */
-  nextSeq: number;
-  /** What the session's writer last acknowledged (`tether attach` takes up after it). */
-  ackedSeq: number;
-  /** Extension `binaryOutput`: the handle its frames carry (chosen by the client that started it). */
-  handle?: number;
-}
-
-/** `tether.attached` of the `initialize` answer. */
-export interface AttachedSession {
-  sessionId: string;
-  name?: string;
-  role: AttachRole;
-  processes: AttachedProcess[];
-}
+// The shapes the server answers with are the protocol's own (src/protocol/extensions.ts).
+export type { AttachedProcess, AttachedSession, AttachRequest, AttachRole, SessionEndedNotification } from '../protocol/extensions.js';
+export { invalidSessionName } from '../protocol/extensions.js';
 
 /** `session/writer`: this connection is no longer its session's writer (`reason` "taken"). */
 export interface SessionWriterNotification {
@@ -56,21 +27,8 @@ export interface SessionWriterNotification {
   reason?: string;
 }
 
-/** `session/ended`: the watched session ended; each process's exit code (null: killed by the end), whether it closed, its next seq. */
-export interface SessionEndedNotification {
-  reason: string;
-  processes: { processId: string; exitCode: number | null; closed: boolean; nextSeq: number }[];
-}
-
 /** A process/read answer under `attach` may say the seqs it will never return (evicted history). */
 export interface ReadGap {
   firstSeq: number;
   lastSeq: number;
-}
-
-/** A session name: 1..64 of `[A-Za-z0-9._-]`, not shaped like a UUID (those are ids). */
-export function invalidSessionName(name: string): string | null {
-  if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) return 'must be 1..64 characters of A-Z a-z 0-9 . _ -';
-  if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(name)) return 'must not look like a session id (a UUID)';
-  return null;
 }

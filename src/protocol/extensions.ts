@@ -121,6 +121,13 @@ export interface TetherInitialize {
   attach?: AttachRequest | null;
 }
 
+/** Why `name` cannot name a session (extension `attach`): 1..64 of `[A-Za-z0-9._-]`, never UUID-shaped (an id); null when it can. */
+export function invalidSessionName(name: string): string | null {
+  if (!/^[A-Za-z0-9._-]{1,64}$/.test(name)) return 'must be 1 to 64 characters of A-Z a-z 0-9 . _ -';
+  if (/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(name)) return 'must not look like a session id (a UUID)';
+  return null;
+}
+
 /** `tether.attach` of `initialize` (extension `attach`). */
 export interface AttachRequest {
   /** The session's full id, or its name. */

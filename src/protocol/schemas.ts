@@ -4,6 +4,7 @@
  */
 import { z } from 'zod';
 import { invalidParams } from './errors.js';
+import { invalidSessionName } from './extensions.js';
 import { formatZodIssues } from '../util/zod-issues.js';
 
 /** The `tether` member of `initialize` params (protocol/extensions.ts). Unknown extension names are ignored, not refused. */
@@ -17,8 +18,10 @@ export const TetherInitializeSchema = z.object({
   /** `attach`: a new session's name: 1..64 of `[A-Za-z0-9._-]`, never UUID-shaped (so it cannot be taken for an id). */
   name: z
     .string()
-    .regex(/^[A-Za-z0-9._-]{1,64}$/, { message: 'must be 1 to 64 characters of A-Z a-z 0-9 . _ -' })
-    .refine((s) => !/^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i.test(s), { message: 'must not look like a session id (a UUID)' })
+    .superRefine((s, ctx) => {
+      const why = invalidSessionName(s);
+      if (why) ctx.addIssue({ code: 'custom', message: why });
+    })
     .nullish(),
   /** `attach`: attach to a session by id or name, as its writer or a watcher. */
   attach: z

@@ -25,6 +25,7 @@ import { checkKeptFs } from '../fs/index.js';
 import type { KeptFsRecord } from '../backend/index.js';
 import type { SessionLimits } from '../session/index.js';
 import { stderrLogger, type Logger } from '../../util/logger.js';
+import { invalidSessionName } from '../../protocol/index.js';
 
 /** One process of a session record. */
 export interface SessionProcessRecord {
@@ -302,7 +303,7 @@ export function parseRecord(value: unknown): SessionRecord {
   }
   if (!Number.isSafeInteger(r.nextHandle) || (r.nextHandle as number) < 1) fail('nextHandle');
   if (typeof r.createdAt !== 'number' || !Number.isFinite(r.createdAt)) fail('createdAt');
-  if (r.name !== undefined && (typeof r.name !== 'string' || !/^[A-Za-z0-9._-]{1,64}$/.test(r.name))) fail('name');
+  if (r.name !== undefined && (typeof r.name !== 'string' || invalidSessionName(r.name) !== null)) fail('name');
   if (!Array.isArray(r.processes)) fail('processes');
   for (const p of r.processes as Array<Record<string, unknown>>) {
     const ok =

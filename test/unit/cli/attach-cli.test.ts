@@ -56,7 +56,7 @@ describe('tether exec --detach --name', () => {
   });
 
   it('refuses a malformed name and a UUID-shaped one', () => {
-    expect(() => parseRemoteArgs(['--detach', '--name', 'a b', 'x'], {})).toThrow(/--name must be 1\.\.64 characters/);
+    expect(() => parseRemoteArgs(['--detach', '--name', 'a b', 'x'], {})).toThrow(/--name must be 1 to 64 characters/);
     expect(() => parseRemoteArgs(['--detach', '--name', '3f2a0c4e-1b2c-4d5e-8f90-0123456789ab', 'x'], {})).toThrow(/must not look like a session id/);
     expect(parseRemoteArgs(['--name', 'build', 'x'], {})).toMatchObject({ name: 'build', command: ['x'] });
   });
