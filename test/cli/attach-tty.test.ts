@@ -10,6 +10,7 @@ import { startServer, type TetherServer } from '../../src/server/index.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
 import { requireProgram } from '../helpers/prerequisites.js';
 import { TETHER_BIN } from '../helpers/serve-process.js';
+import { processesWithMarker } from '../helpers/server-process.js';
 
 describe('tether attach in a real terminal (tmux)', () => {
   const socket = `tether-attach-test-${process.pid}`;
@@ -41,8 +42,14 @@ describe('tether attach in a real terminal (tmux)', () => {
     tmux('send-keys', '-t', 'a1', 'stty size', 'Enter');
     await expect.poll(screen, { timeout: 10_000 }).toMatch(/^40 150$/m);
     // Ctrl-C is a key for the remote terminal: it interrupts the remote sleep, not tether.
-    tmux('send-keys', '-t', 'a1', 'sleep 300', 'Enter');
+    const nap = `${300 + Math.floor(Math.random() * 100_000)}`;
+    tmux('send-keys', '-t', 'a1', `sleep ${nap}`, 'Enter');
+    // By events: the remote sleep runs, then the interrupt; an interrupt flushes what was typed
+    // ahead (the terminal's line discipline), so the next line waits for the shell's new prompt.
+    await expect.poll(() => processesWithMarker(nap, 'sleep').length, { timeout: 10_000 }).toBe(1);
     tmux('send-keys', '-t', 'a1', 'C-c');
+    await expect.poll(() => processesWithMarker(nap, 'sleep').length, { timeout: 10_000 }).toBe(0);
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/\^C\s*\n[$#] ?$/m);
     tmux('send-keys', '-t', 'a1', 'echo after-int-$((6*7))', 'Enter');
     await expect.poll(screen, { timeout: 10_000 }).toMatch(/after-int-42$/m);
     // A ~ in the middle of a line is a key like any other.
