@@ -31,14 +31,15 @@ describe('tether attach in a real terminal (tmux)', () => {
     await server.close();
   });
 
-  it('raw keys and size to a tty process; ~. after a newline detaches, exit 0, and the shell runs on', async () => {
-    const started = await runTether(['exec', '--url', server.url, '--detach', '--tty', '--name', 'term', '--', 'sh']);
+  it('bash -i detached: raw keys and size; ~. after a newline detaches, exit 0; the shell runs on, and the next attach finds its history', async () => {
+    // An interactive bash without rc files: its prompt is `bash-N.N# ` (or `$ `), its history in memory.
+    const started = await runTether(['exec', '--url', server.url, '--detach', '--tty', '--name', 'term', '--', 'bash', '--norc', '--noprofile', '-i']);
     expect(started.code, started.stderr).toBe(0);
     const attachCommand = [process.execPath, TETHER_BIN, 'attach', '--url', server.url, 'term'].map((a) => `'${a}'`).join(' ');
     // The pane outlives tether attach, to show how it ended.
     tmux('new-session', '-d', '-s', 'a1', '-x', '150', '-y', '40', `sh -c "${attachCommand.replace(/"/g, '\\"')}; echo attach-exit=\\$?; sleep 600"`);
     const screen = () => tmux('capture-pane', '-p', '-t', 'a1');
-    await expect.poll(screen, { timeout: 30_000 }).toMatch(/^[$#] ?$/m);
+    await expect.poll(screen, { timeout: 30_000 }).toMatch(/[$#] ?$/m);
     tmux('send-keys', '-t', 'a1', 'stty size', 'Enter');
     await expect.poll(screen, { timeout: 10_000 }).toMatch(/^40 150$/m);
     // Ctrl-C is a key for the remote terminal: it interrupts the remote sleep, not tether.
@@ -49,7 +50,7 @@ describe('tether attach in a real terminal (tmux)', () => {
     await expect.poll(() => processesWithMarker(nap, 'sleep').length, { timeout: 10_000 }).toBe(1);
     tmux('send-keys', '-t', 'a1', 'C-c');
     await expect.poll(() => processesWithMarker(nap, 'sleep').length, { timeout: 10_000 }).toBe(0);
-    await expect.poll(screen, { timeout: 10_000 }).toMatch(/\^C\s*\n[$#] ?$/m);
+    await expect.poll(screen, { timeout: 10_000 }).toMatch(/\^C\s*\n\S*[$#] ?$/m);
     tmux('send-keys', '-t', 'a1', 'echo after-int-$((6*7))', 'Enter');
     await expect.poll(screen, { timeout: 10_000 }).toMatch(/after-int-42$/m);
     // A ~ in the middle of a line is a key like any other.
@@ -64,6 +65,9 @@ describe('tether attach in a real terminal (tmux)', () => {
     const screen2 = () => tmux('capture-pane', '-p', '-t', 'a2');
     tmux('send-keys', '-t', 'a2', 'clear; stty size', 'Enter');
     await expect.poll(screen2, { timeout: 30_000 }).toMatch(/^30 100$/m);
+    // The same shell: the history typed in the first attach is there.
+    tmux('send-keys', '-t', 'a2', 'history', 'Enter');
+    await expect.poll(screen2, { timeout: 10_000 }).toMatch(/^\s*\d+\s+echo x~\.y$/m);
     tmux('send-keys', '-t', 'a2', 'exit 5', 'Enter');
     await expect.poll(screen2, { timeout: 10_000 }).toMatch(/^attach-exit=5$/m);
   }, 120_000);
