@@ -18,7 +18,7 @@
 import { readFile } from 'node:fs/promises';
 import { fileURLToPath } from 'node:url';
 import type { EnvironmentInfo, EnvPolicy } from '../protocol/types.js';
-import { invalidSessionName } from '../client/attach-wire.js';
+import { invalidSessionName } from '../client/attach/attach-wire.js';
 import { parseDuration, parseSize } from './units.js';
 import { printHelp, reportUsageError, UsageError } from './usage.js';
 

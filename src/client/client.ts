@@ -30,8 +30,8 @@ import { OutcomeUnknownError } from './fs/errors.js';
 import { ProcessTable } from './inbound.js';
 import type { AttachOptions, ExecClientOptions, SpawnOptions } from './options.js';
 import { adoptProcess, ExecProcess, failProcess, isLive, isStarted, outputStreamsOf, sequencerOf } from './process/process.js';
-import { invalidSessionName, type AttachedProcess, type AttachRequest, type AttachRole, type SessionEndedNotification } from './attach-wire.js';
-import { followByReads, readOnlyReason, ReadOnlyHost } from './watch.js';
+import { invalidSessionName, type AttachedProcess, type AttachRequest, type AttachRole, type SessionEndedNotification } from './attach/attach-wire.js';
+import { followByReads, readOnlyReason, ReadOnlyHost } from './attach/watch.js';
 import { ProcessOps } from './process/process-ops.js';
 import { SessionLink } from './session-link.js';
 

@@ -7,7 +7,7 @@ import { Method, type OutputStream } from '../protocol/types.js';
 import type { ByteArena } from '../util/byte-arena.js';
 import { isLive, outputMemoryOf, sequencerOf, type ExecProcess } from './process/process.js';
 import { outputEvent } from './sequencer.js';
-import { AttachMethod, type SessionEndedNotification, type SessionWriterNotification } from './attach-wire.js';
+import { AttachMethod, type SessionEndedNotification, type SessionWriterNotification } from './attach/attach-wire.js';
 
 export interface InboundHost {
   /** `fs/missingChanged` arrived for a watch. */

@@ -5,7 +5,7 @@
 export { ExecClient } from './client.js';
 export type { ClientState, ExecClientEventMap, RecoveredEvent, RestartingEvent, SessionKeep, StateChange } from './client.js';
 export type { AttachOptions, ExecClientOptions, SpawnOptions } from './options.js';
-export type { AttachedProcess, AttachRole } from './attach-wire.js';
+export type { AttachedProcess, AttachRole } from './attach/attach-wire.js';
 export { ExecProcess } from './process/process.js';
 export { RemoteFs, RemoteFileHandle, RemoteFsError, OutcomeUnknownError } from './fs/fs.js';
 export type { PathLike, RemoteStats, RemoteDirent, WalkOptions, WalkResult } from './fs/fs.js';

@@ -9,7 +9,7 @@ import type { ExtensionName } from '../protocol/extensions.js';
 import type { EnvPolicy } from '../protocol/types.js';
 import type { Logger } from '../util/logger.js';
 import type { TrustedCa } from './connection.js';
-import type { AttachedProcess } from './attach-wire.js';
+import type { AttachedProcess } from './attach/attach-wire.js';
 
 export interface ExecClientOptions {
   /** Bearer token for the WebSocket upgrade. */

@@ -20,7 +20,7 @@ import type { ExecClientOptions } from './options.js';
 import { failProcess, isLive, isStarted, mergeRead, sequencerOf, type ExecProcess } from './process/process.js';
 import { STILL_STARTING_MS } from './process/process-ops.js';
 import { speaksTls } from './tls-probe.js';
-import { ATTACH_EXTENSION, type AttachedSession, type AttachRequest, type AttachRole } from './attach-wire.js';
+import { ATTACH_EXTENSION, type AttachedSession, type AttachRequest, type AttachRole } from './attach/attach-wire.js';
 
 const DEFAULT_DEADLINE_MS = 25_000;
 const DEFAULT_KEEPALIVE_TIMEOUT_MS = 10_000;

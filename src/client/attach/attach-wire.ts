@@ -18,8 +18,8 @@ export const AttachMethod = {
 } as const;
 
 // The shapes the server answers with are the protocol's own (src/protocol/extensions.ts).
-export type { AttachedProcess, AttachedSession, AttachRequest, AttachRole, SessionEndedNotification } from '../protocol/extensions.js';
-export { invalidSessionName } from '../protocol/extensions.js';
+export type { AttachedProcess, AttachedSession, AttachRequest, AttachRole, SessionEndedNotification } from '../../protocol/extensions.js';
+export { invalidSessionName } from '../../protocol/extensions.js';
 
 /** `session/writer`: this connection is no longer its session's writer (`reason` "taken"). */
 export interface SessionWriterNotification {

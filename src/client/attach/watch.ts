@@ -6,10 +6,10 @@
  * `ReadOnlyHost` is a watcher handle's host: everything but reading throws a clear error.
  */
 import { Writable, type Readable } from 'node:stream';
-import { Method, type ProcessReadResult, type SignalName } from '../protocol/types.js';
-import { isUnknownProcess } from './error-text.js';
-import { OutputLostError } from './errors.js';
-import { failProcess, isLive, mergeRead, outputStreamsOf, sequencerOf, type ExecProcess, type ProcessHost } from './process/process.js';
+import { Method, type ProcessReadResult, type SignalName } from '../../protocol/types.js';
+import { isUnknownProcess } from '../error-text.js';
+import { OutputLostError } from '../errors.js';
+import { failProcess, isLive, mergeRead, outputStreamsOf, sequencerOf, type ExecProcess, type ProcessHost } from '../process/process.js';
 
 /** How long one read waits for news on the server (a long-poll; the answer comes at once when there is some). */
 export const WATCH_WAIT_MS = 10_000;
