@@ -13,7 +13,8 @@
  * This class is the facade; each job is its own module: session-link.ts (first connect,
  * resume, catch-up), process-ops.ts (per-process requests on retry.ts's `retryOnLoss`),
  * inbound.ts (routing frames to processes), flow.ts (Codex flow control), error-text.ts
- * (the server texts the client must read); options.ts holds what `connect` and `spawn` are given.
+ * (the server texts the client must read), attach/ (extension `attach`: an attached session's
+ * handles); options.ts holds what `connect` and `spawn` are given.
  */
 
 import { EventEmitter } from 'node:events';
@@ -25,13 +26,13 @@ import { Acknowledger } from './acks.js';
 import { isEnded, type EngineState, type RecoveredEvent, type RestartingEvent, type StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
 import { RemoteFs } from './fs/fs.js';
-import { ConnectionLostError, OutputLostError } from './errors.js';
+import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError } from './fs/errors.js';
 import { ProcessTable } from './inbound.js';
 import type { AttachOptions, ExecClientOptions, SpawnOptions } from './options.js';
-import { adoptProcess, ExecProcess, failProcess, isLive, isStarted, outputStreamsOf, sequencerOf } from './process/process.js';
-import { invalidSessionName, type AttachedProcess, type AttachRequest, type AttachRole, type SessionEndedNotification } from './attach/attach-wire.js';
-import { followByReads, readOnlyReason, ReadOnlyHost } from './attach/watch.js';
+import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process/process.js';
+import { invalidSessionName, type AttachRequest, type AttachRole } from './attach/attach-wire.js';
+import { Attachment, attachRequest } from './attach/attachment.js';
 import { ProcessOps } from './process/process-ops.js';
 import { SessionLink } from './session-link.js';
 
@@ -91,15 +92,13 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
   #envInfoPromise: Promise<EnvironmentInfo> | undefined;
   #closing = false;
   #keep: SessionKeep | null = null;
-  /** Extension `attach`: the handles of the attached session's processes (in the server's order). */
-  #attachedHandles: ExecProcess[] = [];
-  /** Extension `attach`: handles followed by `process/read` (a watcher's, or a writer's after its session was taken). */
-  readonly #following = new Set<ExecProcess>();
+  /** Extension `attach`: the attached session's handles, and what becomes of them (attach/attachment.ts). */
+  readonly #attachment: Attachment;
 
   private constructor(
     readonly url: string,
     options: ExecClientOptions,
-    attach?: { request: AttachRequest; options: AttachOptions },
+    attachAs?: AttachRequest,
   ) {
     super();
     this.#options = options;
@@ -123,12 +122,12 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
         if (this.#link.acks) this.#acknowledger.consumed(processId, seq, 0, true);
       },
       writerChanged: ({ writer, reason }) => {
-        if (!writer) this.#writerLost(reason ?? 'taken');
+        if (!writer) this.#attachment.writerLost(reason ?? 'taken');
       },
-      sessionEnded: (ended) => this.#watchedSessionEnded(ended),
+      sessionEnded: (ended) => this.#attachment.sessionEnded(ended),
     });
     const table = this.#table;
-    if (attach) this.#table.hold();
+    if (attachAs) this.#table.hold();
     const link = (this.#link = new SessionLink(url, options, {
       processes: () => table.all(),
       forgotten: () => table.forgotten(),
@@ -145,7 +144,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
         }
       },
       retry: (attempt, error) => this.emit('retry', { attempt, error }),
-    }, attach?.request));
+    }, attachAs));
     this.#flow = new CodexFlow({
       limit: options.outputHighWaterMark,
       acks: () => link.acks,
@@ -171,6 +170,18 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       this.#acknowledger,
     );
     const client = this;
+    this.#attachment = new Attachment({
+      get role() {
+        return link.role;
+      },
+      set role(role) {
+        link.role = role;
+      },
+      table,
+      ops: this.#ops,
+      sessionLabel: () => this.sessionName ?? this.sessionId.slice(0, 8),
+      writerLost: (reason) => this.emit('writer-lost', { reason }),
+    });
     this.fs = new RemoteFs({
       requestOnce: async (method, params) => (await link.ready()).request(method, params),
       get extensions() {
@@ -214,15 +225,11 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
    * `SessionLostError('auth')`, like `connect`.
    */
   static async attach(url: string, target: string, options: AttachOptions = {}): Promise<ExecClient> {
-    if (typeof target !== 'string' || target === '') throw new TypeError('ExecClient.attach: target must be a session id or name');
-    const role: AttachRole = options.role ?? 'writer';
-    if (role !== 'writer' && role !== 'watcher') throw new TypeError(`ExecClient.attach: role must be 'writer' or 'watcher' (got ${String(role)})`);
-    const request: AttachRequest = { session: target, role, ...(options.take ? { take: true } : {}) };
-    const { role: _role, take: _take, fromStart: _fromStart, sinks: _sinks, ...connectOptions } = options;
-    const client = new ExecClient(url, connectOptions, { request, options });
+    const { request, connectOptions } = attachRequest(target, options);
+    const client = new ExecClient(url, connectOptions, request);
     await client.#link.firstConnect();
     // Once connected (requests can go out): the handles, fed what arrived for them meanwhile.
-    client.#adoptAll(client.#link.attached?.processes ?? [], options);
+    client.#attachment.adoptAll(client.#link.attached?.processes ?? [], options);
     // Aborting leaves the session as it found it: running, detached.
     options.signal?.addEventListener('abort', () => void client.detach(), { once: true });
     return client;
@@ -240,7 +247,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
 
   /** Extension `attach`: the handles of the attached session's processes (those it had when this client attached). */
   processes(): ExecProcess[] {
-    return [...this.#attachedHandles];
+    return this.#attachment.handles;
   }
 
   get state(): ClientState {
@@ -390,87 +397,6 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     }
     engine.fail('closed');
     connection?.close();
-  }
-
-  /** Handles for the attached session's processes, fed what arrived for them meanwhile. */
-  #adoptAll(processes: AttachedProcess[], options: AttachOptions): void {
-    const watcher = this.#link.role === 'watcher';
-    const sessionLabel = () => this.sessionName ?? this.sessionId.slice(0, 8);
-    const readOnly = new ReadOnlyHost(sessionLabel);
-    for (const p of processes) {
-      if (typeof p?.processId !== 'string' || this.#table.has(p.processId)) continue;
-      const sinks = options.sinks?.(p, processes);
-      const proc = new ExecProcess(
-        p.processId,
-        Array.isArray(p.argv) ? p.argv : [],
-        {
-          tty: p.tty === true,
-          pipeStdin: !watcher,
-          stdoutSink: sinks?.stdout,
-          stderrSink: sinks?.stderr,
-          ...(watcher ? { readOnly: readOnlyReason(p.processId, sessionLabel(), 'write to its stdin') } : {}),
-        },
-        watcher ? readOnly : this.#ops,
-      );
-      this.#table.adopt(proc, watcher ? undefined : p.handle);
-      proc.once('close', () => this.#table.forget(proc));
-      proc.closed.catch(() => this.#table.forget(proc));
-      const acked = Math.max(0, Math.floor(p.ackedSeq ?? 0));
-      if (!options.fromStart && p.state === 'exited' && typeof p.exitCode === 'number' && acked >= p.nextSeq - 1) {
-        // Its writer took everything, the close included: nothing more will come for it, so
-        // the handle ends here, with its exit status.
-        adoptProcess(proc, Math.max(0, p.nextSeq - 3));
-        proc.accept({ type: 'exit', seq: Math.max(1, p.nextSeq - 2), exitCode: p.exitCode });
-        proc.accept({ type: 'close', seq: Math.max(2, p.nextSeq - 1) });
-      } else {
-        adoptProcess(proc, options.fromStart ? 0 : acked);
-      }
-      this.#attachedHandles.push(proc);
-    }
-    this.#table.release();
-    for (const proc of this.#attachedHandles) {
-      // A watcher pulls everything; a writer is pushed what its session holds unacknowledged
-      // (from `ackedSeq` on) and, from the start, reads what came before that.
-      if (watcher) this.#follow(proc);
-      else if (options.fromStart) this.#ops.fillHole(proc);
-    }
-  }
-
-  /** Follows `proc` by reads (once), until it closes or fails. */
-  #follow(proc: ExecProcess): void {
-    if (this.#following.has(proc) || !isLive(proc)) return;
-    this.#following.add(proc);
-    void followByReads(proc, (method, params) => this.#ops.call(method, params)).finally(() => this.#following.delete(proc));
-  }
-
-  /** `session/writer {writer: false}`: another attachment took the session; this client watches on. */
-  #writerLost(reason: string): void {
-    if (this.#link.role === 'watcher') return;
-    this.#link.role = 'watcher';
-    for (const proc of this.#table.live()) this.#follow(proc);
-    this.emit('writer-lost', { reason });
-  }
-
-  /**
-   * `session/ended` (a watcher): the session is gone, and with it what this client did not
-   * read. Each handle still live says exactly what it missed, as a 'gap', then ends with its
-   * exit status; one whose process the end killed (still running) fails saying so.
-   */
-  #watchedSessionEnded(ended: SessionEndedNotification): void {
-    if (this.#link.role !== 'watcher') return;
-    for (const proc of this.#table.live()) {
-      const end = ended.processes.find((p) => p.processId === proc.id);
-      const delivered = sequencerOf(proc).lastDelivered;
-      if (end && end.closed && end.exitCode !== null && end.nextSeq >= 3) {
-        // Output seqs it never read: after what it delivered, before the exit (nextSeq - 2).
-        if (delivered < end.nextSeq - 3) proc.acceptGap(delivered + 1, end.nextSeq - 3);
-        proc.accept({ type: 'exit', seq: end.nextSeq - 2, exitCode: end.exitCode });
-        proc.accept({ type: 'close', seq: end.nextSeq - 1 });
-        continue;
-      }
-      const what = end && end.exitCode !== null ? `after it exited ${end.exitCode}, before its output was all read` : 'while it ran (the end killed it)';
-      failProcess(proc, new OutputLostError(proc.id, delivered + 1, Infinity, `could not be watched further: the session ended (${ended.reason}) ${what}`));
-    }
   }
 
   /** The engine changed state: the client's own consequences, then the public event. */
