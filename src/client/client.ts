@@ -21,7 +21,7 @@ import { EventEmitter } from 'node:events';
 import { randomUUID } from 'node:crypto';
 import type { ExtensionName } from '../protocol/extensions.js';
 import { Method, type EnvironmentInfo, type ProcessStartParams, type SessionListResult } from '../protocol/types.js';
-import { invalidDuration, settleWithin } from '../util/timeouts.js';
+import { settleWithin } from '../util/timeouts.js';
 import { Acknowledger } from './acks.js';
 import { isEnded, type EngineState, type RecoveredEvent, type RestartingEvent, type StateChange } from './engine.js';
 import { CodexFlow } from './flow.js';
@@ -29,9 +29,9 @@ import { RemoteFs } from './fs/fs.js';
 import { ConnectionLostError } from './errors.js';
 import { OutcomeUnknownError } from './fs/errors.js';
 import { ProcessTable } from './inbound.js';
-import type { AttachOptions, ExecClientOptions, SpawnOptions } from './options.js';
+import { checkConnectOptions, type AttachOptions, type ExecClientOptions, type SpawnOptions } from './options.js';
 import { ExecProcess, failProcess, isStarted, outputStreamsOf } from './process/process.js';
-import { invalidSessionName, type AttachRequest, type AttachRole } from './attach/attach-wire.js';
+import type { AttachRequest, AttachRole } from './attach/attach-wire.js';
 import { Attachment, attachRequest } from './attach/attachment.js';
 import { ProcessOps } from './process/process-ops.js';
 import { SessionLink } from './session-link.js';
@@ -102,16 +102,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
   ) {
     super();
     this.#options = options;
-    if (options.name !== undefined) {
-      const invalid = typeof options.name === 'string' ? invalidSessionName(options.name) : 'must be a string';
-      if (invalid) throw new TypeError(`ExecClient.connect: name ${invalid} (got ${JSON.stringify(options.name)})`);
-    }
-    for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs', 'sessionKeepMs'] as const) {
-      const value = options[key];
-      const invalid = value === undefined ? null : invalidDuration(value);
-      if (invalid) throw new TypeError(`ExecClient.connect: ${key} ${invalid} (got ${String(value)})`);
-    }
-    if (!/^wss?:\/\//i.test(url)) throw new TypeError(`ExecClient.connect: url must be a ws:// or wss:// URL (got '${url}')`);
+    checkConnectOptions(url, options);
     // A watcher never acknowledges: what the writer acknowledged is the session's to decide.
     this.#acknowledger = new Acknowledger((processId, seq) => this.#link.role !== 'watcher' && this.#ops.sendAck(processId, seq), DEFAULT_OUTPUT_WINDOW);
     this.#table = new ProcessTable({

@@ -1,7 +1,8 @@
 /**
  * What an `ExecClient` is given: its options at `connect` (`ExecClientOptions`) and the
  * options of one `spawn` (`SpawnOptions`). The facade (client.ts) and its parts
- * (session-link.ts, process/process-ops.ts) read them from here.
+ * (session-link.ts, process/process-ops.ts) read them from here; `checkConnectOptions`
+ * refuses what `connect` cannot use.
  */
 
 import type { Writable } from 'node:stream';
@@ -9,7 +10,8 @@ import type { ExtensionName } from '../protocol/extensions.js';
 import type { EnvPolicy } from '../protocol/types.js';
 import type { Logger } from '../util/logger.js';
 import type { TrustedCa } from './connection.js';
-import type { AttachedProcess } from './attach/attach-wire.js';
+import { invalidSessionName, type AttachedProcess } from './attach/attach-wire.js';
+import { invalidDuration } from '../util/timeouts.js';
 
 export interface ExecClientOptions {
   /** Bearer token for the WebSocket upgrade. */
@@ -62,6 +64,20 @@ export interface ExecClientOptions {
    * finds the session by it (as by its full id); `tether ps` shows it.
    */
   name?: string;
+}
+
+/** Throws a `TypeError` saying what `ExecClient.connect` (or `attach`) was given that it cannot use. */
+export function checkConnectOptions(url: string, options: ExecClientOptions): void {
+  if (options.name !== undefined) {
+    const invalid = typeof options.name === 'string' ? invalidSessionName(options.name) : 'must be a string';
+    if (invalid) throw new TypeError(`ExecClient.connect: name ${invalid} (got ${JSON.stringify(options.name)})`);
+  }
+  for (const key of ['recoveryDeadlineMs', 'keepaliveTimeoutMs', 'keepaliveIntervalMs', 'sessionKeepMs'] as const) {
+    const value = options[key];
+    const invalid = value === undefined ? null : invalidDuration(value);
+    if (invalid) throw new TypeError(`ExecClient.connect: ${key} ${invalid} (got ${String(value)})`);
+  }
+  if (!/^wss?:\/\//i.test(url)) throw new TypeError(`ExecClient.connect: url must be a ws:// or wss:// URL (got '${url}')`);
 }
 
 /** What `ExecClient.attach` is given: the connection options, and how to attach. */
