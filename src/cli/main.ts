@@ -17,7 +17,7 @@ const commands: Record<string, Command> = {
   mcp: { summary: 'stdio MCP bridge to a remote stdio MCP server', load: () => import('./mcp.js') },
   gateway: { summary: 'aggregating MCP gateway with health checks and reconnects', load: () => import('./gateway.js') },
   relay: { summary: 'a local exec-server whose sessions survive a flaky link upstream', load: () => import('./relay.js') },
-  attach: { summary: 'follow (or watch) a process left running by tether exec --detach', load: () => import('./attach.js') },
+  attach: { summary: 'follow (or watch) a process left running by tether exec --detach', load: () => import('./attach/attach.js') },
   ps: { summary: 'list the sessions and processes on a tether server', load: () => import('./ps.js') },
   chaos: { summary: 'a flaky-link proxy for testing (resets, latency, bandwidth, black holes)', load: () => import('./chaos.js') },
 };

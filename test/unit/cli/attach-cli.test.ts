@@ -1,9 +1,9 @@
 /**
  * `tether attach`'s and `tether exec --detach`'s command lines, the process `tether attach`
- * follows, and `tether ps`'s NAME and WATCHERS columns (src/cli/attach.ts, remote-options.ts, ps.ts).
+ * follows, and `tether ps`'s NAME and WATCHERS columns (src/cli/attach/attach.ts, remote-options.ts, ps.ts).
  */
 import { describe, expect, it } from 'vitest';
-import { chooseProcess, parseAttachArgs } from '../../../src/cli/attach.js';
+import { chooseProcess, parseAttachArgs } from '../../../src/cli/attach/attach.js';
 import { formatListing } from '../../../src/cli/ps.js';
 import { parseRemoteArgs } from '../../../src/cli/remote-options.js';
 import { UsageError } from '../../../src/cli/usage.js';

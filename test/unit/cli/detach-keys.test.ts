@@ -1,6 +1,6 @@
-/** The `~.` detach escape of `tether attach` (src/cli/detach-keys.ts): a pure state machine over typed bytes. */
+/** The `~.` detach escape of `tether attach` (src/cli/attach/detach-keys.ts): a pure state machine over typed bytes. */
 import { describe, expect, it } from 'vitest';
-import { DetachKeys } from '../../../src/cli/detach-keys.js';
+import { DetachKeys } from '../../../src/cli/attach/detach-keys.js';
 
 /** Feeds each piece in turn; returns what was forwarded (joined) and whether it detached. */
 function typeInto(keys: DetachKeys, ...pieces: string[]): { forwarded: string; detach: boolean } {

@@ -8,11 +8,11 @@
  */
 import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { ExecClient, RpcError, ServerStoppedError, SessionLostError, type AttachedProcess, type ExecProcess } from '../client/index.js';
-import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
+import { ExecClient, RpcError, ServerStoppedError, SessionLostError, type AttachedProcess, type ExecProcess } from '../../client/index.js';
+import { restartingLine, SERVER_STOPPED_LINE } from '../../util/stop-notices.js';
 import { DetachKeys } from './detach-keys.js';
-import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from './remote-options.js';
-import { printHelp, reportUsageError, UsageError } from './usage.js';
+import { connectionOptionsHelp, parseLeadingOptions, readCa, readToken, type ConnectionOptions } from '../remote-options.js';
+import { printHelp, reportUsageError, UsageError } from '../usage.js';
 
 const EXIT_TETHER_ERROR = 255;
 /** The attach was refused (unknown session, a writer already attached, no such process). */
