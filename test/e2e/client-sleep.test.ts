@@ -12,8 +12,9 @@
  * reached, on SIGCONT it goes on trying and connects.
  */
 import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ChaosProxy } from '../../src/chaos/index.js';
+import { cleanupsAfterEach, reapAfter } from '../helpers/cleanups.js';
 import { spawnTether } from '../helpers/cli.js';
 import { watchOutput } from '../helpers/restart.js';
 import { serverUsers, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
@@ -26,18 +27,8 @@ const DEADLINE_MS = FULL ? 25_000 : 4_000;
 /** How long the client stays stopped: four recovery deadlines (60 s with TETHER_SLEEP_FULL). */
 const STOP_MS = FULL ? 60_000 : 4 * DEADLINE_MS;
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-function reap(child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGCONT');
-    child.kill('SIGKILL');
-  });
-}
+const cleanups = cleanupsAfterEach();
+const reap = (child: ChildProcess): void => reapAfter(cleanups, child);
 
 describe.each(serverUsers())('a client stopped longer than its recovery deadline (server runs as %s)', (user) => {
   it(
