@@ -6,16 +6,10 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
+import { stdoutSoFar } from '../helpers/client-util.js';
 import { RawClient } from '../helpers/raw-client.js';
 import { TETHER_BIN } from '../helpers/serve-process.js';
 import { shellCommand, tmuxAndServer } from '../helpers/tmux.js';
-
-/** Everything the process printed so far (a tty merges stdout and stderr). */
-function collect(proc: ExecProcess): () => string {
-  let text = '';
-  proc.stdout.on('data', (d: Buffer) => (text += d.toString()));
-  return () => text;
-}
 
 describe('process/resize', () => {
   let server: TetherServer;
@@ -30,7 +24,7 @@ describe('process/resize', () => {
     const client = await ExecClient.connect(server.url);
     expect(client.extensions.has('processResize')).toBe(true);
     const proc = client.spawn(['sh', '-c', 'stty size; read x; stty size; read x; stty size'], { tty: true, terminalSize: { cols: 150, rows: 40 } });
-    const output = collect(proc);
+    const output = stdoutSoFar(proc);
     await expect.poll(output).toContain('40 150');
     expect(await proc.resize(100, 30)).toBe(true);
     proc.stdin!.write('\n');
@@ -84,7 +78,7 @@ describe('process/resize', () => {
   it('without the extension the terminal is 80x24 whatever was asked, and resize says it could not', async () => {
     const client = await ExecClient.connect(server.url, { extensions: [] });
     const proc = client.spawn(['stty', 'size'], { tty: true, terminalSize: { cols: 150, rows: 40 } });
-    const output = collect(proc);
+    const output = stdoutSoFar(proc);
     expect(await proc.resize(100, 30)).toBe(false);
     await proc.closed;
     expect(output().trim()).toBe('24 80');
