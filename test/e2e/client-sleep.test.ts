@@ -30,6 +30,14 @@ const STOP_MS = FULL ? 60_000 : 4 * DEADLINE_MS;
 const cleanups = cleanupsAfterEach();
 const reap = (child: ChildProcess): void => reapAfter(cleanups, child);
 
+/** The client's sleep: stopped for STOP_MS; the proxy lets connections through again; SIGCONT. */
+async function sleepThenWake(child: ChildProcess, proxy: ChaosProxy): Promise<void> {
+  child.kill('SIGSTOP');
+  await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
+  proxy.refuse(false);
+  child.kill('SIGCONT');
+}
+
 describe.each(serverUsers())('a client stopped longer than its recovery deadline (server runs as %s)', (user) => {
   it(
     `SIGSTOP for ${STOP_MS / 1000} s mid-recovery against a ${DEADLINE_MS / 1000} s deadline: on SIGCONT exec resumes, prints lines 1..${LINES} once, in order, exits 7`,
@@ -51,10 +59,7 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       proxy.refuse(true);
       proxy.cutAll();
       await reconnecting;
-      child.kill('SIGSTOP');
-      await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
-      proxy.refuse(false);
-      child.kill('SIGCONT');
+      await sleepThenWake(child, proxy);
 
       const { code } = await out.closedWithin(20_000, () => `server: ${server.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(7);
@@ -80,10 +85,7 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       reap(child);
       const out = watchOutput(child);
       await refused;
-      child.kill('SIGSTOP');
-      await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
-      proxy.refuse(false);
-      child.kill('SIGCONT');
+      await sleepThenWake(child, proxy);
 
       const { code } = await out.closedWithin(20_000, () => `server: ${server.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(7);
