@@ -4,38 +4,22 @@
  * remote terminal takes this one's size, `~.` typed after a newline detaches (exit 0,
  * "detached from …") and the shell runs on for the next attach; SIGHUP detaches too.
  */
-import { execFileSync } from 'node:child_process';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
-import { requireProgram } from '../helpers/prerequisites.js';
 import { TETHER_BIN } from '../helpers/serve-process.js';
 import { processesWithMarker } from '../helpers/server-process.js';
+import { shellCommand, tmuxAndServer } from '../helpers/tmux.js';
 
 describe('tether attach in a real terminal (tmux)', () => {
-  const socket = `tether-attach-test-${process.pid}`;
-  const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
-  let server: TetherServer;
-
-  beforeAll(async () => {
-    requireProgram('tmux');
-    server = await startServer({ port: 0 });
-  });
-
-  afterAll(async () => {
-    try {
-      tmux('kill-server');
-    } catch {
-      /* already gone */
-    }
-    await server.close();
-  });
+  const bed = tmuxAndServer(`tether-attach-test-${process.pid}`);
+  const { tmux } = bed;
 
   it('bash -i detached: raw keys and size; ~. after a newline detaches, exit 0; the shell runs on, and the next attach finds its history', async () => {
     // An interactive bash without rc files: its prompt is `bash-N.N# ` (or `$ `), its history in memory.
-    const started = await runTether(['exec', '--url', server.url, '--detach', '--tty', '--name', 'term', '--', 'bash', '--norc', '--noprofile', '-i']);
+    const started = await runTether(['exec', '--url', bed.server.url, '--detach', '--tty', '--name', 'term', '--', 'bash', '--norc', '--noprofile', '-i']);
     expect(started.code, started.stderr).toBe(0);
-    const attachCommand = [process.execPath, TETHER_BIN, 'attach', '--url', server.url, 'term'].map((a) => `'${a}'`).join(' ');
+    const attachCommand = shellCommand([process.execPath, TETHER_BIN, 'attach', '--url', bed.server.url, 'term']);
     // The pane outlives tether attach, to show how it ended.
     tmux('new-session', '-d', '-s', 'a1', '-x', '150', '-y', '40', `sh -c "${attachCommand.replace(/"/g, '\\"')}; echo attach-exit=\\$?; sleep 600"`);
     const screen = () => tmux('capture-pane', '-p', '-t', 'a1');
@@ -73,9 +57,9 @@ describe('tether attach in a real terminal (tmux)', () => {
   }, 120_000);
 
   it('SIGHUP detaches: exit 0, and the process runs on', async () => {
-    const started = await runTether(['exec', '--url', server.url, '--detach', '--name', 'hup', '--', 'cat']);
+    const started = await runTether(['exec', '--url', bed.server.url, '--detach', '--name', 'hup', '--', 'cat']);
     expect(started.code, started.stderr).toBe(0);
-    const first = spawnTether(['attach', '--url', server.url, 'hup'], { stdio: ['pipe', 'pipe', 'pipe'] });
+    const first = spawnTether(['attach', '--url', bed.server.url, 'hup'], { stdio: ['pipe', 'pipe', 'pipe'] });
     let out = '';
     let err = '';
     first.stdout!.on('data', (d: Buffer) => (out += d.toString()));
@@ -87,7 +71,7 @@ describe('tether attach in a real terminal (tmux)', () => {
     expect(await code).toBe(0);
     expect(err).toMatch(/^tether attach: detached from hup \(it runs on: tether attach hup to follow it again\)\n$/);
     // cat still runs: the next writer's line comes back, and its EOF ends it (exit 0).
-    const second = await runTether(['attach', '--url', server.url, 'hup'], { input: 'two\n' });
+    const second = await runTether(['attach', '--url', bed.server.url, 'hup'], { input: 'two\n' });
     expect(second.code, second.stderr).toBe(0);
     expect(second.stdout).toBe('two\n');
   }, 60_000);

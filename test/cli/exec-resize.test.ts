@@ -3,20 +3,13 @@
  * size from `process/start`, `process/resize`, and `tether exec --tty` following the local
  * terminal — a real one, in tmux, resized as a person would.
  */
-import { execFileSync } from 'node:child_process';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
-import { requireProgram } from '../helpers/prerequisites.js';
+import { stdoutSoFar } from '../helpers/client-util.js';
 import { RawClient } from '../helpers/raw-client.js';
 import { TETHER_BIN } from '../helpers/serve-process.js';
-
-/** Everything the process printed so far (a tty merges stdout and stderr). */
-function collect(proc: ExecProcess): () => string {
-  let text = '';
-  proc.stdout.on('data', (d: Buffer) => (text += d.toString()));
-  return () => text;
-}
+import { shellCommand, tmuxAndServer } from '../helpers/tmux.js';
 
 describe('process/resize', () => {
   let server: TetherServer;
@@ -31,7 +24,7 @@ describe('process/resize', () => {
     const client = await ExecClient.connect(server.url);
     expect(client.extensions.has('processResize')).toBe(true);
     const proc = client.spawn(['sh', '-c', 'stty size; read x; stty size; read x; stty size'], { tty: true, terminalSize: { cols: 150, rows: 40 } });
-    const output = collect(proc);
+    const output = stdoutSoFar(proc);
     await expect.poll(output).toContain('40 150');
     expect(await proc.resize(100, 30)).toBe(true);
     proc.stdin!.write('\n');
@@ -85,7 +78,7 @@ describe('process/resize', () => {
   it('without the extension the terminal is 80x24 whatever was asked, and resize says it could not', async () => {
     const client = await ExecClient.connect(server.url, { extensions: [] });
     const proc = client.spawn(['stty', 'size'], { tty: true, terminalSize: { cols: 150, rows: 40 } });
-    const output = collect(proc);
+    const output = stdoutSoFar(proc);
     expect(await proc.resize(100, 30)).toBe(false);
     await proc.closed;
     expect(output().trim()).toBe('24 80');
@@ -94,26 +87,11 @@ describe('process/resize', () => {
 });
 
 describe('tether exec --tty in a real terminal (tmux)', () => {
-  const socket = `tether-test-${process.pid}`;
-  const tmux = (...args: string[]) => execFileSync('tmux', ['-L', socket, ...args], { encoding: 'utf8' });
-  let server: TetherServer;
-
-  beforeAll(async () => {
-    requireProgram('tmux');
-    server = await startServer({ port: 0 });
-  });
-
-  afterAll(async () => {
-    try {
-      tmux('kill-server');
-    } catch {
-      /* already gone */
-    }
-    await server.close();
-  });
+  const bed = tmuxAndServer(`tether-test-${process.pid}`);
+  const { tmux } = bed;
 
   it('the remote stty size is the local terminal size, and follows a resize', async () => {
-    const command = [process.execPath, TETHER_BIN, 'exec', '--tty', '--url', server.url, '--', 'sh'].map((a) => `'${a}'`).join(' ');
+    const command = shellCommand([process.execPath, TETHER_BIN, 'exec', '--tty', '--url', bed.server.url, '--', 'sh']);
     tmux('new-session', '-d', '-s', 'resize', '-x', '150', '-y', '40', command);
     const screen = () => tmux('capture-pane', '-p', '-t', 'resize');
     // The remote shell is up once its prompt shows (capture-pane drops trailing spaces).

@@ -14,11 +14,20 @@ import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { sequencerOf } from '../../src/client/process/process.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { ChaosProxy } from '../../src/chaos/index.js';
+import { stdoutSoFar } from '../helpers/client-util.js';
 
-function collect(proc: ExecProcess): () => string {
-  let text = '';
-  proc.stdout.on('data', (d: Buffer) => (text += d.toString()));
-  return () => text;
+/** A sink that takes a write and holds its callback in `held` until the test calls it: one write, then it stalls. */
+function stallingSink(): { sink: Writable; held: (() => void)[]; received: () => string } {
+  const held: (() => void)[] = [];
+  let received = '';
+  const sink = new Writable({
+    highWaterMark: 1,
+    write(chunk: Buffer, _encoding, callback) {
+      received += chunk.toString();
+      held.push(() => callback());
+    },
+  });
+  return { sink, held, received: () => received };
 }
 
 describe('ExecClient.attach', () => {
@@ -37,7 +46,7 @@ describe('ExecClient.attach', () => {
     expect(owner.sessionName).toBe('named-1');
     expect(owner.role).toBeNull();
     const proc = owner.spawn(['sh', '-c', 'echo ready; sleep 30'], { pipeStdin: true });
-    const out = collect(proc);
+    const out = stdoutSoFar(proc);
     await expect.poll(out).toBe('ready\n');
     const watcher = await ExecClient.attach(server.url, 'named-1', { role: 'watcher' });
     expect(watcher.sessionId).toBe(owner.sessionId);
@@ -53,13 +62,13 @@ describe('ExecClient.attach', () => {
     // 200 lines of 100 bytes, one output event each (a pause between them), consumed
     // (acknowledged) by the owner: only the newest ~8 KiB stay as history.
     const proc = owner.spawn(['sh', '-c', 'for i in $(seq 1 200); do printf "%099d\\n" $i; sleep 0.005; done; read x; exit 4'], { pipeStdin: true });
-    const out = collect(proc);
+    const out = stdoutSoFar(proc);
     await expect.poll(out, { timeout: 30_000 }).toMatch(/0200\n$/);
     const watcher = await ExecClient.attach(server.url, 'evicted', { role: 'watcher', fromStart: true });
     const [seen] = watcher.processes();
     const gaps: { fromSeq: number; toSeq: number }[] = [];
     seen!.on('gap', (g) => gaps.push(g));
-    const watched = collect(seen!);
+    const watched = stdoutSoFar(seen!);
     proc.stdin!.end('\n');
     expect(await seen!.exited).toBe(4);
     await seen!.closed;
@@ -77,7 +86,7 @@ describe('ExecClient.attach', () => {
   it("a taken writer is told ('writer-lost'), its handle goes on with the output, and its writes are refused", async () => {
     const owner = await ExecClient.connect(server.url, { name: 'taken' });
     const cat = owner.spawn(['cat'], { pipeStdin: true });
-    const ownerOut = collect(cat);
+    const ownerOut = stdoutSoFar(cat);
     await new Promise((resolve) => cat.once('spawn', resolve));
     const lost = new Promise<{ reason: string }>((resolve) => owner.once('writer-lost', resolve));
     await expect(ExecClient.attach(server.url, 'taken', { role: 'writer' })).rejects.toThrow(/session taken has a writer attached: attach with take to move it, or as a watcher/);
@@ -85,7 +94,7 @@ describe('ExecClient.attach', () => {
     expect(await lost).toEqual({ reason: 'taken' });
     expect(owner.role).toBe('watcher');
     const [mine] = taker.processes();
-    const takerOut = collect(mine!);
+    const takerOut = stdoutSoFar(mine!);
     mine!.stdin!.write('from the taker\n');
     await expect.poll(takerOut).toBe('from the taker\n');
     await expect.poll(ownerOut).toBe('from the taker\n');
@@ -109,8 +118,8 @@ describe('ExecClient.attach', () => {
       const watcher = await ExecClient.attach(proxy.url, 'cut', { role: 'watcher', recoveryDeadlineMs: 20_000 });
       const [w] = writer.processes();
       const [v] = watcher.processes();
-      const wOut = collect(w!);
-      const vOut = collect(v!);
+      const wOut = stdoutSoFar(w!);
+      const vOut = stdoutSoFar(v!);
       const recovered = Promise.all([new Promise((r) => writer.once('recovered', r)), new Promise((r) => watcher.once('recovered', r))]);
       w!.stdin!.write('go\n');
       await expect.poll(() => vOut().split('\n').length, { timeout: 20_000 }).toBeGreaterThan(20);
@@ -139,15 +148,7 @@ describe('ExecClient.attach', () => {
     // The owner leaves without reading: all the output stays unacknowledged, kept for the watcher.
     await owner.detach();
     const expected = Array.from({ length: 200 }, (_, i) => `${String(i + 1).padStart(99, '0')}\n`).join('');
-    const held: (() => void)[] = [];
-    let received = '';
-    const sink = new Writable({
-      highWaterMark: 1,
-      write(chunk: Buffer, _encoding, callback) {
-        received += chunk.toString();
-        held.push(() => callback());
-      },
-    });
+    const { sink, held, received } = stallingSink();
     const watcher = await ExecClient.attach(server.url, 'slow-sink', { role: 'watcher', sinks: () => ({ stdout: sink }) });
     const [v] = watcher.processes();
     const gaps: unknown[] = [];
@@ -156,14 +157,14 @@ describe('ExecClient.attach', () => {
     await expect.poll(() => existsSync(done), { timeout: 30_000 }).toBe(true);
     // The producer is done (20 KB): the stalled sink holds one write, and the watcher took little more.
     expect(held.length).toBe(1);
-    expect(received.length + sink.writableLength).toBeLessThan(expected.length / 2);
+    expect(received().length + sink.writableLength).toBeLessThan(expected.length / 2);
     expect(v!.exitCode).toBeNull();
     // Let it drain: every line, in order, then the exit.
     const release = setInterval(() => held.splice(0).forEach((cb) => cb()), 5);
     try {
       expect(await v!.exited).toBe(6);
-      await expect.poll(() => received.length, { timeout: 20_000 }).toBe(expected.length);
-      expect(received).toBe(expected);
+      await expect.poll(() => received().length, { timeout: 20_000 }).toBe(expected.length);
+      expect(received()).toBe(expected);
       expect(gaps).toEqual([]);
     } finally {
       clearInterval(release);
@@ -174,24 +175,16 @@ describe('ExecClient.attach', () => {
   it('a watcher behind when the writer closes the session is told (session/ended): one gap for exactly the output seqs it never read, then the exit status', async () => {
     const owner = await ExecClient.connect(server.url, { name: 'ended-behind' });
     const proc = owner.spawn(['sh', '-c', 'read a; echo first; read b; for i in $(seq 1 200); do printf "%099d\\n" $i; done; exit 6'], { pipeStdin: true });
-    const ownOutput = collect(proc);
+    const ownOutput = stdoutSoFar(proc);
     await new Promise((resolve) => proc.once('spawn', resolve));
-    const held: (() => void)[] = [];
-    let received = '';
-    const sink = new Writable({
-      highWaterMark: 1,
-      write(chunk: Buffer, _encoding, callback) {
-        received += chunk.toString();
-        held.push(() => callback());
-      },
-    });
+    const { sink, held, received } = stallingSink();
     const watcher = await ExecClient.attach(server.url, 'ended-behind', { role: 'watcher', sinks: () => ({ stdout: sink }) });
     const [v] = watcher.processes();
     const gaps: { fromSeq: number; toSeq: number }[] = [];
     v!.on('gap', (g) => gaps.push(g));
     // The watcher takes the first line into its sink, which stalls: it reads no further.
     proc.stdin!.write('a\n');
-    await expect.poll(() => received, { timeout: 20_000 }).toBe('first\n');
+    await expect.poll(() => received(), { timeout: 20_000 }).toBe('first\n');
     proc.stdin!.write('b\n');
     expect(await proc.exited).toBe(6);
     await proc.closed;
@@ -203,7 +196,7 @@ describe('ExecClient.attach', () => {
     expect(await v!.exited).toBe(6);
     held.splice(0).forEach((cb) => cb());
     // What it printed is a prefix of the output; the gap is exactly the rest, up to the exit.
-    expect(received).toBe('first\n');
+    expect(received()).toBe('first\n');
     expect(gaps).toHaveLength(1);
     // The writer's last seq is the close; the exit is the one before it.
     expect(gaps[0]!.toSeq).toBe(sequencerOf(proc).lastDelivered - 2);

@@ -16,66 +16,17 @@
  * - `tether exec --name` whose session is taken says so, stops sending its input, and
  *   watches on to the exit.
  */
-import type { ChildProcess } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ExecClient } from '../../src/client/index.js';
+import { spawnAttach, type Attached } from '../helpers/attach-process.js';
+import { cleanupsAfterEach } from '../helpers/cleanups.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
 import { eventually, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-interface Attached {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  closed: Promise<number | null>;
-  /** Resolves once stdout (or stderr) satisfies `test`. */
-  until(test: (out: string) => boolean, stream?: 'stdout' | 'stderr'): Promise<void>;
-}
-
-function attach(args: string[], stdin: 'pipe' | 'ignore' = 'pipe'): Attached {
-  const child = spawnTether(['attach', ...args], { stdio: [stdin, 'pipe', 'pipe'] });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  const waiters = new Set<() => void>();
-  child.stdout!.on('data', (d: Buffer) => {
-    out += d.toString();
-    for (const w of [...waiters]) w();
-  });
-  child.stderr!.on('data', (d: Buffer) => {
-    err += d.toString();
-    for (const w of [...waiters]) w();
-  });
-  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return {
-    child,
-    stdout: () => out,
-    stderr: () => err,
-    closed,
-    until: (test, stream = 'stdout') =>
-      new Promise<void>((resolve, reject) => {
-        const check = () => {
-          if (test(stream === 'stdout' ? out : err)) {
-            waiters.delete(check);
-            resolve();
-          }
-        };
-        waiters.add(check);
-        void closed.then(() => {
-          if (waiters.delete(check)) reject(new Error(`tether attach ended first; stdout: ${out.slice(-500)}; stderr: ${err}`));
-        });
-        check();
-      }),
-  };
-}
+const cleanups = cleanupsAfterEach();
+const attach = (args: string[], stdin: 'pipe' | 'ignore' = 'pipe'): Attached => spawnAttach(cleanups, args, stdin);
 
 const lines = (text: string): number[] => text.split('\n').filter(Boolean).map(Number);
 const range = (from: number, to: number): number[] => Array.from({ length: Math.max(0, to - from + 1) }, (_, i) => from + i);

@@ -12,8 +12,9 @@
  * reached, on SIGCONT it goes on trying and connects.
  */
 import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ChaosProxy } from '../../src/chaos/index.js';
+import { cleanupsAfterEach, reapAfter } from '../helpers/cleanups.js';
 import { spawnTether } from '../helpers/cli.js';
 import { watchOutput } from '../helpers/restart.js';
 import { serverUsers, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
@@ -26,17 +27,15 @@ const DEADLINE_MS = FULL ? 25_000 : 4_000;
 /** How long the client stays stopped: four recovery deadlines (60 s with TETHER_SLEEP_FULL). */
 const STOP_MS = FULL ? 60_000 : 4 * DEADLINE_MS;
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const cleanups = cleanupsAfterEach();
+const reap = (child: ChildProcess): void => reapAfter(cleanups, child);
 
-function reap(child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGCONT');
-    child.kill('SIGKILL');
-  });
+/** The client's sleep: stopped for STOP_MS; the proxy lets connections through again; SIGCONT. */
+async function sleepThenWake(child: ChildProcess, proxy: ChaosProxy): Promise<void> {
+  child.kill('SIGSTOP');
+  await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
+  proxy.refuse(false);
+  child.kill('SIGCONT');
 }
 
 describe.each(serverUsers())('a client stopped longer than its recovery deadline (server runs as %s)', (user) => {
@@ -60,10 +59,7 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       proxy.refuse(true);
       proxy.cutAll();
       await reconnecting;
-      child.kill('SIGSTOP');
-      await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
-      proxy.refuse(false);
-      child.kill('SIGCONT');
+      await sleepThenWake(child, proxy);
 
       const { code } = await out.closedWithin(20_000, () => `server: ${server.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(7);
@@ -89,10 +85,7 @@ describe.each(serverUsers())('a client stopped longer than its recovery deadline
       reap(child);
       const out = watchOutput(child);
       await refused;
-      child.kill('SIGSTOP');
-      await new Promise((resolve) => setTimeout(resolve, STOP_MS)); // the sleep itself, not a synchronisation
-      proxy.refuse(false);
-      child.kill('SIGCONT');
+      await sleepThenWake(child, proxy);
 
       const { code } = await out.closedWithin(20_000, () => `server: ${server.stderr().slice(-1500)}`);
       expect(code, out.stderr()).toBe(7);

@@ -12,25 +12,16 @@
 import type { ChildProcess } from 'node:child_process';
 import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterEach, reapAfter } from '../helpers/cleanups.js';
 import { spawnTether } from '../helpers/cli.js';
 import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess } from '../helpers/server-process.js';
 
 const COUNT = 1_500_000; // `seq 1 COUNT`: about 10.9 MB
 const expected = execSync(`seq 1 ${COUNT}`, { maxBuffer: 64 * 1024 * 1024 });
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-function reap(child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGCONT');
-    child.kill('SIGKILL');
-  });
-}
+const cleanups = cleanupsAfterEach();
+const reap = (child: ChildProcess): void => reapAfter(cleanups, child);
 
 describe.each(serverUsers())('tether exec --keep-last (server runs as %s)', (user) => {
   it(

@@ -13,7 +13,8 @@ import { execSync, type ChildProcess } from 'node:child_process';
 import { createHash, randomBytes } from 'node:crypto';
 import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
+import { cleanupsAfterEach, reapAfter } from '../helpers/cleanups.js';
 import { spawnTether } from '../helpers/cli.js';
 import { startRestartableServer } from '../helpers/restart.js';
 import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess, type ServerProcess } from '../helpers/server-process.js';
@@ -27,18 +28,8 @@ const BUDGET_MIB = 64;
 /** What the server may hold beyond its budget: Node, its heap and code, read buffers (measured: a peak of 112 MiB in all with a 115 MB producer). */
 const OVERHEAD_MIB = 96;
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
-
-function reap(child: ChildProcess): void {
-  cleanups.push(() => {
-    if (child.exitCode !== null || child.signalCode !== null) return;
-    child.kill('SIGCONT');
-    child.kill('SIGKILL');
-  });
-}
+const cleanups = cleanupsAfterEach();
+const reap = (child: ChildProcess): void => reapAfter(cleanups, child);
 
 /** How many files the spill directory holds (segments under one directory per keeper). */
 function spilledFiles(spill: string): number {

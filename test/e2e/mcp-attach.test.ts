@@ -14,21 +14,19 @@
  *   taker's request and its answer never reach the host.
  */
 import { randomBytes } from 'node:crypto';
-import type { ChildProcess } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Client } from '@modelcontextprotocol/sdk/client/index.js';
 import { StdioClientTransport } from '@modelcontextprotocol/sdk/client/stdio.js';
 import type { Transport } from '@modelcontextprotocol/sdk/shared/transport.js';
 import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ExecClient } from '../../src/client/index.js';
+import { spawnAttach, type Attached } from '../helpers/attach-process.js';
+import { cleanupsAfterEach } from '../helpers/cleanups.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
 import { everything, node, repoRoot, tetherBin, text } from '../helpers/mcp-peers.js';
 import { serverUsers, startServerProcess } from '../helpers/server-process.js';
 
-const cleanups: (() => Promise<void> | void)[] = [];
-afterEach(async () => {
-  for (const cleanup of cleanups.splice(0).reverse()) await cleanup();
-});
+const cleanups = cleanupsAfterEach();
 
 /** The host's transport, recording what it sends and every message it receives. */
 class RecordingTransport implements Transport {
@@ -84,49 +82,7 @@ async function hostThroughTetherMcp(url: string, name: string) {
   return { client, transport };
 }
 
-interface Attached {
-  child: ChildProcess;
-  stdout(): string;
-  stderr(): string;
-  closed: Promise<number | null>;
-  /** Resolves once stdout satisfies `test`; rejects if tether attach ends first. */
-  until(test: (out: string) => boolean): Promise<void>;
-}
-
-function attach(args: string[]): Attached {
-  const child = spawnTether(['attach', ...args], { stdio: ['pipe', 'pipe', 'pipe'] });
-  cleanups.push(() => {
-    if (child.exitCode === null && child.signalCode === null) child.kill('SIGKILL');
-  });
-  let out = '';
-  let err = '';
-  const waiters = new Set<() => void>();
-  child.stdout!.on('data', (d: Buffer) => {
-    out += d.toString();
-    for (const w of [...waiters]) w();
-  });
-  child.stderr!.on('data', (d: Buffer) => (err += d.toString()));
-  const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-  return {
-    child,
-    stdout: () => out,
-    stderr: () => err,
-    closed,
-    until: (test) =>
-      new Promise<void>((resolve, reject) => {
-        const check = () => {
-          if (!test(out)) return;
-          waiters.delete(check);
-          resolve();
-        };
-        waiters.add(check);
-        void closed.then(() => {
-          if (waiters.delete(check)) reject(new Error(`tether attach ended first; stdout: ${out.slice(-500)}; stderr: ${err}`));
-        });
-        check();
-      }),
-  };
-}
+const attach = (args: string[]): Attached => spawnAttach(cleanups, args);
 
 /** A raw tools/call of server-everything's echo, as a line of the MCP stdio stream. */
 const echoRequest = (id: string, message: string) =>

@@ -3,26 +3,15 @@
  * writer is away, and on the successor (same state dir) the adopted session is found by its
  * name, by a watcher and by a writer, and the name is still taken for its token.
  */
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RawClient, b64 } from '../../helpers/raw-client.js';
-import { startRestartableServer, type RestartableServer } from '../../helpers/restart.js';
+import { restartablesAfterEach } from '../../helpers/restart-per-test.js';
 import { serverUsers } from '../../helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 45_000;
 
-let restartables: RestartableServer[] = [];
-const raws: RawClient[] = [];
-afterEach(async () => {
-  for (const raw of raws.splice(0)) await raw.drop();
-  for (const r of restartables.splice(0)) await r.dispose();
-  restartables = [];
-});
-
-async function connect(url: string): Promise<RawClient> {
-  const raw = await RawClient.connect(url);
-  raws.push(raw);
-  return raw;
-}
+const restartables = restartablesAfterEach();
+const connect = (url: string): Promise<RawClient> => restartables.pool.connect(url);
 
 const extensions = ['acks', 'sessionList', 'attach'];
 
@@ -30,8 +19,7 @@ describe.each(serverUsers())('a session name across a restart (server as %s)', (
   it(
     'the successor finds the adopted session by its name, as a watcher and as the writer, and keeps the name taken',
     async () => {
-      const server = await startRestartableServer(user, ['--session-ttl', '1h']);
-      restartables.push(server);
+      const server = await restartables.start(user, ['--session-ttl', '1h']);
       const raw = await connect(server.url);
       const init = await raw.request('initialize', { clientName: 'attach-restart', tether: { version: 1, extensions, name: 'nightly' } });
       raw.notify('initialized', {});

@@ -11,12 +11,13 @@
 import { randomUUID } from 'node:crypto';
 import { existsSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ExecClient, OutputLostError } from '../../../src/client/index.js';
 import { NOT_RECORDED } from '../../../src/server/restart/lost-processes.js';
 import { spawnTether } from '../../helpers/cli.js';
 import { RawClient, RpcReplyError } from '../../helpers/raw-client.js';
-import { startRestartableServer, watchOutput, type RestartableServer } from '../../helpers/restart.js';
+import { restartablesAfterEach } from '../../helpers/restart-per-test.js';
+import { watchOutput, type RestartableServer } from '../../helpers/restart.js';
 import { eventually, isLive, keeperPids, keeperSocketFiles } from '../../helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 45_000;
@@ -24,12 +25,7 @@ const TEST_TIMEOUT_MS = 45_000;
 const KEEPER_GONE = /lost in the server restart \(its keeper was gone\)/;
 const PRODUCER = ['sh', '-c', 'i=0; while :; do i=$((i+1)); echo "line $i"; sleep 0.05; done'];
 
-let restartables: RestartableServer[] = [];
-const raws: RawClient[] = [];
-afterEach(async () => {
-  for (const raw of raws.splice(0)) await raw.drop();
-  for (const r of restartables.splice(0)) await r.dispose();
-});
+const restartables = restartablesAfterEach();
 
 /** The server killed -9, then its one keeper, then a successor started on the same port and state dir. */
 async function loseKeeperAcrossRestart(server: RestartableServer): Promise<void> {
@@ -43,10 +39,8 @@ async function loseKeeperAcrossRestart(server: RestartableServer): Promise<void>
 
 /** A restartable server, a raw session (acks) on it, and the producer started there as `p1`. */
 async function startedOnRaw(): Promise<{ server: RestartableServer; sessionId: string }> {
-  const server = await startRestartableServer('self');
-  restartables.push(server);
-  const raw = await RawClient.connect(server.url);
-  raws.push(raw);
+  const server = await restartables.start('self');
+  const raw = await restartables.pool.connect(server.url);
   const init = await raw.request('initialize', { clientName: 'lost-test', tether: { version: 1, extensions: ['acks'] } });
   raw.notify('initialized', {});
   const sessionId = init.sessionId as string;
@@ -57,8 +51,7 @@ async function startedOnRaw(): Promise<{ server: RestartableServer; sessionId: s
 /** `initialize` resuming `sessionId` with `acks`, naming `delivered`; retried while the previous connection is still attached (-32010). */
 async function resumeRaw(url: string, sessionId: string, delivered: Record<string, number>): Promise<{ tether?: { lost?: Record<string, string> } }> {
   for (let attempt = 0; ; attempt++) {
-    const raw = await RawClient.connect(url);
-    raws.push(raw);
+    const raw = await restartables.pool.connect(url);
     try {
       const result = await raw.request('initialize', { clientName: 'lost-test', resumeSessionId: sessionId, tether: { version: 1, extensions: ['acks'], delivered } });
       await raw.close();
@@ -74,8 +67,7 @@ describe('a process whose keeper died while no server ran', () => {
   it(
     'tether exec resumes the session, is told the process is lost, and exits 255 without waiting',
     async () => {
-      const server = await startRestartableServer('self');
-      restartables.push(server);
+      const server = await restartables.start('self');
       const marker = `lost-${randomUUID()}`;
       const cli = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '120s', 'sh', '-c', 'i=0; while :; do i=$((i+1)); echo "line $i"; sleep 0.05; done', marker], {
         stdio: ['ignore', 'pipe', 'pipe'],
@@ -93,8 +85,7 @@ describe('a process whose keeper died while no server ran', () => {
   );
 
   it('an ExecClient process fails at once with the reason (OutputLostError, its error event too), not hanging', async () => {
-    const server = await startRestartableServer('self');
-    restartables.push(server);
+    const server = await restartables.start('self');
     const client = await ExecClient.connect(server.url, { recoveryDeadlineMs: 60_000 });
     try {
       const proc = client.spawn(PRODUCER);

@@ -6,33 +6,21 @@
  */
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RawClient } from '../../helpers/raw-client.js';
-import { startRestartableServer, type RestartableServer } from '../../helpers/restart.js';
+import { restartablesAfterEach } from '../../helpers/restart-per-test.js';
 import { eventually, serverUsers } from '../../helpers/server-process.js';
 
 const TEST_TIMEOUT_MS = 45_000;
 
-let restartables: RestartableServer[] = [];
-const raws: RawClient[] = [];
-afterEach(async () => {
-  for (const raw of raws.splice(0)) await raw.drop();
-  for (const r of restartables.splice(0)) await r.dispose();
-  restartables = [];
-});
-
-async function connect(url: string): Promise<RawClient> {
-  const raw = await RawClient.connect(url);
-  raws.push(raw);
-  return raw;
-}
+const restartables = restartablesAfterEach();
+const connect = (url: string): Promise<RawClient> => restartables.pool.connect(url);
 
 describe.each(serverUsers())('sessionKeep across a restart (server as %s)', (user) => {
   it(
     'the successor keeps the adopted session as long as its client was granted',
     async () => {
-      const server = await startRestartableServer(user, ['--session-ttl', '1s', '--max-session-ttl', '1h']);
-      restartables.push(server);
+      const server = await restartables.start(user, ['--session-ttl', '1s', '--max-session-ttl', '1h']);
       const raw = await connect(server.url);
       const extensions = ['acks', 'sessionKeep', 'sessionList'];
       const init = await raw.request('initialize', { clientName: 'keep-restart', tether: { version: 1, extensions, keepMs: 600_000 } });
@@ -64,8 +52,7 @@ describe.each(serverUsers())('sessionKeep across a restart (server as %s)', (use
   it(
     'a resume that asks another keep is recorded: the successor keeps the new one',
     async () => {
-      const server = await startRestartableServer(user, ['--session-ttl', '1s', '--max-session-ttl', '1h']);
-      restartables.push(server);
+      const server = await restartables.start(user, ['--session-ttl', '1s', '--max-session-ttl', '1h']);
       const extensions = ['acks', 'sessionKeep', 'sessionList'];
       const first = await connect(server.url);
       const init = await first.request('initialize', { clientName: 'keep-restart', tether: { version: 1, extensions, keepMs: 600_000 } });

@@ -9,18 +9,13 @@ import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { Messages } from '../../../src/protocol/index.js';
-import { RawClient, RawClientPool, b64, type Frame } from '../../helpers/raw-client.js';
-import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { RawClient, b64, type Frame } from '../../helpers/raw-client.js';
+import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 
-let target: TetherTarget | undefined;
-const pool = new RawClientPool();
-afterEach(async () => {
-  await pool.dropAll();
-  await target?.stop();
-  target = undefined;
-});
+const servers = tetherAfterEach();
+const { pool } = servers;
 
 const cwd = pathToFileURL(process.cwd()).href;
 const WRITER_EXT = ['acks', 'sessionList', 'attach'];
@@ -32,7 +27,7 @@ interface Opened {
 
 /** Connects with `token` and initializes with this `tether` member (the handshake's answer, or its error frame). */
 async function open(tether: Record<string, unknown>, token = 'alice', extensions = WRITER_EXT): Promise<Opened> {
-  const c = await pool.connect(target!.url, { token });
+  const c = await pool.connect(servers.target.url, { token });
   const frame = await c.call('initialize', { clientName: 'attach-test', tether: { version: 1, extensions, ...tether } });
   if (frame.error) return { c, result: frame };
   c.notify('initialized', {});
@@ -76,7 +71,7 @@ async function startCat(c: RawClient, processId = 'cat'): Promise<void> {
 
 describe('attach', () => {
   it('a watcher attached by name reads a running cat live while the writer writes; it gets the session and its processes in the answer', async () => {
-    target = await startTetherServer({ tokens: ['alice'] });
+    await servers.start({ tokens: ['alice'] });
     const writer = await open({ name: 'build' });
     expect(writer.result.tether.name).toBe('build');
     ackAll(writer.c);
@@ -99,7 +94,7 @@ describe('attach', () => {
   });
 
   it("a watcher's process/write, start, signal, terminate and session/close are refused with the read-only message and change nothing", async () => {
-    target = await startTetherServer({ tokens: ['alice'] });
+    await servers.start({ tokens: ['alice'] });
     const writer = await open({ name: 'svc' });
     ackAll(writer.c);
     await startCat(writer.c);
@@ -128,7 +123,7 @@ describe('attach', () => {
   });
 
   it('a watcher reading slowly never pauses the producer: the writer gets everything, the watcher a gap past the retention and exact chunks after it', async () => {
-    target = await startTetherServer({ tokens: ['alice'], outputWindowBytes: 64 * 1024, outputRetentionBytes: 16 * 1024 });
+    await servers.start({ tokens: ['alice'], outputWindowBytes: 64 * 1024, outputRetentionBytes: 16 * 1024 });
     const COUNT = 60_000;
     const expected = Array.from({ length: COUNT }, (_, i) => `${i + 1}\n`).join('');
     const writer = await open({ name: 'flood' });
@@ -153,7 +148,7 @@ describe('attach', () => {
   });
 
   it('take moves the writer: the old connection is told session/writer, keeps reading as a watcher, and can no longer write', async () => {
-    target = await startTetherServer({ tokens: ['alice'] });
+    await servers.start({ tokens: ['alice'] });
     const old = await open({ name: 'job' });
     ackAll(old.c);
     await startCat(old.c);
@@ -175,7 +170,7 @@ describe('attach', () => {
   });
 
   it("another token's session, by id or by name, gets exactly the answer of an unknown session", async () => {
-    target = await startTetherServer({ tokens: ['alice', 'bob'] });
+    await servers.start({ tokens: ['alice', 'bob'] });
     const alice = await open({ name: 'secret' });
     for (const role of ['watcher', 'writer'] as const) {
       for (const session of [alice.result.sessionId as string, 'secret']) {
@@ -195,7 +190,7 @@ describe('attach', () => {
   });
 
   it('the admin token watches any session, and is its writer only with take', async () => {
-    target = await startTetherServer({ tokens: ['alice'], adminToken: 'root' });
+    await servers.start({ tokens: ['alice'], adminToken: 'root' });
     const alice = await open({ name: 'owned' });
     ackAll(alice.c);
     await startCat(alice.c);
@@ -215,7 +210,7 @@ describe('attach', () => {
   });
 
   it('watchers count against --max-sessions-per-token and free their slot when they close', async () => {
-    target = await startTetherServer({ tokens: ['alice'], maxSessionsPerToken: 2 });
+    await servers.start({ tokens: ['alice'], maxSessionsPerToken: 2 });
     const owner = await open({ name: 'one' });
     const watcher = await open({ attach: { session: 'one', role: 'watcher' } });
     expect(watcher.result.tether.attached.role).toBe('watcher');
@@ -230,7 +225,7 @@ describe('attach', () => {
   });
 
   it("in the Codex dialect (no acks) a watcher's reads acknowledge nothing: the writer that comes back still gets what was recorded while it was away", async () => {
-    target = await startTetherServer({ tokens: ['alice'], resumeGraceMs: 50 });
+    const target = await servers.start({ tokens: ['alice'], resumeGraceMs: 50 });
     const dir = mkdtempSync(join(tmpdir(), 'attach-'));
     try {
       const extensions = ['sessionList', 'attach'];
@@ -255,7 +250,7 @@ describe('attach', () => {
   });
 
   it('the watchers of a session that ends are told what became of each process (session/ended: its exit code and next seq, so they know what they did not read) and closed (code 1000, "session ended")', async () => {
-    target = await startTetherServer({ tokens: ['alice'] });
+    await servers.start({ tokens: ['alice'] });
     const writer = await open({ name: 'short', }, 'alice', [...WRITER_EXT, 'sessionClose']);
     const watcher = await open({ attach: { session: 'short', role: 'watcher' } });
     await writer.c.request('process/start', { processId: 'p', argv: ['sh', '-c', 'echo hi; exit 3'], cwd, env: {}, tty: false });
@@ -271,7 +266,7 @@ describe('attach', () => {
 
   it('leaves one audit line per attach (role, session, name, owner, token, admin) and one per writer moved', async () => {
     const logs: string[] = [];
-    target = await startTetherServer({ tokens: ['alice'], adminToken: 'root', logger: (level, msg) => logs.push(`${level} ${msg}`) });
+    await servers.start({ tokens: ['alice'], adminToken: 'root', logger: (level, msg) => logs.push(`${level} ${msg}`) });
     const writer = await open({ name: 'audited' });
     const short = String(writer.result.sessionId).slice(0, 8);
     await open({ attach: { session: 'audited', role: 'watcher' } });
@@ -285,7 +280,7 @@ describe('attach', () => {
   });
 
   it('watchers do not keep a session: with its writer gone it expires after its TTL, and they are closed', async () => {
-    target = await startTetherServer({ tokens: ['alice'], sessionTtlMs: 300 });
+    await servers.start({ tokens: ['alice'], sessionTtlMs: 300 });
     const writer = await open({ name: 'ttl' });
     await startCat(writer.c);
     const watcher = await open({ attach: { session: 'ttl', role: 'watcher' } });
@@ -296,7 +291,7 @@ describe('attach', () => {
   });
 
   it('refuses with -32602: a name several tokens use (admin: use the id), attach with resumeSessionId, name or attach without the extension', async () => {
-    target = await startTetherServer({ tokens: ['alice', 'bob'], adminToken: 'root' });
+    const target = await servers.start({ tokens: ['alice', 'bob'], adminToken: 'root' });
     const alice = await open({ name: 'shared' });
     await open({ name: 'shared' }, 'bob');
     const ambiguous = await open({ attach: { session: 'shared', role: 'watcher' } }, 'root');

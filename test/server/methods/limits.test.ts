@@ -6,29 +6,24 @@ import { readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { disposeStateDir, makeStateDir } from '../../helpers/server-process.js';
-import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 import { serverInternals } from '../../../src/server/server.js';
 
 const CWD = pathToFileURL(tmpdir()).href;
 const ENV = { PATH: process.env.PATH ?? '/usr/bin:/bin' };
 
-let target: TetherTarget | undefined;
-const pool = new RawClientPool();
-afterEach(async () => {
-  await pool.dropAll();
-  await target?.stop();
-  target = undefined;
-});
+const servers = tetherAfterEach();
+const { pool } = servers;
 
-const client = (): Promise<RawClient> => pool.connect(target!.url);
+const client = (): Promise<RawClient> => pool.connect(servers.target.url);
 
 describe('limits', () => {
   it('closes a connection that sends a message over the size limit with 1009, and keeps serving', async () => {
-    target = await startTetherServer({ maxMessageBytes: 64 * 1024 });
+    await servers.start({ maxMessageBytes: 64 * 1024 });
     const c = await client();
     await c.handshake();
     c.send({ id: 99, method: 'environment/status', params: { pad: 'x'.repeat(100 * 1024) } });
@@ -41,7 +36,7 @@ describe('limits', () => {
   });
 
   it('refuses processes beyond the per-session limit with -32600 naming it, and counts only live ones', async () => {
-    target = await startTetherServer({ maxProcessesPerSession: 2 });
+    await servers.start({ maxProcessesPerSession: 2 });
     const c = await client();
     await c.handshake();
     const start = (id: string, argv: string[]) => c.call('process/start', { processId: id, argv, cwd: CWD, env: ENV, tty: false });
@@ -58,7 +53,7 @@ describe('limits', () => {
   });
 
   it('refuses sessions beyond the limit with -32600 naming it; resuming an existing one still works', async () => {
-    target = await startTetherServer({ maxSessions: 1 });
+    await servers.start({ maxSessions: 1 });
     const a = await client();
     const { sessionId } = await a.handshake();
     const b = await client();
@@ -76,14 +71,14 @@ describe('limits', () => {
   });
 
   it('allows a listed Origin and refuses others', async () => {
-    target = await startTetherServer({ allowedOrigins: ['https://ok.example'] });
+    const target = await servers.start({ allowedOrigins: ['https://ok.example'] });
     const ok = await pool.connect(target.url, { headers: { origin: 'https://ok.example' } });
     await ok.handshake();
     await expect(RawClient.connect(target.url, { headers: { origin: 'https://evil.example' } })).rejects.toMatchObject({ status: 403 });
   });
 
   it('evicts the oldest output while attached: a read after the fact shows the gap', async () => {
-    target = await startTetherServer({ outputRetentionBytes: 64 * 1024 });
+    await servers.start({ outputRetentionBytes: 64 * 1024 });
     const c = await client();
     await c.handshake();
     await c.request('process/start', {
@@ -104,7 +99,7 @@ describe('limits', () => {
   });
 
   it('forgets a closed process after the closed-retention time (while attached)', async () => {
-    target = await startTetherServer({ closedRetentionMs: 100 });
+    const target = await servers.start({ closedRetentionMs: 100 });
     const c = await client();
     await c.handshake();
     await c.request('process/start', { processId: 'x', argv: ['/bin/true'], cwd: CWD, env: ENV, tty: false });
@@ -120,11 +115,11 @@ describe('limits', () => {
   });
 
   it('keeps a closed process readable while detached, beyond the closed-retention time', async () => {
-    target = await startTetherServer({ closedRetentionMs: 50, sessionTtlMs: 10_000 });
+    const target = await servers.start({ closedRetentionMs: 50, sessionTtlMs: 10_000 });
     const c = await client();
     const { sessionId } = await c.handshake();
     await c.request('process/start', { processId: 'x', argv: ['/bin/sh', '-c', 'sleep 0.2; echo done'], cwd: CWD, env: ENV, tty: false });
-    const detached = new Promise((r) => target!.server.once('session-detached', r));
+    const detached = new Promise((r) => servers.target.server.once('session-detached', r));
     await c.drop();
     await detached;
     const session = serverInternals(target.server).sessions.get(sessionId)!;
@@ -149,7 +144,7 @@ describe('limits', () => {
   });
 
   it('answers a write only once the child took it (its stdin pipe has room), so input cannot pile up', async () => {
-    target = await startTetherServer({});
+    await servers.start({});
     const c = await client();
     await c.handshake();
     await c.request('process/start', { processId: 'deaf', argv: ['sleep', '30'], cwd: CWD, env: ENV, tty: false, pipeStdin: true });
@@ -167,7 +162,7 @@ describe('limits', () => {
   it('refuses ids of megabytes (8 MiB process ids, writeIds, a client name) with -32602 saying so; nothing is kept, nothing else is affected', async () => {
     const dir = makeStateDir('self');
     try {
-      target = await startTetherServer({ stateDir: dir, adoptWithinMs: 5_000 });
+      const target = await servers.start({ stateDir: dir, adoptWithinMs: 5_000 });
       const c = await client();
       const { sessionId } = await c.handshake();
       const huge = 'p'.repeat(8 * 1024 * 1024);
@@ -204,9 +199,7 @@ describe('limits', () => {
       await c.request('process/terminate', { processId: longest });
       await c.waitClosed(longest);
     } finally {
-      await pool.dropAll();
-      await target?.stop();
-      target = undefined;
+      await servers.stopNow();
       await disposeStateDir(dir);
     }
   });

@@ -17,7 +17,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RawClientPool, type Frame } from '../../helpers/raw-client.js';
+import { RawClientPool, type Frame, type RawClient } from '../../helpers/raw-client.js';
 import { spawnServe, type ServeProcess } from '../../helpers/serve-process.js';
 import { disposeStateDir, makeStateDir } from '../../helpers/server-process.js';
 
@@ -41,6 +41,33 @@ async function metrics(url: string, token: string): Promise<string> {
   return res.text();
 }
 
+/** A client that reads and never acknowledges (acks, sessionList), with `token` if given. */
+async function asleep(url: string, token?: string): Promise<RawClient> {
+  const c = await pool.connect(url, token === undefined ? undefined : { token });
+  await c.request('initialize', { clientName: 'asleep', tether: { version: 1, extensions: ['acks', 'sessionList'] } });
+  c.notify('initialized', {});
+  return c;
+}
+
+/** Its process as session/list shows it, once paused by `reason` (each listing waits for its answer; bounded). */
+async function untilPausedBy(c: RawClient, reason: string): Promise<any> {
+  let listed: any;
+  for (let i = 0; i < 5000; i++) {
+    listed = (await c.request('session/list', {})).sessions.find((s: { current: boolean }) => s.current).processes[0];
+    if (listed.pausedBy === reason) break;
+  }
+  return listed;
+}
+
+/** From now on the client acknowledges every output and close, those already received first. */
+function acknowledgeAll(c: RawClient): void {
+  const ack = (f: Frame) => {
+    if (f.method === 'process/output' || f.method === 'process/closed') c.notify('process/ack', { processId: f.params.processId, seq: f.params.seq });
+  };
+  for (const f of c.notifications) ack(f);
+  c.on('notification', ack);
+}
+
 describe.each([false, true])('the output disk quota (unprivileged server: %s)', (unprivileged) => {
   it('pauses the producer at the quota with the reason, another token streams and starts processes meanwhile, and after the client reads the producer resumes and loses nothing', async () => {
     const stateDir = makeStateDir(unprivileged ? 'nobody' : 'self');
@@ -57,16 +84,10 @@ describe.each([false, true])('the output disk quota (unprivileged server: %s)', 
     const url = served.url;
 
     // The client that reads and never acknowledges.
-    const hoarder = await pool.connect(url, { token: tokens.a });
-    await hoarder.request('initialize', { clientName: 'asleep', tether: { version: 1, extensions: ['acks', 'sessionList'] } });
-    hoarder.notify('initialized', {});
+    const hoarder = await asleep(url, tokens.a);
     expect((await hoarder.call('process/start', { processId: 'p', argv: ['seq', '1', String(COUNT)], cwd: CWD, env: ENV, tty: false })).error).toBeUndefined();
     // Ordered by what the server says (each listing waits for its answer; bounded).
-    let listed: any;
-    for (let i = 0; i < 5000; i++) {
-      listed = (await hoarder.request('session/list', {})).sessions.find((s: { current: boolean }) => s.current).processes[0];
-      if (listed.pausedBy === 'output-disk-quota') break;
-    }
+    let listed = await untilPausedBy(hoarder, 'output-disk-quota');
     expect(listed).toMatchObject({ state: 'running', paused: true, pausedBy: 'output-disk-quota' });
     expect(listed.spilledBytes).toBeGreaterThan(3 * 1024 * 1024);
     expect(await metrics(url, tokens.b)).toMatch(/^tether_output_disk_paused_processes\{reason="output-disk-quota"\} 1$/m);
@@ -86,11 +107,7 @@ describe.each([false, true])('the output disk quota (unprivileged server: %s)', 
     expect(listed).toMatchObject({ state: 'running', pausedBy: 'output-disk-quota' });
 
     // The client reads at last: the producer resumes, every byte arrives once, in order.
-    const ack = (f: Frame) => {
-      if (f.method === 'process/output' || f.method === 'process/closed') hoarder.notify('process/ack', { processId: f.params.processId, seq: f.params.seq });
-    };
-    for (const f of hoarder.notifications) ack(f);
-    hoarder.on('notification', ack);
+    acknowledgeAll(hoarder);
     await hoarder.waitClosed('p', 60_000);
     expect(hoarder.output('p')).toBe(EXPECTED);
   }, 120_000);
@@ -110,21 +127,11 @@ describe.each([false, true])('the output disk quota (unprivileged server: %s)', 
     });
     // An explicit total past the filesystem: the disk fills before any quota.
     served = await spawnServe(['--port', '0', '--state-dir', stateDir, '--output-window', '1MiB', '--output-disk', '1GiB', '--output-disk-total', '1GiB'], { unprivileged });
-    const client = await pool.connect(served.url);
-    await client.request('initialize', { clientName: 'asleep', tether: { version: 1, extensions: ['acks', 'sessionList'] } });
-    client.notify('initialized', {});
+    const client = await asleep(served.url);
     expect((await client.call('process/start', { processId: 'p', argv: ['seq', '1', String(COUNT)], cwd: CWD, env: ENV, tty: false })).error).toBeUndefined();
-    let listed: any;
-    for (let i = 0; i < 5000; i++) {
-      listed = (await client.request('session/list', {})).sessions.find((s: { current: boolean }) => s.current).processes[0];
-      if (listed.pausedBy === 'output-disk-full') break;
-    }
+    const listed = await untilPausedBy(client, 'output-disk-full');
     expect(listed).toMatchObject({ state: 'running', paused: true, pausedBy: 'output-disk-full' });
-    const ack = (f: Frame) => {
-      if (f.method === 'process/output' || f.method === 'process/closed') client.notify('process/ack', { processId: f.params.processId, seq: f.params.seq });
-    };
-    for (const f of client.notifications) ack(f);
-    client.on('notification', ack);
+    acknowledgeAll(client);
     await client.waitClosed('p', 60_000);
     expect(client.output('p')).toBe(EXPECTED);
     expect(served.child.exitCode).toBe(null);

@@ -4,21 +4,16 @@
  * listener without a token is refused at start.
  */
 import { request as httpRequest } from 'node:http';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { parseServeArgs } from '../../../src/cli/serve/serve.js';
 import { InsecureConfigError, startServer } from '../../../src/server/index.js';
 import { hostOfHeader, isAllowedLoopbackHost, isLoopbackName } from '../../../src/util/loopback.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
 import { spawnServe } from '../../helpers/serve-process.js';
-import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 
-let target: TetherTarget | undefined;
-const pool = new RawClientPool();
-afterEach(async () => {
-  await pool.dropAll();
-  await target?.stop();
-  target = undefined;
-});
+const servers = tetherAfterEach();
+const { pool } = servers;
 
 /** GET `path` with a given Host header; resolves with status and body. */
 function get(port: number, path: string, host: string, address = '127.0.0.1'): Promise<{ status: number; body: string }> {
@@ -56,7 +51,7 @@ describe('loopback names', () => {
 
 describe('Host check on a loopback listener', () => {
   it('refuses an upgrade or a request whose Host is not loopback with 403 and the reason', async () => {
-    target = await startTetherServer();
+    const target = await servers.start();
     const refused = await RawClient.connect(target.url, { headers: { host: 'rebound.evil.example:8765' } }).then(
       () => null,
       (err: { status?: number; body?: string }) => err,
@@ -68,7 +63,7 @@ describe('Host check on a loopback listener', () => {
   });
 
   it('accepts localhost on another port (ssh -L 9000:localhost:8765) and names added with allowedHosts', async () => {
-    target = await startTetherServer({ allowedHosts: ['DevBox'] });
+    const target = await servers.start({ allowedHosts: ['DevBox'] });
     const forwarded = await pool.connect(target.url, { headers: { host: 'localhost:9000' } });
     await forwarded.handshake();
     const named = await pool.connect(target.url, { headers: { host: 'devbox:8765' } });

@@ -6,24 +6,19 @@
  * in order, and the process runs to its close without a single ack.
  */
 import { pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
-import { RawClient, RawClientPool, RpcReplyError } from '../../helpers/raw-client.js';
-import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { describe, expect, it } from 'vitest';
+import { RawClient, RpcReplyError } from '../../helpers/raw-client.js';
+import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 
-let target: TetherTarget | undefined;
-const pool = new RawClientPool();
-afterEach(async () => {
-  await pool.dropAll();
-  await target?.stop();
-  target = undefined;
-});
+const servers = tetherAfterEach();
+const { pool } = servers;
 
 const cwd = pathToFileURL(process.cwd()).href;
 const COUNT = 60_000; // `seq 1 COUNT`: 348,894 bytes
 const expected = Array.from({ length: COUNT }, (_, i) => `${i + 1}\n`).join('');
 
 async function open(extensions: string[] | null): Promise<RawClient> {
-  const c = await pool.connect(target!.url);
+  const c = await pool.connect(servers.target.url);
   await c.request('initialize', { clientName: 'keep-last-test', ...(extensions ? { tether: { version: 1, extensions } } : {}) });
   c.notify('initialized', {});
   return c;
@@ -31,7 +26,7 @@ async function open(extensions: string[] | null): Promise<RawClient> {
 
 describe('keepLast', () => {
   it('refuses an invalid keepLastBytes with -32602', async () => {
-    target = await startTetherServer({});
+    await servers.start({});
     const c = await open(['acks', 'keepLast']);
     for (const bad of [0, -1, 1.5, 'big']) {
       const err = await c.request('process/start', { processId: `p${String(bad)}`, argv: ['true'], cwd, env: {}, tty: false, keepLastBytes: bad }).catch((e: unknown) => e);
@@ -42,7 +37,7 @@ describe('keepLast', () => {
   });
 
   it('a client that acknowledges nothing is told each dropped run, every seq after it exact; the process closes', async () => {
-    target = await startTetherServer({ outputWindowBytes: 64 * 1024 });
+    await servers.start({ outputWindowBytes: 64 * 1024 });
     const c = await open(['acks', 'keepLast']);
     await c.request('process/start', { processId: 'p', argv: ['seq', '1', String(COUNT)], cwd, env: {}, tty: false, keepLastBytes: 16 * 1024 });
     await c.waitClosed('p', 30_000);
@@ -84,7 +79,7 @@ describe('keepLast', () => {
   });
 
   it('through a reconnect the gap is told again before the first event, until the client acknowledges past it', async () => {
-    target = await startTetherServer({ outputWindowBytes: 64 * 1024, sessionTtlMs: 60_000 });
+    const target = await servers.start({ outputWindowBytes: 64 * 1024, sessionTtlMs: 60_000 });
     const extensions = ['acks', 'keepLast'];
     const first = await pool.connect(target.url);
     const { sessionId } = await first.request('initialize', { clientName: 'keep-last-test', tether: { version: 1, extensions } });
@@ -97,7 +92,7 @@ describe('keepLast', () => {
     await first.drop(); // nothing acknowledged
 
     const resume = async (delivered: number): Promise<RawClient> => {
-      const c = await pool.connect(target!.url);
+      const c = await pool.connect(servers.target.url);
       await c.request('initialize', { clientName: 'keep-last-test', resumeSessionId: sessionId, tether: { version: 1, extensions, delivered: { p: delivered } } });
       c.notify('initialized', {});
       await c.waitClosed('p', 30_000);
@@ -120,7 +115,7 @@ describe('keepLast', () => {
   });
 
   it('without the extension keepLastBytes is ignored: no gap, every byte', async () => {
-    target = await startTetherServer({ outputWindowBytes: 64 * 1024 });
+    await servers.start({ outputWindowBytes: 64 * 1024 });
     const c = await open(null); // a Codex client
     await c.request('process/start', { processId: 'p', argv: ['seq', '1', String(COUNT)], cwd, env: {}, tty: false, keepLastBytes: 1024 });
     await c.waitClosed('p', 30_000);

@@ -6,25 +6,18 @@
  * order, from memory and disk alike, with no gap (nothing was acknowledged).
  */
 import { execSync } from 'node:child_process';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { RawClient } from '../../helpers/raw-client.js';
-import { startRestartableServer, type RestartableServer } from '../../helpers/restart.js';
+import { restartablesAfterEach } from '../../helpers/restart-per-test.js';
 import { serverUsers } from '../../helpers/server-process.js';
 
 const COUNT = 200_000;
 const EXPECTED = `${execSync(`seq 1 ${COUNT}`, { maxBuffer: 16 * 1024 * 1024 }).toString()}done\n`;
 
-let servers: RestartableServer[] = [];
-const raws: RawClient[] = [];
-afterEach(async () => {
-  for (const raw of raws.splice(0)) await raw.drop();
-  for (const s of servers.splice(0)) await s.dispose();
-  servers = [];
-});
+const restartables = restartablesAfterEach();
 
 async function open(url: string, tether: Record<string, unknown>): Promise<{ c: RawClient; result: any }> {
-  const c = await RawClient.connect(url);
-  raws.push(c);
+  const c = await restartables.pool.connect(url);
   const result = await c.request('initialize', { clientName: 'watch-spill', tether: { version: 1, extensions: ['acks', 'sessionList', 'attach'], ...tether } });
   c.notify('initialized', {});
   return { c, result };
@@ -45,8 +38,7 @@ async function readAll(c: RawClient, processId: string): Promise<string> {
 
 describe.each(serverUsers())('a watcher reads spilled output (server as %s)', (user) => {
   it('gets every unacknowledged byte, in memory or on disk, from seq 0, in order', async () => {
-    const server = await startRestartableServer(user, ['--output-window', '64KiB']);
-    servers.push(server);
+    const server = await restartables.start(user, ['--output-window', '64KiB']);
     const writer = await open(server.url, { name: 'spiller' });
     const watcher = await open(server.url, { attach: { session: 'spiller', role: 'watcher' } });
     await writer.c.request('process/start', { processId: 'p', argv: ['sh', '-c', `seq 1 ${COUNT}; echo done; exec cat`], cwd: 'file:///tmp', env: { PATH: process.env.PATH ?? '/usr/bin:/bin' }, tty: false, pipeStdin: true });

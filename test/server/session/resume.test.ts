@@ -5,28 +5,23 @@
  */
 import type { Socket } from 'node:net';
 import { once } from 'node:events';
-import { afterEach, describe, expect, it, vi } from 'vitest';
+import { describe, expect, it, vi } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
 import { digest } from '../../../src/server/edge/auth.js';
 import type { Connection } from '../../../src/server/connection/connection.js';
 import { Session } from '../../../src/server/session/session.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
-import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 import { serverInternals } from '../../../src/server/server.js';
 
-let target: TetherTarget | undefined;
-const pool = new RawClientPool();
-afterEach(async () => {
-  await pool.dropAll();
-  await target?.stop();
-  target = undefined;
-});
+const servers = tetherAfterEach();
+const { pool } = servers;
 
-const client = (): Promise<RawClient> => pool.connect(target!.url);
+const client = (): Promise<RawClient> => pool.connect(servers.target.url);
 
 describe('resume', () => {
   it('frees a session held by a socket that stopped answering, long before the heartbeat', async () => {
-    target = await startTetherServer({ livenessProbeMs: 200, pingIntervalMs: 60_000 });
+    const target = await servers.start({ livenessProbeMs: 200, pingIntervalMs: 60_000 });
     const a = await client();
     const { sessionId } = await a.handshake();
     // A half-open link: the peer no longer reads anything (no FIN, no pong).
@@ -34,24 +29,24 @@ describe('resume', () => {
     const b = await client();
     const first = await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId });
     expect(first.error?.code).toBe(ErrorCode.SessionAttached);
-    const detached = new Promise((r) => target!.server.once('session-detached', r));
+    const detached = new Promise((r) => servers.target.server.once('session-detached', r));
     await detached; // the probe dropped the dead socket
     const second = await b.call('initialize', { clientName: 'b', resumeSessionId: sessionId });
     expect(second.result?.sessionId).toBe(sessionId);
   });
 
   it('drops a connection that stops answering pings, so its session detaches', async () => {
-    target = await startTetherServer({ pingIntervalMs: 100 });
+    const target = await servers.start({ pingIntervalMs: 100 });
     const a = await client();
     const { sessionId } = await a.handshake();
-    const detached = new Promise((r) => target!.server.on('session-detached', (id: string) => id === sessionId && r(id)));
+    const detached = new Promise((r) => servers.target.server.on('session-detached', (id: string) => id === sessionId && r(id)));
     (a.ws as unknown as { _socket: Socket })._socket.pause(); // half-open: reads nothing, answers nothing
     await detached;
     expect(serverInternals(target.server).sessions.get(sessionId)?.attached).toBe(false);
   });
 
   it('keeps a connection that answers pings', async () => {
-    target = await startTetherServer({ pingIntervalMs: 50 });
+    const target = await servers.start({ pingIntervalMs: 50 });
     const a = await client();
     const { sessionId } = await a.handshake();
     let pings = 0;
@@ -61,7 +56,7 @@ describe('resume', () => {
   });
 
   it('does not take a session away from a live connection', async () => {
-    target = await startTetherServer({ livenessProbeMs: 100 });
+    const target = await servers.start({ livenessProbeMs: 100 });
     const connections: Connection[] = [];
     serverInternals(target.server).onConnection((conn: Connection) => connections.push(conn));
     const a = await client();

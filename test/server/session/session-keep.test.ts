@@ -7,21 +7,16 @@
  * kept one, is the clock (its `session-expired` event comes after the kept one would have gone).
  */
 import { pathToFileURL } from 'node:url';
-import { afterEach, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
 import { serverInternals } from '../../../src/server/server.js';
 import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
-import { startTetherServer, type TetherTarget } from '../../helpers/tether.js';
+import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 
-let target: TetherTarget | undefined;
-const pool = new RawClientPool();
-afterEach(async () => {
-  await pool.dropAll();
-  await target?.stop();
-  target = undefined;
-});
+const servers = tetherAfterEach();
+const { pool } = servers;
 
-const client = (): Promise<RawClient> => pool.connect(target!.url);
+const client = (): Promise<RawClient> => pool.connect(servers.target.url);
 const keepAsk = (keepMs?: number) => ({ version: 1, extensions: ['sessionKeep', 'sessionList'], ...(keepMs === undefined ? {} : { keepMs }) });
 
 async function initialize(c: RawClient, tether: unknown, resumeSessionId?: string): Promise<any> {
@@ -34,16 +29,16 @@ function whenEvent(name: 'session-detached' | 'session-expired', sessionId: stri
   return new Promise((resolve) => {
     const on = (id: string) => {
       if (id !== sessionId) return;
-      target!.server.off(name, on);
+      servers.target.server.off(name, on);
       resolve();
     };
-    target!.server.on(name, on);
+    servers.target.server.on(name, on);
   });
 }
 
 describe('sessionKeep', () => {
   it('grants at most --max-session-ttl to a client asking more, and says so', async () => {
-    target = await startTetherServer({ sessionTtlMs: 1000, maxSessionTtlMs: 300_000 });
+    const target = await servers.start({ sessionTtlMs: 1000, maxSessionTtlMs: 300_000 });
     const result = await initialize(await client(), keepAsk(10 * 3_600_000));
     expect(result.tether.extensions).toContain('sessionKeep');
     expect(result.tether.keepMs).toBe(300_000);
@@ -52,14 +47,14 @@ describe('sessionKeep', () => {
   });
 
   it('grants what is asked within the limits, and never less than --session-ttl', async () => {
-    target = await startTetherServer({ sessionTtlMs: 2000, maxSessionTtlMs: 300_000 });
+    await servers.start({ sessionTtlMs: 2000, maxSessionTtlMs: 300_000 });
     expect((await initialize(await client(), keepAsk(60_000))).tether.keepMs).toBe(60_000);
     expect((await initialize(await client(), keepAsk(10))).tether.keepMs).toBe(2000);
     expect((await initialize(await client(), keepAsk())).tether.keepMs).toBe(2000);
   });
 
   it('refuses a keep that is not a whole number of milliseconds, naming it', async () => {
-    target = await startTetherServer({});
+    await servers.start({});
     for (const keepMs of [-1, 1.5, 'long']) {
       const answer = await (await client()).call('initialize', { clientName: 'x', tether: keepAsk(keepMs as number) });
       expect(answer.error?.code).toBe(ErrorCode.InvalidParams);
@@ -68,7 +63,7 @@ describe('sessionKeep', () => {
   });
 
   it('keeps a session that asked for 10 minutes past --session-ttl, while a Codex client’s expires after it', async () => {
-    target = await startTetherServer({ sessionTtlMs: 1000 });
+    const target = await servers.start({ sessionTtlMs: 1000 });
     const kept = await client();
     const init = await initialize(kept, keepAsk(600_000));
     const keptId: string = init.sessionId;
@@ -99,7 +94,7 @@ describe('sessionKeep', () => {
   });
 
   it('re-grants on every resume: a new ask replaces the last, none keeps it; session/list shows it', async () => {
-    target = await startTetherServer({ sessionTtlMs: 1000, maxSessionTtlMs: 3_600_000 });
+    await servers.start({ sessionTtlMs: 1000, maxSessionTtlMs: 3_600_000 });
     const a = await client();
     const { sessionId } = await initialize(a, keepAsk(60_000));
     const detached = whenEvent('session-detached', sessionId);
@@ -117,7 +112,7 @@ describe('sessionKeep', () => {
   });
 
   it('a Codex client asking tether extensions without sessionKeep keeps --session-ttl', async () => {
-    target = await startTetherServer({ sessionTtlMs: 1000 });
+    const target = await servers.start({ sessionTtlMs: 1000 });
     const c = await client();
     const result = await initialize(c, { version: 1, extensions: ['acks'], keepMs: 600_000 });
     expect(result.tether.keepMs).toBeUndefined();

@@ -9,30 +9,7 @@ import { describe, expect, it } from 'vitest';
 import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
 import type { OutputSpill, SpillRefusal } from '../../../../src/server/output/output-spill.js';
 import type { OutputStream } from '../../../../src/protocol/index.js';
-
-class MemorySpill implements OutputSpill {
-  readonly chunks = new Map<number, Buffer>();
-  refuse: SpillRefusal | null = null;
-  append(seq: number, _stream: OutputStream, data: Buffer): SpillRefusal | null {
-    if (this.refuse) return this.refuse;
-    this.chunks.set(seq, Buffer.from(data));
-    return null;
-  }
-  read(seq: number): Buffer {
-    return Buffer.from(this.chunks.get(seq)!);
-  }
-  freeThrough(seq: number): void {
-    for (const s of [...this.chunks.keys()]) if (s <= seq) this.chunks.delete(s);
-  }
-  get bytes(): number {
-    let n = 0;
-    for (const c of this.chunks.values()) n += c.length;
-    return n;
-  }
-  close(): void {
-    this.chunks.clear();
-  }
-}
+import { MemorySpill } from '../../../helpers/memory-spill.js';
 
 const opts = (o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({ windowBytes: 40, retentionBytes: 0, maxChunkBytes: 8, clientAcks: true, ...o });
 const piece = (i: number) => Buffer.from(`<${String(i).padStart(6, '0')}>`); // 8 bytes: one chunk each

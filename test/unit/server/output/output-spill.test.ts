@@ -10,40 +10,7 @@ import { describe, expect, it } from 'vitest';
 import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
 import type { OutputSpill, SpillRefusal } from '../../../../src/server/output/output-spill.js';
 import type { OutputStream } from '../../../../src/protocol/index.js';
-
-/** A spill in memory; `refuse` makes it take nothing (a quota, ENOSPC). */
-class MemorySpill implements OutputSpill {
-  readonly chunks = new Map<number, Buffer>();
-  appends = 0;
-  last = 0;
-  refuse: SpillRefusal | null = null;
-  closed = false;
-  append(seq: number, _stream: OutputStream, data: Buffer): SpillRefusal | null {
-    if (this.refuse) return this.refuse;
-    expect(seq).toBeGreaterThan(this.last);
-    this.last = seq;
-    this.appends++;
-    this.chunks.set(seq, Buffer.from(data));
-    return null;
-  }
-  read(seq: number, bytes: number): Buffer {
-    const data = this.chunks.get(seq);
-    if (!data || data.length !== bytes) throw new Error(`no chunk ${seq}`);
-    return Buffer.from(data);
-  }
-  freeThrough(seq: number): void {
-    for (const s of [...this.chunks.keys()]) if (s <= seq) this.chunks.delete(s);
-  }
-  get bytes(): number {
-    let n = 0;
-    for (const c of this.chunks.values()) n += c.length;
-    return n;
-  }
-  close(): void {
-    this.closed = true;
-    this.chunks.clear();
-  }
-}
+import { MemorySpill } from '../../../helpers/memory-spill.js';
 
 const opts = (spill: OutputSpill | undefined, o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({
   windowBytes: 100,
@@ -71,7 +38,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('keeps at most the window in memory, spills the oldest chunks in seq order, and the child is still read', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const log = new OutputLog(opts(spill));
     const all: Buffer[] = [];
     for (let i = 0; i < 1000; i++) {
@@ -96,7 +63,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('a client that keeps up never causes a spill', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const log = new OutputLog(opts(spill));
     for (let i = 0; i < 1000; i++) {
       log.append('stdout', piece(i));
@@ -106,7 +73,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('a connection lost mid-replay: everything after the acknowledged point is sent again, from the spill, identically', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const log = new OutputLog(opts(spill));
     for (let i = 0; i < 100; i++) log.append(i % 3 ? 'stdout' : 'stderr', piece(i));
     const first = drainOutput(log);
@@ -118,7 +85,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('process/read in the Codex dialect reads spilled chunks as if from memory, and its answer frees them', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const log = new OutputLog(opts(spill, { clientAcks: false }));
     for (let i = 0; i < 100; i++) log.append('stdout', piece(i));
     expect(spill.bytes).toBeGreaterThan(0);
@@ -135,7 +102,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('a spill that refuses (quota, full disk) pauses the child with the reason, loses nothing, and takes again once freed', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const log = new OutputLog(opts(spill));
     for (let i = 0; i < 30; i++) log.append('stdout', piece(i));
     spill.refuse = 'output-disk-full';
@@ -154,7 +121,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('exit and close after spilled output keep their order; discard closes the spill', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const log = new OutputLog(opts(spill));
     for (let i = 0; i < 40; i++) log.append('stdout', piece(i));
     const exitSeq = log.recordExit(7);
@@ -173,7 +140,7 @@ describe('OutputLog with a spill', () => {
       fc.property(
         fc.array(fc.oneof(fc.constant('append'), fc.constant('take'), fc.constant('ack'), fc.constant('rewind'), fc.constant('refuse'), fc.constant('accept')), { maxLength: 400 }),
         (ops) => {
-          const spill = new MemorySpill();
+          const spill = new MemorySpill({ inOrder: true });
           const log = new OutputLog(opts(spill));
           const written: string[] = [];
           const byseq = new Map<number, string>();
@@ -209,7 +176,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('kept mode: a chunk is marked and dropped at the keeper only once it is in the spill, never past an event', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     const told: string[] = [];
     const log = new OutputLog(
       opts(spill, {
@@ -233,7 +200,7 @@ describe('OutputLog with a spill', () => {
   });
 
   it('a successor rebuilds the spilled entries from the spill with their seqs, before what its keeper kept', () => {
-    const spill = new MemorySpill();
+    const spill = new MemorySpill({ inOrder: true });
     for (let seq = 4; seq <= 6; seq++) spill.append(seq, 'stdout', piece(seq));
     const kept = Buffer.concat([piece(7), piece(8)]);
     const log = OutputLog.restore(opts(spill), {
@@ -260,7 +227,7 @@ describe('OutputLog with a spill', () => {
 
   it('a restore refuses spilled chunks out of order or past what the keeper dropped', () => {
     const base = { streams: { 1: { base: 0, data: Buffer.alloc(0) }, 2: { base: 0, data: Buffer.alloc(0) } }, marks: [], tty: false, droppedSeq: 5 } as const;
-    expect(() => OutputLog.restore(opts(new MemorySpill()), { ...base, spilled: [{ seq: 6, stream: 'stdout', bytes: 1 }] })).toThrow(/out of order/);
-    expect(() => OutputLog.restore(opts(new MemorySpill()), { ...base, spilled: [{ seq: 3, stream: 'stdout', bytes: 1 }, { seq: 3, stream: 'stdout', bytes: 1 }] })).toThrow(/out of order/);
+    expect(() => OutputLog.restore(opts(new MemorySpill({ inOrder: true })), { ...base, spilled: [{ seq: 6, stream: 'stdout', bytes: 1 }] })).toThrow(/out of order/);
+    expect(() => OutputLog.restore(opts(new MemorySpill({ inOrder: true })), { ...base, spilled: [{ seq: 3, stream: 'stdout', bytes: 1 }, { seq: 3, stream: 'stdout', bytes: 1 }] })).toThrow(/out of order/);
   });
 });

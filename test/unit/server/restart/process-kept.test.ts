@@ -13,31 +13,7 @@ import type { OutputSpill, SpawnSpec, SpillRefusal } from '../../../../src/serve
 import type { ProcessHost } from '../../../../src/server/output/process.js';
 import { adoptProcess } from '../../../../src/server/restart/process-kept.js';
 import type { OutputStream } from '../../../../src/protocol/index.js';
-
-/** A spill in memory. */
-class MemorySpill implements OutputSpill {
-  readonly chunks = new Map<number, Buffer>();
-  append(seq: number, _stream: OutputStream, data: Buffer): SpillRefusal | null {
-    this.chunks.set(seq, Buffer.from(data));
-    return null;
-  }
-  read(seq: number, bytes: number): Buffer {
-    const data = this.chunks.get(seq);
-    if (!data || data.length !== bytes) throw new Error(`no chunk ${seq}`);
-    return Buffer.from(data);
-  }
-  freeThrough(seq: number): void {
-    for (const s of [...this.chunks.keys()]) if (s <= seq) this.chunks.delete(s);
-  }
-  get bytes(): number {
-    let n = 0;
-    for (const c of this.chunks.values()) n += c.length;
-    return n;
-  }
-  close(): void {
-    this.chunks.clear();
-  }
-}
+import { MemorySpill } from '../../../helpers/memory-spill.js';
 
 /** What kept.c does with `mark` and `drop` on stream 1: frees below the newest mark at or before a dropped seq. */
 class KeeperModel {
