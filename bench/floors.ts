@@ -6,7 +6,11 @@
  *   - stream: `head -c 256MiB /dev/zero` through the ExecClient as `tether exec` drives it
  *     (binary frames, output into a pipe to `wc -c`) against the Node floor (child pipe → ws
  *     binary frames → a client writing to the same kind of pipe; lib/binary-stream.ts);
- *   - mcp: `tools/call` of server-everything's echo through `tether mcp` against local stdio;
+ *   - mcp: `tools/call` of server-everything's echo through `tether mcp` against local stdio,
+ *     and against the bare two-process chain (lib/mcp-floor-bridge.ts to
+ *     lib/mcp-floor-server.ts: the same processes and hops, passing bytes as they are), which
+ *     parts what any remote path costs from what tether's own work costs (FLOORS_MCP_LINK=5ms:
+ *     both servers across a link, tether against the chain);
  *   - relay: the echo round trip and 64 MiB through `tether relay` against a bare proxy process
  *     (lib/proxy-floor.ts), for a tether upstream and the Codex exec-server (BENCH_ONLY=tether
  *     for the first only; BENCH_RELAY_LINK=5ms across a link).
@@ -21,9 +25,9 @@ import { fileURLToPath } from 'node:url';
 import { ExecClient } from '../src/client/index.js';
 import { EXEC_LIKE, execOnce, FloorClient, startFloorServer } from './lib/binary-stream.js';
 import { cpuMs } from './lib/cpu.js';
-import { startTetherProcess } from './lib/servers.js';
+import { startLinkProcess, startMcpFloorProcess, startTetherProcess } from './lib/servers.js';
 import { ms, summarize, table, verdict } from './lib/stats.js';
-import { localStdio, mcpEchoClient, tetherMcpBridge } from './mcp.js';
+import { bareChainBridge, everythingCommand, localStdio, mcpEchoClient, tetherMcpBridge } from './mcp.js';
 import { eachUpstream, LINK, measureRelayPaths, type Path } from './relay.js';
 
 const MiB = 1024 * 1024;
@@ -32,21 +36,16 @@ const STREAM_BYTES = Number(process.env.FLOORS_STREAM_MIB ?? 256) * MiB;
 const MCP_PER_BLOCK = Number(process.env.FLOORS_MCP_CALLS ?? 100);
 const RELAY_ECHO_PER_BLOCK = Number(process.env.FLOORS_RELAY_ECHO ?? 30);
 const PATHS = (process.env.FLOORS_PATHS ?? 'stream,mcp,relay').split(',');
+const MCP_LINK = process.env.FLOORS_MCP_LINK;
 
 const p50 = (xs: number[]): number => summarize(xs).p50;
 const per64 = (cpu: number, bytes: number): string => (Number.isFinite(cpu) ? `${((cpu * 64 * MiB) / bytes).toFixed(0)} ms` : '');
 const rows: string[][] = [['path', 'tether', 'floor', 'ratio', 'target', 'verdict', 'CPU / 64 MiB (tether; floor)']];
 
-/** `first` and `second` in `BLOCKS` blocks, which goes first turning every block. */
-async function alternate(first: () => Promise<void>, second: () => Promise<void>): Promise<void> {
+/** Each side once per block, `BLOCKS` blocks, which goes first turning every block (for two: a b, b a, a b...). */
+async function inTurn(...sides: Array<() => Promise<void>>): Promise<void> {
   for (let block = 0; block < BLOCKS; block++) {
-    if (block % 2 === 0) {
-      await first();
-      await second();
-    } else {
-      await second();
-      await first();
-    }
+    for (let i = 0; i < sides.length; i++) await sides[(block + i) % sides.length]!();
   }
 }
 
@@ -74,7 +73,7 @@ async function stream(): Promise<void> {
       sides[side].server.push(cpuMs(pid) - serverCpu);
       sides[side].client.push((used.user + used.system) / 1000);
     };
-    await alternate(
+    await inTurn(
       () => timed('tether', server.pid, () => execOnce(c, STREAM_BYTES)),
       () => timed('floor', floor.child.pid!, () => f.once(STREAM_BYTES)),
     );
@@ -99,25 +98,31 @@ async function stream(): Promise<void> {
 
 async function mcp(): Promise<void> {
   const server = await startTetherProcess();
-  const local = await mcpEchoClient(localStdio());
+  const chainServer = await startMcpFloorProcess(everythingCommand());
+  const links = MCP_LINK === undefined ? [] : [await startLinkProcess(server.url, MCP_LINK), await startLinkProcess(chainServer.url, MCP_LINK)];
+  const [tetherUrl, chainUrl] = MCP_LINK === undefined ? [server.url, chainServer.url] : links.map((link) => link.url);
+  const paths = { tether: [] as number[], chain: [] as number[], local: [] as number[] };
+  const clients: Array<{ close(): Promise<void> }> = [];
   try {
-    const bridge = await mcpEchoClient(tetherMcpBridge(server.url));
-    try {
-      await local.calls(MCP_PER_BLOCK);
-      await bridge.calls(MCP_PER_BLOCK);
-      const viaBridge: number[] = [];
-      const viaLocal: number[] = [];
-      await alternate(
-        async () => void viaBridge.push(...(await bridge.calls(MCP_PER_BLOCK))),
-        async () => void viaLocal.push(...(await local.calls(MCP_PER_BLOCK))),
-      );
-      const added = p50(viaBridge) - p50(viaLocal);
-      rows.push(['mcp: tools/call p50, tether mcp vs local stdio', ms(p50(viaBridge)), ms(p50(viaLocal)), `+${ms(added)}`, '≤ +0.3 ms', verdict(added <= 0.3), '']);
-    } finally {
-      await bridge.close();
+    const sides = await Promise.all(
+      ([['tether', tetherMcpBridge(tetherUrl!)], ['chain', bareChainBridge(chainUrl!)], ['local', localStdio()]] as const).map(async ([name, transport]) => {
+        const client = await mcpEchoClient(transport);
+        clients.push(client);
+        await client.calls(MCP_PER_BLOCK);
+        return async () => void paths[name].push(...(await client.calls(MCP_PER_BLOCK)));
+      }),
+    );
+    await inTurn(...(MCP_LINK === undefined ? sides : sides.slice(0, 2)));
+    const [t, chain, local] = [p50(paths.tether), p50(paths.chain), p50(paths.local)];
+    if (MCP_LINK === undefined) {
+      rows.push(['mcp: tools/call p50, tether mcp vs local stdio', ms(t), ms(local), `+${ms(t - local)}`, '≤ +0.3 ms', verdict(t - local <= 0.3), '']);
+      rows.push(['mcp: the bare two-process chain vs local stdio', ms(chain), ms(local), `+${ms(chain - local)}`, '(any remote path)', '', '']);
     }
+    rows.push([`mcp: tether mcp vs the bare chain${MCP_LINK === undefined ? '' : `, across ${MCP_LINK} each way`}`, ms(t), ms(chain), `+${ms(t - chain)}`, '(tether\'s own part)', '', '']);
   } finally {
-    await local.close();
+    await Promise.all(clients.map((client) => client.close()));
+    for (const link of links) await link.stop();
+    await chainServer.stop();
     await server.stop();
   }
 }
@@ -152,7 +157,8 @@ export async function run(): Promise<void> {
   for (const [name, measure] of [['stream', stream], ['mcp', mcp], ['relay', relay]] as const) {
     if (PATHS.includes(name)) await measure();
   }
-  const where = LINK === undefined ? 'loopback' : `the relay's upstream across a link of ${LINK} each way`;
+  const links = [LINK === undefined ? '' : `the relay's upstream across a link of ${LINK} each way`, MCP_LINK === undefined ? '' : `the MCP servers across a link of ${MCP_LINK} each way`];
+  const where = links.filter((link) => link !== '').join(', ') || 'loopback';
   process.stdout.write(`\nbench/floors.ts: every path against its floor (${where}; ${BLOCKS} alternating blocks; medians; ${((Date.now() - started) / 1000).toFixed(0)} s)\n`);
   process.stdout.write(table(rows) + '\n');
 }

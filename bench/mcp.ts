@@ -55,6 +55,22 @@ export const tetherMcpBridge = (url: string): Transport =>
     stderr: 'ignore',
   });
 
+/**
+ * The SDK's stdio transport running the bare bridge (lib/mcp-floor-bridge.ts) to a bare server
+ * (lib/mcp-floor-server.ts) at `url`: the same two extra processes and four socket hops as
+ * `tether mcp`, doing nothing but passing bytes (bench/floors.ts's two-process floor).
+ */
+export const bareChainBridge = (url: string): Transport =>
+  new StdioClientTransport({
+    command: process.execPath,
+    args: [...benchNodeArgs(), '--import', 'tsx', path.join(repoRoot, 'bench/lib/mcp-floor-bridge.ts'), url],
+    cwd: repoRoot,
+    stderr: 'ignore',
+  });
+
+/** server-everything as a command line (for a server that runs it). */
+export const everythingCommand = (): string[] => [process.execPath, ...everythingArgs];
+
 async function measure(transport: Transport): Promise<Summary> {
   const client = await mcpEchoClient(transport);
   try {

@@ -84,6 +84,15 @@ export async function startProxyFloorProcess(upstreamUrl: string): Promise<Bench
 }
 
 /**
+ * The server half of the MCP floor (mcp-floor-server.ts): a bare WebSocket server that runs
+ * `command` per connection and passes bytes as they are, what any remote stdio path costs at
+ * least on the server's side.
+ */
+export async function startMcpFloorProcess(command: string[]): Promise<BenchServer> {
+  return startUrlPrinter('floor', 'the MCP floor', ['--import', 'tsx', 'bench/lib/mcp-floor-server.ts', '--', ...command], {});
+}
+
+/**
  * `tether chaos` in front of `upstreamUrl` with `latency` each way and no other fault: a link
  * with a round trip (bench/relay.ts's BENCH_RELAY_LINK).
  */
