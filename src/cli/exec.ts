@@ -7,7 +7,7 @@
  */
 import { Writable } from 'node:stream';
 import { finished } from 'node:stream/promises';
-import { ServerStoppedError, SessionLostError, type ExecClient, type ExecProcess, type RecoveredEvent, type StateChange } from '../client/index.js';
+import { ServerStoppedError, SessionLostError, type ExecClient, type ExecProcess, type RecoveredEvent, type SpawnOptions, type StateChange } from '../client/index.js';
 import { restartingLine, SERVER_STOPPED_LINE } from '../util/stop-notices.js';
 import { RpcError } from '../protocol/errors.js';
 import { connectClient } from './connect.js';
@@ -133,20 +133,10 @@ async function runDetached(options: RemoteOptions, credentials: { token?: string
   let proc: ExecProcess;
   try {
     const info = await client.environmentInfo();
-    const { env, envPolicy } = buildRemoteEnv(info, options);
-    proc = client.spawn(options.command, {
-      cwd: options.cwd,
-      env,
-      envPolicy,
-      tty: options.tty,
-      // A later writer (tether attach) forwards its stdin.
-      pipeStdin: true,
-      // Nothing that arrives before we leave counts as taken (a handle's own streams count
-      // what they buffer): all of it stays unacknowledged, for the first tether attach.
-      stdout: neverTaken(),
-      stderr: neverTaken(),
-      ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
-    });
+    // A later writer (tether attach) forwards its stdin. Nothing that arrives before we leave
+    // counts as taken (a handle's own streams count what they buffer): all of it stays
+    // unacknowledged, for the first tether attach.
+    proc = client.spawn(options.command, { ...spawnOptions(options, buildRemoteEnv(info, options)), stdout: neverTaken(), stderr: neverTaken() });
     await new Promise<void>((resolve, reject) => {
       proc.once('spawn', () => resolve());
       proc.closed.catch(reject);
@@ -163,6 +153,18 @@ async function runDetached(options: RemoteOptions, credentials: { token?: string
   return 0;
 }
 
+/** What both ways of running a command spawn it with: where, with what environment, a tty or not, stdin piped. */
+function spawnOptions(options: RemoteOptions, { env, envPolicy }: ReturnType<typeof buildRemoteEnv>): SpawnOptions {
+  return {
+    cwd: options.cwd,
+    env,
+    envPolicy,
+    tty: options.tty,
+    pipeStdin: true,
+    ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
+  };
+}
+
 /** A sink whose writes never complete: output written to it is never acknowledged. */
 function neverTaken(): Writable {
   return new Writable({ write: () => {} });
@@ -172,20 +174,14 @@ async function runRemote(client: ExecClient, options: RemoteOptions, early: Earl
   let proc: ExecProcess;
   try {
     const info = await client.environmentInfo();
-    const { env, envPolicy } = buildRemoteEnv(info, options);
     const terminal = options.tty ? localTerminal() : undefined;
     // Output goes straight to our stdout/stderr; with acks it counts as consumed once the
     // local write completed, so a slow reader here slows the remote command.
     proc = client.spawn(options.command, {
-      cwd: options.cwd,
-      env,
-      envPolicy,
-      tty: options.tty,
-      pipeStdin: true,
+      ...spawnOptions(options, buildRemoteEnv(info, options)),
       terminalSize: terminal && { cols: terminal.columns, rows: terminal.rows },
       stdout: process.stdout,
       stderr: process.stderr,
-      ...(options.keepLast !== undefined ? { keepLast: options.keepLast } : {}),
     });
     // --keep-last: every range the server dropped is said, never silently skipped.
     proc.on('gap', ({ fromSeq, toSeq }) => say(`output seqs ${fromSeq}..${toSeq} were dropped (--keep-last)`));
