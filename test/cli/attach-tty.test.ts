@@ -5,7 +5,6 @@
  * "detached from …") and the shell runs on for the next attach; SIGHUP detaches too.
  */
 import { describe, expect, it } from 'vitest';
-import { startServer, type TetherServer } from '../../src/server/index.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
 import { TETHER_BIN } from '../helpers/serve-process.js';
 import { processesWithMarker } from '../helpers/server-process.js';

@@ -4,7 +4,7 @@
  * terminal — a real one, in tmux, resized as a person would.
  */
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecClient, type ExecProcess } from '../../src/client/index.js';
+import { ExecClient } from '../../src/client/index.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { stdoutSoFar } from '../helpers/client-util.js';
 import { RawClient } from '../helpers/raw-client.js';

@@ -10,7 +10,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecClient, type ExecProcess } from '../../src/client/index.js';
+import { ExecClient } from '../../src/client/index.js';
 import { sequencerOf } from '../../src/client/process/process.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { ChaosProxy } from '../../src/chaos/index.js';

@@ -255,7 +255,6 @@ describe('server fuzz, hostile clients', () => {
   it(`others keep running, RSS stays under the budget plus ${RSS_SLACK / MiB} MiB, SIGTERM stops it (seed ${SEED})`, async () => {
     const tally: Tally = { attacks: {}, refusals: 0, victimRounds: 0 };
     const failures: string[] = [];
-    const started = performance.now();
     let over = false;
     attackOver = new Promise<void>((resolve) => setTimeout(resolve, ATTACK_MS)).then(() => void (over = true));
     const stop = () => over || serverExited !== null || failures.length > 0;

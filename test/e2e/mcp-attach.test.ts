@@ -22,7 +22,7 @@ import type { JSONRPCMessage } from '@modelcontextprotocol/sdk/types.js';
 import { ExecClient } from '../../src/client/index.js';
 import { spawnAttach, type Attached } from '../helpers/attach-process.js';
 import { cleanupsAfterEach } from '../helpers/cleanups.js';
-import { runTether, spawnTether } from '../helpers/cli.js';
+import { runTether } from '../helpers/cli.js';
 import { everything, node, repoRoot, tetherBin, text } from '../helpers/mcp-peers.js';
 import { serverUsers, startServerProcess } from '../helpers/server-process.js';
 

@@ -11,7 +11,6 @@ import { ExecClient } from '../../src/client/index.js';
 import { ChaosProxy } from '../../src/chaos/proxy.js';
 import { ExecStdioClientTransport, ServerProcessExitedError } from '../../src/mcp/index.js';
 import { startTetherServer, type TetherTarget } from '../helpers/tether.js';
-import type { Target } from '../helpers/target.js';
 import { everything, node, text } from '../helpers/mcp-peers.js';
 
 let server: TetherTarget;

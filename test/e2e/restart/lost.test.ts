@@ -15,7 +15,7 @@ import { describe, expect, it } from 'vitest';
 import { ExecClient, OutputLostError } from '../../../src/client/index.js';
 import { NOT_RECORDED } from '../../../src/server/restart/lost-processes.js';
 import { spawnTether } from '../../helpers/cli.js';
-import { RawClient, RpcReplyError } from '../../helpers/raw-client.js';
+import { RpcReplyError } from '../../helpers/raw-client.js';
 import { restartablesAfterEach } from '../../helpers/restart-per-test.js';
 import { watchOutput, type RestartableServer } from '../../helpers/restart.js';
 import { eventually, isLive, keeperPids, keeperSocketFiles } from '../../helpers/server-process.js';

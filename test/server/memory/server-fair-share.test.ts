@@ -10,7 +10,7 @@
 import { tmpdir } from 'node:os';
 import { pathToFileURL } from 'node:url';
 import { afterEach, describe, expect, it } from 'vitest';
-import { RawClient, RawClientPool, type Frame } from '../../helpers/raw-client.js';
+import { RawClientPool, type Frame } from '../../helpers/raw-client.js';
 import { spawnServe, type ServeProcess } from '../../helpers/serve-process.js';
 
 const CWD = pathToFileURL(tmpdir()).href;

@@ -5,7 +5,7 @@
  * the writer moved with `take` (the old connection is told and keeps watching), another
  * token's session answered exactly as an unknown one, and the admin token.
  */
-import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';

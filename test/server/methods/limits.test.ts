@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
-import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
+import { RawClient } from '../../helpers/raw-client.js';
 import { disposeStateDir, makeStateDir } from '../../helpers/server-process.js';
 import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 import { serverInternals } from '../../../src/server/server.js';

@@ -8,7 +8,7 @@ import { describe, expect, it } from 'vitest';
 import { parseServeArgs } from '../../../src/cli/serve/serve.js';
 import { InsecureConfigError, startServer } from '../../../src/server/index.js';
 import { hostOfHeader, isAllowedLoopbackHost, isLoopbackName } from '../../../src/util/loopback.js';
-import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
+import { RawClient } from '../../helpers/raw-client.js';
 import { spawnServe } from '../../helpers/serve-process.js';
 import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 

@@ -10,7 +10,7 @@ import { ErrorCode } from '../../../src/protocol/index.js';
 import { digest } from '../../../src/server/edge/auth.js';
 import type { Connection } from '../../../src/server/connection/connection.js';
 import { Session } from '../../../src/server/session/session.js';
-import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
+import { RawClient } from '../../helpers/raw-client.js';
 import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 import { serverInternals } from '../../../src/server/server.js';
 
@@ -21,7 +21,7 @@ const client = (): Promise<RawClient> => pool.connect(servers.target.url);
 
 describe('resume', () => {
   it('frees a session held by a socket that stopped answering, long before the heartbeat', async () => {
-    const target = await servers.start({ livenessProbeMs: 200, pingIntervalMs: 60_000 });
+    await servers.start({ livenessProbeMs: 200, pingIntervalMs: 60_000 });
     const a = await client();
     const { sessionId } = await a.handshake();
     // A half-open link: the peer no longer reads anything (no FIN, no pong).

@@ -10,7 +10,7 @@ import { pathToFileURL } from 'node:url';
 import { describe, expect, it } from 'vitest';
 import { ErrorCode } from '../../../src/protocol/index.js';
 import { serverInternals } from '../../../src/server/server.js';
-import { RawClient, RawClientPool } from '../../helpers/raw-client.js';
+import { RawClient } from '../../helpers/raw-client.js';
 import { tetherAfterEach } from '../../helpers/tether-per-test.js';
 
 const servers = tetherAfterEach();

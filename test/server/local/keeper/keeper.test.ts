@@ -4,7 +4,7 @@
  * tree dying with the keeper's control socket.
  */
 import { randomInt } from 'node:crypto';
-import { readdirSync, readFileSync } from 'node:fs';
+import { readdirSync } from 'node:fs';
 import { afterAll, afterEach, beforeAll, describe, expect, it, vi } from 'vitest';
 import { KeptProcess, setKeeperLaunch, type KeeperSpawnOptions } from '../../../../src/server/local/keeper/keeper.js';
 import { childrenOf, running } from '../../../helpers/procs.js';
