@@ -78,3 +78,30 @@ export function watchedRun(entries: readonly LogEntry[], head: number, afterSeq:
   // A hole later on: the run ends before it. Else everything up to the newest seq.
   return { gap, through: i < entries.length ? expected - 1 : nextSeq - 1 };
 }
+
+/**
+ * A watcher's read (output-log.ts `watch`): kept output after `afterSeq` as `readChunks` gives
+ * it, at most `maxBytes` and `capBytes`, and stopping before any later hole (`nextSeq` then
+ * points at it, for the next read); `gap` as `watchedRun` finds it. `nextSeq`: the log's.
+ */
+export function watchChunks(
+  entries: readonly LogEntry[],
+  head: number,
+  afterSeq: number,
+  nextSeq: number,
+  maxBytes: number | null,
+  capBytes: number,
+  bytesOf: (entry: OutputEntry) => Buffer,
+): ReadAnswer & { gap: { first: number; last: number } | null } {
+  const { gap, through } = watchedRun(entries, head, afterSeq, nextSeq);
+  const from = gap ? gap.last : afterSeq;
+  const limit = Math.min(maxBytes ?? Infinity, capBytes);
+  const read = readChunks(entries, head, from, limit, bytesOf);
+  const chunks = read.chunks.filter((c) => c.seq <= through);
+  const cut = chunks.length < read.chunks.length || through < nextSeq - 1;
+  const lastReturned = chunks.length > 0 ? chunks[chunks.length - 1]!.seq : 0;
+  let answerNext = nextSeq;
+  if (chunks.length > 0 && (read.truncated || maxBytes !== null)) answerNext = lastReturned + 1;
+  else if (cut) answerNext = through + 1;
+  return { chunks, nextSeq: answerNext, gap };
+}
