@@ -4,25 +4,11 @@
  * for `process/read`, knows what to send next on the current connection, and decides
  * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
  * is tested on its own (test/unit/server/output/output-log.test.ts), like the client's sequencer. Its
- * entries, their bytes and its options are log-entries.ts; what a `process/read` takes,
- * log-read.ts; what a client could have seen, told to a kept keeper, log-exposure.ts (and a
- * log rebuilt from that keeper, log-restore.ts); whether to read the child, read-decision.ts.
- *
- * Three cursors over the sequence, always ackedSeq <= sentSeq < next:
- *
- *     history (acked, evictable)  | in flight (sent, unacked) | unsent
- *   ------------------------------+---------------------------+------------->
- *                          ackedSeq                      sentSeq
- *
- * - acknowledged: with the `acks` extension, what the client says it consumed; in the Codex
- *   dialect, what the kernel took on a live socket or what `process/read` returned. Only
- *   acknowledged output is ever evicted, oldest first, beyond `retentionBytes`.
- * - sent: handed to the current connection. When a connection goes away, everything
- *   after the acknowledged point is unsent again (`rewind`) and is sent again in order.
- * - unacknowledged output (in flight + unsent) is bounded by `windowBytes`: at the window the
- *   child is no longer read (`shouldReadChild`), so it blocks on write — unless the oldest
- *   unacknowledged chunks can go to a spill on disk (log-spill.ts), or, with `--keep-last`,
- *   are dropped into gaps the client is told of (log-gaps.ts).
+ * cursors and byte counts (acknowledged, sent, next) are log-state.ts; its entries, their
+ * bytes and its options, log-entries.ts; what a `process/read` takes, log-read.ts; what a
+ * client could have seen, told to a kept keeper, log-exposure.ts (and a log rebuilt from that
+ * keeper, log-restore.ts); output past the window on disk, log-spill.ts; `--keep-last`'s
+ * gaps, log-gaps.ts; whether to read the child, read-decision.ts.
  *
  * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
@@ -33,8 +19,7 @@ import { LogExposure } from './log-exposure.js';
 import { LogGaps } from './log-gaps.js';
 import { readChunks, watchChunks, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
-import { LogSpill } from './log-spill.js';
-import type { SpillRefusal } from './output-spill.js';
+import { LogState } from './log-state.js';
 
 export {
   outputParts,
@@ -52,21 +37,9 @@ export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
 export type { RestoreMark, RestoreState } from './log-restore.js';
 export type { ReadAnswer, ReadChunk } from './log-read.js';
 
-export class OutputLog {
-  private nextSeq = 1;
-  private entries: LogEntry[] = [];
-  /** Index of the oldest entry still kept (evicted slots before it are compacted lazily). */
-  private head = 0;
-  private _ackedSeq = 0;
-  private _sentSeq = 0;
+export class OutputLog extends LogState {
   /** What a client could have seen (sealed against appends), told to the observer (log-exposure.ts). */
   private exposure: LogExposure;
-  private _historyBytes = 0;
-  private _unackedBytes = 0;
-  private _unsentBytes = 0;
-  private _totalBytes = 0;
-  private _exitSeq: number | null = null;
-  private _closeSeq: number | null = null;
   /**
    * Codex dialect, after a resume: the output recorded while the client was away waits for
    * it to read it back with `process/read` (nothing is sent meanwhile), so a client that
@@ -76,15 +49,13 @@ export class OutputLog {
   private retentionLimit: number;
   /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
   private squeezed = false;
-  /** The unacknowledged chunks moved to disk past the window (log-spill.ts). */
-  private readonly spill: LogSpill;
   /** `--keep-last`: its limit, and the runs of seqs dropped unread (log-gaps.ts). */
   private readonly gaps: LogGaps;
 
-  constructor(readonly options: OutputLogOptions) {
+  constructor(options: OutputLogOptions) {
+    super(options);
     this.retentionLimit = options.retentionBytes;
     this.exposure = new LogExposure(options.observer);
-    this.spill = new LogSpill(options.spill, options.windowBytes, options.memory);
     this.gaps = new LogGaps(options.keepLastBytes);
   }
 
@@ -338,92 +309,6 @@ export class OutputLog {
     const last = answer.chunks[answer.chunks.length - 1];
     if (last) this.expose(last.seq);
     return answer;
-  }
-
-  // ---- state ---------------------------------------------------------------------------------
-
-  /** The entries kept right now, oldest first (diagnostics and tests; do not modify). */
-  kept(): readonly LogEntry[] {
-    return this.entries.slice(this.head);
-  }
-
-  get next(): number {
-    return this.nextSeq;
-  }
-
-  get ackedSeq(): number {
-    return this._ackedSeq;
-  }
-
-  get sentSeq(): number {
-    return this._sentSeq;
-  }
-
-  get exitSeq(): number | null {
-    return this._exitSeq;
-  }
-
-  get closeSeq(): number | null {
-    return this._closeSeq;
-  }
-
-  /** Seq of the newest output chunk (0 if none). */
-  get lastOutputSeq(): number {
-    for (let i = this.entries.length - 1; i >= this.head; i--) {
-      const e = this.entries[i]!;
-      if (e.kind === 'output') return e.seq;
-    }
-    return 0;
-  }
-
-  /** The client acknowledged the close: nothing of this process is needed any more. */
-  get fullyAcknowledged(): boolean {
-    return this._closeSeq !== null && this._ackedSeq >= this._closeSeq;
-  }
-
-  /** Output bytes recorded so far. */
-  get totalBytes(): number {
-    return this._totalBytes;
-  }
-
-  /** Output not acknowledged yet (in flight and unsent): bounded by the window. */
-  get unackedBytes(): number {
-    return this._unackedBytes;
-  }
-
-  /** Output not sent on the current connection yet. */
-  get unsentBytes(): number {
-    return this._unsentBytes;
-  }
-
-  /** Acknowledged output still kept for `process/read`. */
-  get historyBytes(): number {
-    return this._historyBytes;
-  }
-
-  /** Everything this log keeps in memory (not what it spilled). */
-  get retainedBytes(): number {
-    return this._historyBytes + this.memoryUnackedBytes;
-  }
-
-  /** Unacknowledged output in memory: what the window bounds (the rest is spilled). */
-  get memoryUnackedBytes(): number {
-    return this._unackedBytes - this.spill.bytes;
-  }
-
-  /** Unacknowledged output in the spill. */
-  get spilledBytes(): number {
-    return this.spill.bytes;
-  }
-
-  /** The newest seq ever spilled (0: none). */
-  get spilledThrough(): number {
-    return this.spill.through;
-  }
-
-  /** Why memory is at the window although the log has a spill: the spill refused (its quota, a full disk); else null. */
-  get spillRefusal(): SpillRefusal | null {
-    return this.spill.refusal;
   }
 
   // ---- internals -----------------------------------------------------------------------------
