@@ -63,6 +63,24 @@ export function processReadResult(
 }
 
 /**
+ * A watcher's `process/read` answer (extension `attach`, process.ts `watchRead`), `gap` told
+ * when seqs right after its `afterSeq` are no longer kept. An answer cut short (maxBytes, the
+ * read cap, a watcher's turn: its `nextSeq` short of the log's `next`) says nothing of the
+ * end yet: its `nextSeq` is where it stopped, not the close's successor.
+ */
+export function watchReadResult(
+  { gap, ...answer }: ReadAnswer & { gap: { first: number; last: number } | null },
+  next: number,
+  exited: boolean,
+  state: { readonly exitCode: number | null; readonly closed: boolean; readonly failure: string | null },
+): ProcessReadResult {
+  const complete = answer.nextSeq >= next;
+  const result = complete ? processReadResult(answer, exited, state) : processReadResult(answer, false, { exitCode: null, closed: false, failure: state.failure });
+  if (gap) result.gap = { firstSeq: gap.first, lastSeq: gap.last };
+  return result;
+}
+
+/**
  * What a watcher's read (extension `attach`) may return after `afterSeq`: `gap`, the seqs right
  * after it that are no longer kept (evicted history, or dropped by keep-last), and `through`,
  * the last seq of the unbroken run that follows (a later hole is told by the next read, whose
