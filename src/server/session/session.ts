@@ -11,9 +11,9 @@ import type { ExtensionName, SessionEndedNotification } from '../../protocol/ind
 import type { SessionBackend, KeptFsRecord } from '../backend/index.js';
 import type { OutputShares } from '../memory/index.js';
 import type { ManagedProcess, OutputLimits, ProcessHost } from '../output/index.js';
-import { settleWithin } from '../../util/timeouts.js';
 import { HandleTable } from './session-handles.js';
 import { ClosedRetention } from './closed-retention.js';
+import { ProcessTrees } from './process-trees.js';
 import { SendRotation, type EventSink } from './send-rotation.js';
 import { SessionWatchers, type WatcherLink } from './session-watchers.js';
 import { SessionTimers } from './session-timers.js';
@@ -63,12 +63,8 @@ export class Session implements ProcessHost {
   private readonly timers: SessionTimers;
   /** Closed processes stay readable for closedRetentionMs, then go (closed-retention.ts). */
   private readonly retention: ClosedRetention<ManagedProcess>;
-  /**
-   * Processes whose keeper still runs — the command, or something it started that outlived
-   * it (a daemon, a background job) — whether or not they are still listed in `processes`:
-   * they all die with the session.
-   */
-  private readonly kept = new Set<ManagedProcess>();
+  /** Its processes' trees, listed or outliving the list: they all die with the session (process-trees.ts). */
+  private readonly trees = new ProcessTrees(this.processes);
   private expired = false;
   private readonly expiryListeners: Array<() => void> = [];
   /** Where its work is done (backend.ts): given when `initialize` creates it, closed when it expires. */
@@ -317,13 +313,7 @@ export class Session implements ProcessHost {
 
   /** Keeps `proc`'s process tree tied to the session until everything in it is gone. */
   track(proc: ManagedProcess): void {
-    if (!proc.keeperAlive) return;
-    this.kept.add(proc);
-    void proc.whenGone.then(() => this.kept.delete(proc));
-  }
-
-  private get everyProcess(): Set<ManagedProcess> {
-    return new Set([...this.processes.values(), ...this.kept]);
+    this.trees.track(proc);
   }
 
   /** Kills every process of the session, and everything they started, and forgets it. */
@@ -347,7 +337,7 @@ export class Session implements ProcessHost {
     this.timers.stop();
     this.retention.clear();
     this.sends.clear();
-    for (const proc of this.everyProcess) each(proc);
+    for (const proc of this.trees.every) each(proc);
     this.share.close();
     this.backend?.close();
     for (const listener of this.expiryListeners.splice(0)) listener();
@@ -356,7 +346,7 @@ export class Session implements ProcessHost {
 
   /** Synchronous last resort (the server process is exiting): every process tree is told to die (kept ones only with `evenKept`). */
   killAllSync(evenKept = false): void {
-    for (const proc of this.everyProcess) proc.killTreeSync(evenKept);
+    this.trees.killAllSync(evenKept);
   }
 
   /** Runs `listener` once when the session expires or is closed (for state other modules keep per session, e.g. open files). */
@@ -367,7 +357,7 @@ export class Session implements ProcessHost {
 
   /** Resolves when every process has closed and every process tree is gone (after `expire`), bounded by `timeoutMs`. */
   async waitAllClosed(timeoutMs: number): Promise<void> {
-    await settleWithin(Promise.all([...this.everyProcess].map((p) => Promise.all([p.whenClosed, p.whenGone]))), timeoutMs);
+    await this.trees.waitAllClosed(timeoutMs);
   }
 
   get liveProcessCount(): number {
