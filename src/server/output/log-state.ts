@@ -20,6 +20,7 @@
  *   are dropped into gaps the client is told of (log-gaps.ts).
  */
 import type { LogEntry, OutputLogOptions } from './log-entries.js';
+import { LogHistory } from './log-history.js';
 import { LogSpill } from './log-spill.js';
 import type { SpillRefusal } from './output-spill.js';
 
@@ -30,7 +31,6 @@ export abstract class LogState {
   protected head = 0;
   protected _ackedSeq = 0;
   protected _sentSeq = 0;
-  protected _historyBytes = 0;
   protected _unackedBytes = 0;
   protected _unsentBytes = 0;
   protected _totalBytes = 0;
@@ -38,9 +38,12 @@ export abstract class LogState {
   protected _closeSeq: number | null = null;
   /** The unacknowledged chunks moved to disk past the window (log-spill.ts). */
   protected readonly spill: LogSpill;
+  /** The acknowledged output kept for `process/read` (log-history.ts). */
+  protected readonly history: LogHistory;
 
   constructor(readonly options: OutputLogOptions) {
     this.spill = new LogSpill(options.spill, options.windowBytes, options.memory);
+    this.history = new LogHistory(options.retentionBytes);
   }
 
   /** The entries kept right now, oldest first (diagnostics and tests; do not modify). */
@@ -99,12 +102,12 @@ export abstract class LogState {
 
   /** Acknowledged output still kept for `process/read`. */
   get historyBytes(): number {
-    return this._historyBytes;
+    return this.history.bytes;
   }
 
   /** Everything this log keeps in memory (not what it spilled). */
   get retainedBytes(): number {
-    return this._historyBytes + this.memoryUnackedBytes;
+    return this.history.bytes + this.memoryUnackedBytes;
   }
 
   /** Unacknowledged output in memory: what the window bounds (the rest is spilled). */

@@ -7,8 +7,9 @@
  * cursors and byte counts (acknowledged, sent, next) are log-state.ts; its entries, their
  * bytes and its options, log-entries.ts; what a `process/read` takes, log-read.ts; what a
  * client could have seen, told to a kept keeper, log-exposure.ts (and a log rebuilt from that
- * keeper, log-restore.ts); output past the window on disk, log-spill.ts; `--keep-last`'s
- * gaps, log-gaps.ts; whether to read the child, read-decision.ts.
+ * keeper, log-restore.ts); the acknowledged history and its eviction, log-history.ts; output
+ * past the window on disk, log-spill.ts; `--keep-last`'s gaps, log-gaps.ts; whether to read
+ * the child, read-decision.ts.
  *
  * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
@@ -46,15 +47,11 @@ export class OutputLog extends LogState {
    * catches up by reading gets every byte from its reads, in order.
    */
   private _holding = false;
-  private retentionLimit: number;
-  /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
-  private squeezed = false;
   /** `--keep-last`: its limit, and the runs of seqs dropped unread (log-gaps.ts). */
   private readonly gaps: LogGaps;
 
   constructor(options: OutputLogOptions) {
     super(options);
-    this.retentionLimit = options.retentionBytes;
     this.exposure = new LogExposure(options.observer);
     this.gaps = new LogGaps(options.keepLastBytes);
   }
@@ -211,7 +208,7 @@ export class OutputLog extends LogState {
     if (seq <= this._ackedSeq) return false;
     const bytes = this.bytesBetween(this._ackedSeq, seq);
     this._unackedBytes -= bytes;
-    this._historyBytes += bytes;
+    this.history.bytes += bytes;
     if (seq > this._sentSeq) {
       // Acknowledged before it was sent (read back): never send it.
       this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
@@ -227,7 +224,7 @@ export class OutputLog extends LogState {
 
   /** The client acknowledged everything up to the close: the history is not needed any more. */
   dropHistory(): void {
-    this.retentionLimit = 0;
+    this.history.keepNone();
     this.evict();
   }
 
@@ -238,7 +235,7 @@ export class OutputLog extends LogState {
    * never dropped: its child is paused instead (`shouldReadChild`).
    */
   squeezeHistory(squeezed: boolean): void {
-    this.squeezed = squeezed;
+    this.history.squeeze(squeezed);
     this.evict();
   }
 
@@ -251,7 +248,7 @@ export class OutputLog extends LogState {
     this.entries = [];
     this.head = 0;
     this.spill.discard();
-    this._historyBytes = 0;
+    this.history.bytes = 0;
     this._unackedBytes = 0;
     this._unsentBytes = 0;
     this._holding = false;
@@ -372,35 +369,14 @@ export class OutputLog extends LogState {
     return outputBytesBetween(this.entries, this.head, from, to);
   }
 
-  /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
+  /** Drops the oldest acknowledged output beyond retention (log-history.ts); compacts the slots let go of. */
   private evict(): void {
-    const entries = this.entries;
-    const limit = this.squeezed ? 0 : this.retentionLimit;
-    // Acknowledged spilled chunks are never history: they go, with everything before them.
-    const through = Math.min(this._ackedSeq, this.spill.through);
-    let freed = 0;
-    let freedBytes = 0;
-    while (this.head < entries.length) {
-      const oldest = entries[this.head]!;
-      if (oldest.seq > this._ackedSeq) break;
-      const within = this._historyBytes <= limit && oldest.seq > through;
-      if (oldest.kind === 'output') {
-        if (within) break;
-        this._historyBytes -= oldest.bytes;
-        if (oldest.spilled) {
-          freedBytes += oldest.bytes;
-          freed = oldest.seq;
-        }
-        this.drop(oldest); // free the payload now; the slot itself goes at the next compaction
-      } else if (within) {
-        break;
-      }
-      this.head++;
-    }
-    if (freed > 0) this.spill.free(freed, freedBytes);
-    if (this.head > 0) this.exposure.dropped(entries[this.head - 1]!.seq);
-    if (this.head > 1024 && this.head * 2 > entries.length) {
-      this.entries = entries.slice(this.head);
+    const { head, freedSeq, freedBytes } = this.history.evict(this.entries, this.head, this._ackedSeq, this.spill.through, this.options.memory);
+    this.head = head;
+    if (freedSeq > 0) this.spill.free(freedSeq, freedBytes);
+    if (head > 0) this.exposure.dropped(this.entries[head - 1]!.seq);
+    if (head > 1024 && head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(head);
       this.head = 0;
     }
   }
