@@ -63,6 +63,24 @@ export function processReadResult(
 }
 
 /**
+ * A watcher's `process/read` answer (extension `attach`, process.ts `watchRead`), `gap` told
+ * when seqs right after its `afterSeq` are no longer kept. An answer cut short (maxBytes, the
+ * read cap, a watcher's turn: its `nextSeq` short of the log's `next`) says nothing of the
+ * end yet: its `nextSeq` is where it stopped, not the close's successor.
+ */
+export function watchReadResult(
+  { gap, ...answer }: ReadAnswer & { gap: { first: number; last: number } | null },
+  next: number,
+  exited: boolean,
+  state: { readonly exitCode: number | null; readonly closed: boolean; readonly failure: string | null },
+): ProcessReadResult {
+  const complete = answer.nextSeq >= next;
+  const result = complete ? processReadResult(answer, exited, state) : processReadResult(answer, false, { exitCode: null, closed: false, failure: state.failure });
+  if (gap) result.gap = { firstSeq: gap.first, lastSeq: gap.last };
+  return result;
+}
+
+/**
  * What a watcher's read (extension `attach`) may return after `afterSeq`: `gap`, the seqs right
  * after it that are no longer kept (evicted history, or dropped by keep-last), and `through`,
  * the last seq of the unbroken run that follows (a later hole is told by the next read, whose
@@ -77,4 +95,31 @@ export function watchedRun(entries: readonly LogEntry[], head: number, afterSeq:
   for (; i < entries.length && entries[i]!.seq === expected; i++) expected++;
   // A hole later on: the run ends before it. Else everything up to the newest seq.
   return { gap, through: i < entries.length ? expected - 1 : nextSeq - 1 };
+}
+
+/**
+ * A watcher's read (output-log.ts `watch`): kept output after `afterSeq` as `readChunks` gives
+ * it, at most `maxBytes` and `capBytes`, and stopping before any later hole (`nextSeq` then
+ * points at it, for the next read); `gap` as `watchedRun` finds it. `nextSeq`: the log's.
+ */
+export function watchChunks(
+  entries: readonly LogEntry[],
+  head: number,
+  afterSeq: number,
+  nextSeq: number,
+  maxBytes: number | null,
+  capBytes: number,
+  bytesOf: (entry: OutputEntry) => Buffer,
+): ReadAnswer & { gap: { first: number; last: number } | null } {
+  const { gap, through } = watchedRun(entries, head, afterSeq, nextSeq);
+  const from = gap ? gap.last : afterSeq;
+  const limit = Math.min(maxBytes ?? Infinity, capBytes);
+  const read = readChunks(entries, head, from, limit, bytesOf);
+  const chunks = read.chunks.filter((c) => c.seq <= through);
+  const cut = chunks.length < read.chunks.length || through < nextSeq - 1;
+  const lastReturned = chunks.length > 0 ? chunks[chunks.length - 1]!.seq : 0;
+  let answerNext = nextSeq;
+  if (chunks.length > 0 && (read.truncated || maxBytes !== null)) answerNext = lastReturned + 1;
+  else if (cut) answerNext = through + 1;
+  return { chunks, nextSeq: answerNext, gap };
 }

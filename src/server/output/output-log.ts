@@ -4,28 +4,12 @@
  * for `process/read`, knows what to send next on the current connection, and decides
  * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
  * is tested on its own (test/unit/server/output/output-log.test.ts), like the client's sequencer. Its
- * entries, their bytes and its options are log-entries.ts; what a `process/read` takes,
- * log-read.ts; what a client could have seen, told to a kept keeper, log-exposure.ts (and a
- * log rebuilt from that keeper, log-restore.ts); whether to read the child, read-decision.ts.
- *
- * Three cursors over the sequence, always ackedSeq <= sentSeq < next:
- *
- *     history (acked, evictable)  | in flight (sent, unacked) | unsent
- *   ------------------------------+---------------------------+------------->
- *                          ackedSeq                      sentSeq
- *
- * - acknowledged: with the `acks` extension, what the client says it consumed; in the Codex
- *   dialect, what the kernel took on a live socket or what `process/read` returned. Only
- *   acknowledged output is ever evicted, oldest first, beyond `retentionBytes`.
- * - sent: handed to the current connection. When a connection goes away, everything
- *   after the acknowledged point is unsent again (`rewind`) and is sent again in order.
- * - unacknowledged output (in flight + unsent) is bounded by `windowBytes`: at the window the
- *   child is no longer read (`shouldReadChild`), so it blocks on write. With a spill
- *   (output-spill.ts, the state dir's disk), the oldest unacknowledged chunks go there
- *   instead, in seq order, so what is on disk is one run of seqs, (ackedSeq, spilledThrough],
- *   memory keeps at most the window, and the child pauses only when the spill refuses (its
- *   quota, a full disk). Spilled chunks keep their seqs: sending and `process/read` read them
- *   back as if from memory, and acknowledging them frees them (they are never history).
+ * cursors and byte counts (acknowledged, sent, next) are log-state.ts; its entries, their
+ * bytes and its options, log-entries.ts; what a `process/read` takes, log-read.ts; what a
+ * client could have seen, told to a kept keeper, log-exposure.ts (and a log rebuilt from that
+ * keeper, log-restore.ts); the acknowledged history and its eviction, log-history.ts; output
+ * past the window on disk, log-spill.ts; `--keep-last`'s gaps, log-gaps.ts; whether to read
+ * the child, read-decision.ts.
  *
  * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
@@ -33,9 +17,10 @@
 import type { OutputStream } from '../../protocol/index.js';
 import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputGap, type OutputLogOptions } from './log-entries.js';
 import { LogExposure } from './log-exposure.js';
-import { readChunks, watchedRun, type ReadAnswer } from './log-read.js';
+import { LogGaps } from './log-gaps.js';
+import { readChunks, watchChunks, type ReadAnswer } from './log-read.js';
 import { restorePlan, type RestoreState } from './log-restore.js';
-import type { SpillRefusal } from './output-spill.js';
+import { LogState } from './log-state.js';
 
 export {
   outputParts,
@@ -53,44 +38,22 @@ export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
 export type { RestoreMark, RestoreState } from './log-restore.js';
 export type { ReadAnswer, ReadChunk } from './log-read.js';
 
-export class OutputLog {
-  private nextSeq = 1;
-  private entries: LogEntry[] = [];
-  /** Index of the oldest entry still kept (evicted slots before it are compacted lazily). */
-  private head = 0;
-  private _ackedSeq = 0;
-  private _sentSeq = 0;
+export class OutputLog extends LogState {
   /** What a client could have seen (sealed against appends), told to the observer (log-exposure.ts). */
   private exposure: LogExposure;
-  private _historyBytes = 0;
-  private _unackedBytes = 0;
-  private _unsentBytes = 0;
-  private _totalBytes = 0;
-  private _exitSeq: number | null = null;
-  private _closeSeq: number | null = null;
   /**
    * Codex dialect, after a resume: the output recorded while the client was away waits for
    * it to read it back with `process/read` (nothing is sent meanwhile), so a client that
    * catches up by reading gets every byte from its reads, in order.
    */
   private _holding = false;
-  private retentionLimit: number;
-  /** The server's memory budget is past its pause mark: acknowledged history is not kept. */
-  private squeezed = false;
-  /** Bytes of the kept chunks whose bytes are in the spill (all unacknowledged). */
-  private _spilledBytes = 0;
-  /** The newest spilled seq (0: none yet). */
-  private _spilledThrough = 0;
-  /** Why the spill took nothing more, while memory is at the window because of it (null: it takes). */
-  private _spillRefusal: SpillRefusal | null = null;
-  /** `--keep-last`: runs of dropped seqs the client has not acknowledged past, oldest first. */
-  private gaps: OutputGap[] = [];
-  /** The newest gap end told on the current connection (0: none yet). */
-  private gapsToldThrough = 0;
+  /** `--keep-last`: its limit, and the runs of seqs dropped unread (log-gaps.ts). */
+  private readonly gaps: LogGaps;
 
-  constructor(readonly options: OutputLogOptions) {
-    this.retentionLimit = options.retentionBytes;
+  constructor(options: OutputLogOptions) {
+    super(options);
     this.exposure = new LogExposure(options.observer);
+    this.gaps = new LogGaps(options.keepLastBytes);
   }
 
   // ---- recording ---------------------------------------------------------------------------
@@ -110,11 +73,7 @@ export class OutputLog {
     log._exitSeq = plan.exitSeq;
     log._closeSeq = plan.closeSeq;
     log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(plan.entries, 0, 0, Infinity);
-    for (const e of plan.entries) {
-      if (e.kind !== 'output' || !e.spilled) continue;
-      log._spilledBytes += e.bytes;
-      log._spilledThrough = e.seq;
-    }
+    log.spill.restored(plan.entries);
     const chunk = options.maxChunkBytes;
     for (const { stream, data } of plan.leftovers) {
       for (let at = 0; at < data.length; at += chunk) log.append(stream, data.subarray(at, at + chunk));
@@ -174,15 +133,12 @@ export class OutputLog {
    * connection until the client acknowledges past it.
    */
   takeGap(): OutputGap | undefined {
-    if (this._holding) return undefined;
-    const gap = this.gaps.find((g) => g.last > this.gapsToldThrough);
-    if (gap) this.gapsToldThrough = gap.last;
-    return gap;
+    return this._holding ? undefined : this.gaps.take();
   }
 
   /** The runs of seqs dropped by `--keep-last` that the client has not acknowledged past. */
   get pendingGaps(): readonly OutputGap[] {
-    return this.gaps;
+    return this.gaps.pending;
   }
 
   /** Something is waiting to be sent (and may be: not held). */
@@ -205,7 +161,7 @@ export class OutputLog {
     if (entry.kind === 'output') {
       this._unsentBytes -= entry.bytes;
       // Read back from the spill for this send only: memory holds it while the socket does.
-      if (entry.spilled) return { ...entry, data: this.spilledData(entry), parts: null, spilled: undefined };
+      if (entry.spilled) return { ...entry, data: this.spill.read(entry), parts: null, spilled: undefined };
       if (join) this.seal(entry);
     }
     return entry;
@@ -216,7 +172,7 @@ export class OutputLog {
    * as sent any more; the next connection gets it again, in order.
    */
   rewind(): void {
-    this.gapsToldThrough = 0;
+    this.gaps.rewind();
     if (this._sentSeq === this._ackedSeq) return;
     this._sentSeq = this._ackedSeq;
     this._unsentBytes = this._unackedBytes;
@@ -228,7 +184,7 @@ export class OutputLog {
    */
   skipTo(seq: number): void {
     seq = Math.min(seq, this.nextSeq - 1);
-    this.forgetGapsBefore(seq);
+    this.gaps.forgetBefore(seq);
     if (seq <= this._sentSeq) return;
     this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
     this._sentSeq = seq;
@@ -248,11 +204,11 @@ export class OutputLog {
    */
   acknowledge(seq: number): boolean {
     seq = Math.min(seq, this.nextSeq - 1);
-    this.forgetGapsBefore(seq);
+    this.gaps.forgetBefore(seq);
     if (seq <= this._ackedSeq) return false;
     const bytes = this.bytesBetween(this._ackedSeq, seq);
     this._unackedBytes -= bytes;
-    this._historyBytes += bytes;
+    this.history.bytes += bytes;
     if (seq > this._sentSeq) {
       // Acknowledged before it was sent (read back): never send it.
       this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
@@ -268,7 +224,7 @@ export class OutputLog {
 
   /** The client acknowledged everything up to the close: the history is not needed any more. */
   dropHistory(): void {
-    this.retentionLimit = 0;
+    this.history.keepNone();
     this.evict();
   }
 
@@ -279,7 +235,7 @@ export class OutputLog {
    * never dropped: its child is paused instead (`shouldReadChild`).
    */
   squeezeHistory(squeezed: boolean): void {
-    this.squeezed = squeezed;
+    this.history.squeeze(squeezed);
     this.evict();
   }
 
@@ -291,10 +247,8 @@ export class OutputLog {
     }
     this.entries = [];
     this.head = 0;
-    this.options.spill?.close();
-    this._spilledBytes = 0;
-    this._spillRefusal = null;
-    this._historyBytes = 0;
+    this.spill.discard();
+    this.history.bytes = 0;
     this._unackedBytes = 0;
     this._unsentBytes = 0;
     this._holding = false;
@@ -348,158 +302,38 @@ export class OutputLog {
    * answer stops before any later hole (`nextSeq` then points at it, for the next read).
    */
   watch(afterSeq: number, maxBytes: number | null, capBytes: number): ReadAnswer & { gap: { first: number; last: number } | null } {
-    const { gap, through } = watchedRun(this.entries, this.head, afterSeq, this.nextSeq);
-    const from = gap ? gap.last : afterSeq;
-    const limit = Math.min(maxBytes ?? Infinity, capBytes);
-    const read = readChunks(this.entries, this.head, from, limit, (e) => this.bytesOf(e));
-    const chunks = read.chunks.filter((c) => c.seq <= through);
-    const cut = chunks.length < read.chunks.length || through < this.nextSeq - 1;
-    const lastReturned = chunks.length > 0 ? chunks[chunks.length - 1]!.seq : 0;
-    if (lastReturned > 0) this.expose(lastReturned);
-    let nextSeq = this.nextSeq;
-    if (chunks.length > 0 && (read.truncated || maxBytes !== null)) nextSeq = lastReturned + 1;
-    else if (cut) nextSeq = through + 1;
-    return { chunks, nextSeq, gap };
-  }
-
-  // ---- state ---------------------------------------------------------------------------------
-
-  /** The entries kept right now, oldest first (diagnostics and tests; do not modify). */
-  kept(): readonly LogEntry[] {
-    return this.entries.slice(this.head);
-  }
-
-  get next(): number {
-    return this.nextSeq;
-  }
-
-  get ackedSeq(): number {
-    return this._ackedSeq;
-  }
-
-  get sentSeq(): number {
-    return this._sentSeq;
-  }
-
-  get exitSeq(): number | null {
-    return this._exitSeq;
-  }
-
-  get closeSeq(): number | null {
-    return this._closeSeq;
-  }
-
-  /** Seq of the newest output chunk (0 if none). */
-  get lastOutputSeq(): number {
-    for (let i = this.entries.length - 1; i >= this.head; i--) {
-      const e = this.entries[i]!;
-      if (e.kind === 'output') return e.seq;
-    }
-    return 0;
-  }
-
-  /** The client acknowledged the close: nothing of this process is needed any more. */
-  get fullyAcknowledged(): boolean {
-    return this._closeSeq !== null && this._ackedSeq >= this._closeSeq;
-  }
-
-  /** Output bytes recorded so far. */
-  get totalBytes(): number {
-    return this._totalBytes;
-  }
-
-  /** Output not acknowledged yet (in flight and unsent): bounded by the window. */
-  get unackedBytes(): number {
-    return this._unackedBytes;
-  }
-
-  /** Output not sent on the current connection yet. */
-  get unsentBytes(): number {
-    return this._unsentBytes;
-  }
-
-  /** Acknowledged output still kept for `process/read`. */
-  get historyBytes(): number {
-    return this._historyBytes;
-  }
-
-  /** Everything this log keeps in memory (not what it spilled). */
-  get retainedBytes(): number {
-    return this._historyBytes + this.memoryUnackedBytes;
-  }
-
-  /** Unacknowledged output in memory: what the window bounds (the rest is spilled). */
-  get memoryUnackedBytes(): number {
-    return this._unackedBytes - this._spilledBytes;
-  }
-
-  /** Unacknowledged output in the spill. */
-  get spilledBytes(): number {
-    return this._spilledBytes;
-  }
-
-  /** The newest seq ever spilled (0: none). */
-  get spilledThrough(): number {
-    return this._spilledThrough;
-  }
-
-  /** Why memory is at the window although the log has a spill: the spill refused (its quota, a full disk); else null. */
-  get spillRefusal(): SpillRefusal | null {
-    return this._spillRefusal;
+    const answer = watchChunks(this.entries, this.head, afterSeq, this.nextSeq, maxBytes, capBytes, (e) => this.bytesOf(e));
+    const last = answer.chunks[answer.chunks.length - 1];
+    if (last) this.expose(last.seq);
+    return answer;
   }
 
   // ---- internals -----------------------------------------------------------------------------
 
-  /**
-   * While memory holds the window or more of unacknowledged output, moves the oldest chunk
-   * still in memory to the spill, in seq order. Stops at the first refusal (remembered until
-   * the spill takes again), and at an exit or close event: the spill holds output only, and in
-   * kept mode what it holds is dropped by the keeper, which must not forget an event (output
-   * after the exit, held past the window, pauses as it always did).
-   */
+  /** Moves what memory holds past the window to the spill, if there is one (log-spill.ts); each chunk moved is exposed and dropped. */
   private spillExcess(): void {
-    const spill = this.options.spill;
-    if (!spill) return;
-    this._spillRefusal = null;
-    let i = this.indexAfter(Math.max(this._ackedSeq, this._spilledThrough));
-    while (this.memoryUnackedBytes >= this.options.windowBytes && i < this.entries.length) {
-      const e = this.entries[i++]!;
-      if (e.kind !== 'output') return;
-      if (e.spilled) continue;
-      this.seal(e);
-      const refusal = spill.append(e.seq, e.stream, e.data);
-      if (refusal) {
-        this._spillRefusal = refusal;
-        return;
-      }
-      this.drop(e);
-      e.spilled = true;
-      this._spilledBytes += e.bytes;
-      this._spilledThrough = e.seq;
+    this.spill.spillExcess(this.entries, this.head, this._ackedSeq, this._unackedBytes, (seq) => {
       // Kept mode: the keeper marks it and lets go of its copy (it is on disk now), so it
       // reads on; a successor finds it in the spill (log-restore.ts).
-      this.expose(e.seq);
-      this.exposure.dropped(e.seq);
-    }
+      this.expose(seq);
+      this.exposure.dropped(seq);
+    });
   }
 
   /**
-   * `--keep-last`: while the process is at its limit — more unacknowledged output than
-   * `keepLastBytes`, or a full window that cannot spill (the spill refused, or there is none) —
-   * drops the oldest unacknowledged output chunk (never an event, never the newest chunk) and
-   * records it in a gap, so the child is never paused for its client.
+   * `--keep-last`: while the process is at its limit (log-gaps.ts), drops the oldest
+   * unacknowledged output chunk (never an event, never the newest chunk) and records it in a
+   * gap, so the child is never paused for its client.
    */
   private keepLast(): void {
-    const limit = this.options.keepLastBytes;
-    if (limit === undefined) return;
     for (;;) {
-      const windowFull = this.memoryUnackedBytes >= this.options.windowBytes && (this._spillRefusal !== null || !this.options.spill);
-      if (this._unackedBytes <= limit && !windowFull) return;
+      const spillTakes = this.spill.present && this.spill.refusal === null;
+      if (!this.gaps.atLimit(this._unackedBytes, this.memoryUnackedBytes, this.options.windowBytes, spillTakes)) return;
       const i = this.indexAfter(this._ackedSeq);
       const e = this.entries[i];
       if (!e || e.kind !== 'output' || i === this.entries.length - 1) return;
       this.dropUnread(i, e);
-      if (this._spillRefusal) this.spillExcess();
+      if (this.spill.refusal) this.spillExcess();
     }
   }
 
@@ -511,37 +345,17 @@ export class OutputLog {
       this._unsentBytes -= e.bytes;
       this._sentSeq = e.seq;
     }
-    if (e.spilled) {
-      this._spilledBytes -= e.bytes;
-      this.options.spill!.freeThrough(e.seq);
-    } else {
-      this.drop(e);
-    }
+    if (e.spilled) this.spill.free(e.seq, e.bytes);
+    else this.drop(e);
     this._ackedSeq = e.seq;
-    const last = this.gaps[this.gaps.length - 1];
-    if (last && last.last === e.seq - 1) {
-      last.last = e.seq;
-      last.bytes += e.bytes;
-    } else {
-      this.gaps.push({ first: e.seq, last: e.seq, bytes: e.bytes });
-    }
+    this.gaps.record(e.seq, e.bytes);
     this.entries.splice(i, 1);
     this.exposure.dropped(e.seq);
   }
 
-  /** The client acknowledged (or delivered) `seq`: the gaps before it were told and are done with. */
-  private forgetGapsBefore(seq: number): void {
-    while (this.gaps.length > 0 && this.gaps[0]!.last < seq) this.gaps.shift();
-  }
-
-  /** A spilled chunk's bytes, read back. */
-  private spilledData(entry: OutputEntry): Buffer {
-    return this.options.spill!.read(entry.seq, entry.bytes);
-  }
-
   /** An output chunk's bytes as one Buffer (joined, or read back from the spill). */
   private bytesOf(entry: OutputEntry): Buffer {
-    if (entry.spilled) return this.spilledData(entry);
+    if (entry.spilled) return this.spill.read(entry);
     this.seal(entry);
     return entry.data;
   }
@@ -555,34 +369,14 @@ export class OutputLog {
     return outputBytesBetween(this.entries, this.head, from, to);
   }
 
-  /** Drops the oldest acknowledged output beyond retention (events go with the output before them). */
+  /** Drops the oldest acknowledged output beyond retention (log-history.ts); compacts the slots let go of. */
   private evict(): void {
-    const entries = this.entries;
-    const limit = this.squeezed ? 0 : this.retentionLimit;
-    // Acknowledged spilled chunks are never history: they go, with everything before them.
-    const through = Math.min(this._ackedSeq, this._spilledThrough);
-    let freed = 0;
-    while (this.head < entries.length) {
-      const oldest = entries[this.head]!;
-      if (oldest.seq > this._ackedSeq) break;
-      const within = this._historyBytes <= limit && oldest.seq > through;
-      if (oldest.kind === 'output') {
-        if (within) break;
-        this._historyBytes -= oldest.bytes;
-        if (oldest.spilled) {
-          this._spilledBytes -= oldest.bytes;
-          freed = oldest.seq;
-        }
-        this.drop(oldest); // free the payload now; the slot itself goes at the next compaction
-      } else if (within) {
-        break;
-      }
-      this.head++;
-    }
-    if (freed > 0) this.options.spill?.freeThrough(freed);
-    if (this.head > 0) this.exposure.dropped(entries[this.head - 1]!.seq);
-    if (this.head > 1024 && this.head * 2 > entries.length) {
-      this.entries = entries.slice(this.head);
+    const { head, freedSeq, freedBytes } = this.history.evict(this.entries, this.head, this._ackedSeq, this.spill.through, this.options.memory);
+    this.head = head;
+    if (freedSeq > 0) this.spill.free(freedSeq, freedBytes);
+    if (head > 0) this.exposure.dropped(this.entries[head - 1]!.seq);
+    if (head > 1024 && head * 2 > this.entries.length) {
+      this.entries = this.entries.slice(head);
       this.head = 0;
     }
   }

@@ -4,9 +4,9 @@
  * sends over the attached connection in turn with the other processes; acknowledgements
  * (or, in the Codex dialect, the kernel taking a frame and `process/read` answers) free
  * them; and the child is read only while the log's decision (`shouldReadChild`) says so.
- * How the child is run (pipes, a pty) is its back-end's business (backend/child.ts).
  *
- * It coordinates; each job has its module: what it is given (process-spec.ts), reads cut
+ * It coordinates; each job has its module: its child and what is done to it directly
+ * (running-child.ts, which it extends), what it is given (process-spec.ts), reads cut
  * into chunks (output-chunks.ts), whether the child is read, how long it was not and what its
  * output holds under the memory budget (output-flow.ts), the long polls of process/read
  * (news-waiters.ts) and its answer (log-read.ts), stdin and its writeIds (child-stdin.ts,
@@ -16,8 +16,8 @@
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../../protocol/index.js';
 import type { OutputLog, LogEntry, OutputEntry, OutputGap } from './output-log.js';
-import type { AdoptedChild, ChildEvents, ChildStarter, SpawnedChild } from '../backend/index.js';
-import { processReadResult } from './log-read.js';
+import type { AdoptedChild, ChildEvents, ChildStarter } from '../backend/index.js';
+import { processReadResult, watchReadResult } from './log-read.js';
 import type { AdoptedOutput, LogOpener, OutputLimits, SpawnSpec } from './process-spec.js';
 import { newLog } from './process-log.js';
 import { settleWithin } from '../../util/timeouts.js';
@@ -26,8 +26,8 @@ import { OutputFlow, type PauseReason } from './output-flow.js';
 import { NewsWaiters } from './news-waiters.js';
 import { appendRead } from './output-chunks.js';
 import { osSignal } from '../../protocol/signals.js';
-import { ChildStdin } from './child-stdin.js';
 import { ExitGrace } from './exit-grace.js';
+import { RunningChild } from './running-child.js';
 
 export type { OutputLimits, SpawnSpec } from './process-spec.js';
 
@@ -51,15 +51,11 @@ export interface ProcessHost {
   readonly outputHeldBack?: boolean;
 }
 
-export class ManagedProcess {
+export class ManagedProcess extends RunningChild {
   readonly id: string;
   readonly tty: boolean;
   /** Extension `binaryOutput`: what its binary output frames carry instead of the id (0: none). */
   readonly handle: number;
-  pid = 0;
-  private child: SpawnedChild | null = null;
-  private readonly stdin: ChildStdin;
-
   private readonly log: OutputLog;
   /** Where its output bytes live until the log lets go of them (reused blocks: no allocation per read). */
   private readonly arena: ByteArena;
@@ -88,10 +84,10 @@ export class ManagedProcess {
     /** Opens its log: new, or rebuilt for a process a successor adopted (restart adoption). */
     openLog: LogOpener,
   ) {
+    super(spec.tty);
     this.id = spec.processId;
     this.tty = spec.tty;
     this.handle = spec.handle ?? 0;
-    this.stdin = new ChildStdin(spec.tty);
     this.limits = spec.limits;
     // Spare blocks given back after a quiet while: the budget learns of it.
     this.arena = new ByteArena({ onTrim: () => this.updateFlow() });
@@ -108,15 +104,6 @@ export class ManagedProcess {
     proc.attach(await backend.spawn(spec, proc.childEvents(spec.tty)));
     proc.updateFlow();
     return proc;
-  }
-
-  /** Its child runs (spawned, or adopted with the writeIds its keeper took and whether stdin is over). */
-  private attach(child: SpawnedChild, adopted?: AdoptedOutput): void {
-    this.child = child;
-    this.pid = child.pid;
-    if (adopted) this.stdin.seed(adopted.writeIds);
-    this.stdin.attach(child.stdin, child.kept?.stdin ?? null);
-    if (adopted && adopted.exitCode !== null) this.stdin.close();
   }
 
   /**
@@ -164,16 +151,6 @@ export class ManagedProcess {
     adopted.begin();
     proc.updateFlow();
     return proc;
-  }
-
-  /** Kept mode: its keeper's socket ('' otherwise). @internal */
-  get keeperSocket(): string {
-    return this.child?.kept?.socketPath ?? '';
-  }
-
-  /** Kept mode: the server stops and hands the keeper over (nothing is killed). @internal */
-  handOver(): void {
-    this.child?.kept?.handOver();
   }
 
   /** `data` is only valid during the call (a read buffer shared by every child): it is copied. */
@@ -361,15 +338,8 @@ export class ManagedProcess {
    * nothing of what the session's writer is sent or held: the producer never waits for it.
    */
   watchRead(afterSeq: number, maxBytes: number | null): ProcessReadResult {
-    const { gap, ...answer } = this.log.watch(afterSeq, maxBytes, this.limits.readCapBytes);
-    // An answer cut short (maxBytes, the read cap, a watcher's turn) says nothing of the end
-    // yet: its `nextSeq` is where it stopped, not the close's successor.
-    const complete = answer.nextSeq >= this.log.next;
-    const result = complete
-      ? processReadResult(answer, this.log.exitSeq !== null, this)
-      : processReadResult(answer, false, { exitCode: null, closed: false, failure: this.failure });
-    if (gap) result.gap = { firstSeq: gap.first, lastSeq: gap.last };
-    return result;
+    const answer = this.log.watch(afterSeq, maxBytes, this.limits.readCapBytes);
+    return watchReadResult(answer, this.log.next, this.log.exitSeq !== null, this);
   }
 
   /** The seq its next event will get. */
@@ -404,39 +374,9 @@ export class ManagedProcess {
     return running;
   }
 
-  /** Kills the command and every descendant (its keeper does), whatever its state. */
-  killTree(): void {
-    this.child?.killTree();
-  }
-
-  /** Synchronous last resort when the server process is going down (a kept keeper only with `evenKept`). */
-  killTreeSync(evenKept = false): void {
-    this.child?.killTreeSync(evenKept);
-  }
-
-  /** Sets the terminal's size (tty processes only). */
-  resize(cols: number, rows: number): void {
-    this.child?.resize(cols, rows);
-  }
-
-  /** True while the command, or anything it started (a daemon, a background job), is alive. */
-  get keeperAlive(): boolean {
-    return this.child?.alive ?? false;
-  }
-
-  /** Resolves when the command and everything it started are gone. */
-  get whenGone(): Promise<void> {
-    return this.child?.whenGone ?? Promise.resolve();
-  }
-
   /** Whether its output is currently not read (window full, or its connection behind). */
   get isPaused(): boolean {
     return !this.flow.reading;
-  }
-
-  /** Bytes written to its stdin (re-sent writes counted once). */
-  get bytesWritten(): number {
-    return this.stdin.bytesWritten;
   }
 
   /** Why its output is not read now (output-flow.ts), null while it is. */

@@ -6,96 +6,41 @@
  *   the server binds; once it listens (answering 503 with what it waits for meanwhile,
  *   starting-gate.ts), `adoptAll` reads the session records (a bad one is set aside in
  *   DIR/quarantine/ and costs only its session) and adopts every keeper socket in `k/` at
- *   once, each within ADOPT_TIMEOUT_MS (one that refuses or does not answer in time is left
- *   to its own adopt timer, with a log line; anything in `k/` that is no socket is skipped).
+ *   once, each within ADOPT_TIMEOUT_MS (keeper-adoption.ts: one that refuses or does not
+ *   answer in time is left to its own adopt timer, with a log line; anything in `k/` that is
+ *   no socket is skipped).
  *   `restore` (once the server exists) rebuilds each recorded session, detached with a fresh
  *   TTL, around the processes of its keepers; a keeper whose session has no record is told to
  *   kill its tree. A start that fails after adopting hands every keeper back alive
  *   (`handBack`) and releases the lock.
  * - While serving: every spawn is kept (`keepOptions`: its socket and the meta a successor
- *   rebuilds the process from), and each session's record follows its changes (`save`,
- *   `remove`).
+ *   rebuilds the process from, kept-meta.ts), its output past the window spills under DIR/spill
+ *   (kept-spills.ts), and each session's record follows its changes (`save`, `remove`).
  * - At a kept stop (`handOver`): the keepers are let go of without killing anything.
  */
 import { randomBytes } from 'node:crypto';
-import { existsSync, readdirSync, renameSync, rmSync, writeFileSync } from 'node:fs';
-import { unlink } from 'node:fs/promises';
+import { renameSync, rmSync, writeFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { KeyJournal } from './key-journal.js';
 import { KEEPER_GONE, LostProcesses } from './lost-processes.js';
 import type { ExtensionName } from '../../protocol/index.js';
 import type { Logger } from '../../util/logger.js';
-import type { AdoptedChild, KeepOptions, ServerBackend } from '../backend/index.js';
+import type { KeepOptions, ServerBackend } from '../backend/index.js';
 import type { FsRegistration } from '../fs/index.js';
-import { type ProcessCapacity, type OutputShares, type MemoryBudget, shareOwner } from '../memory/index.js';
-import { grantKeep, type KeepLimits, type ServerMonitor, listedArgv, Session, type SessionLimits } from '../session/index.js';
+import type { ProcessCapacity, OutputShares, MemoryBudget } from '../memory/index.js';
+import { grantKeep, type KeepLimits, type ServerMonitor, Session, type SessionLimits } from '../session/index.js';
 import type { ManagedProcess, OutputLimits, OutputSpill } from '../output/index.js';
 import { adoptProcess } from './process-kept.js';
 import { isStorableSessionId, serializeRecord, SessionStore, type SessionRecord } from './session-store.js';
-import { adoptChild } from '../local/index.js';
 import { openStateDir, type StateDir } from './state-dir.js';
-import { DiskQuota, type DiskLimits } from './disk-quota.js';
-import { SpillFiles } from './spill-files.js';
+import type { DiskLimits } from './disk-quota.js';
+import type { SpillFiles } from './spill-files.js';
+import { keeperCapBytes, keptMeta } from './kept-meta.js';
+import { ADOPT_TIMEOUT_MS, adoptKeepers, type Adopted } from './keeper-adoption.js';
+import { KeptSpills } from './kept-spills.js';
 
-/**
- * How long one keeper has to hand itself over (connect, descriptors, dump) at start. All are
- * adopted at once, so this bounds the whole adoption; a keeper that does not make it is left
- * to its own adopt timer (--adopt-within), its processes alive for a later server.
- */
-export const ADOPT_TIMEOUT_MS = 5_000;
-/**
- * Keepers adopted at once (one slow to send its descriptors is waited for on a worker thread:
- * receive-fds.ts). It bounds what dumps in flight can make the start hold (16 × the largest
- * dump) against how long keepers that never answer can delay the others (5 s per 16 of them).
- */
-const ADOPT_PARALLEL = 16;
-/** Output a keeper may retain beyond what the server's log can hold (bytes in flight between them). */
-const CAP_SLACK_BYTES = 1024 * 1024;
-/** A dump's room besides the retained output: meta, marks, writeIds (4096 of at most 1 KiB). */
-const DUMP_SLACK_BYTES = 8 * 1024 * 1024;
-
-/** What a kept keeper is given at spawn and returns at adoption (its `meta`). */
-export interface KeptMeta {
-  v: 1;
-  session: string;
-  process: string;
-  handle: number;
-  argv: string[];
-  tty: boolean;
-  stdin: boolean;
-}
-
-/**
- * A keeper's meta, or null when it is not one of ours (its keeper is then dismissed). The
- * handle must be a u32 (binary output frames carry it as one); argv is cut as it is listed.
- * @internal
- */
-export function parseMeta(bytes: Buffer): KeptMeta | null {
-  try {
-    const meta = JSON.parse(bytes.toString()) as Partial<KeptMeta>;
-    if (typeof meta !== 'object' || meta === null) return null;
-    if (meta.v !== 1 || typeof meta.session !== 'string' || typeof meta.process !== 'string') return null;
-    const handle = meta.handle ?? 0;
-    if (!Number.isInteger(handle) || handle < 0 || handle > 0xffff_ffff) return null;
-    return {
-      v: 1,
-      session: meta.session,
-      process: meta.process,
-      handle,
-      argv: Array.isArray(meta.argv) ? listedArgv(meta.argv.map(String)).argv : [],
-      tty: meta.tty === true,
-      stdin: meta.stdin === true,
-    };
-  } catch {
-    return null;
-  }
-}
-
-interface Adopted {
-  socketPath: string;
-  meta: KeptMeta | null;
-  child: AdoptedChild;
-}
+export { parseMeta, type KeptMeta } from './kept-meta.js';
+export { ADOPT_TIMEOUT_MS } from './keeper-adoption.js';
 
 export interface KeptServerOptions {
   stateDir: string;
@@ -140,8 +85,8 @@ export class KeptServer {
 
   /** Keepers told to kill their processes at this restore (their spills go). */
   private readonly dismissed = new Set<string>();
-  /** The disk the spills share (output beyond the window goes to disk), or null. */
-  readonly disk: DiskQuota | null;
+  /** Where kept processes spill, within the disk quota (kept-spills.ts). */
+  private readonly spills: KeptSpills;
 
   private constructor(
     readonly dir: StateDir,
@@ -151,51 +96,17 @@ export class KeptServer {
     private readonly output: OutputLimits,
     disk: DiskLimits | undefined,
   ) {
-    this.disk = disk ? new DiskQuota(disk) : null;
+    this.spills = new KeptSpills(dir.path, dir.keepersPath, disk);
   }
 
-  /** DIR/spill/<the keeper socket's name>: where that keeper's process spills. */
-  private spillDir(socketPath: string): string {
-    return join(this.dir.path, 'spill', basename(socketPath, '.sock'));
+  /** The disk the spills share (output beyond the window goes to disk), or null. */
+  get disk(): KeptSpills['disk'] {
+    return this.spills.disk;
   }
 
   /** Where a new kept process's output past its window goes: its own directory, within the quota. */
   spillFor(session: Session, keep: KeepOptions): OutputSpill | undefined {
-    if (!this.disk) return undefined;
-    return SpillFiles.create(this.spillDir(keep.path), this.disk.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id));
-  }
-
-  /**
-   * An adopted process's spill as its predecessor left it (records up to what its keeper
-   * dropped). Reopened even when this server spills nothing (--output-disk 0): what is on disk
-   * is the process's output; it only takes no more.
-   */
-  private reopenSpill(session: Session, socketPath: string, droppedSeq: number): SpillFiles {
-    const quota = this.disk ?? (this.noDisk ??= new DiskQuota({ totalBytes: 0, sessionBytes: 0 }));
-    return SpillFiles.reopen(this.spillDir(socketPath), quota.account(shareOwner(Buffer.from(session.credentialHex, 'hex')), session.id), droppedSeq);
-  }
-
-  /** The quota of adopted spills when this server spills nothing: takes nothing more. */
-  private noDisk: DiskQuota | null = null;
-
-  /**
-   * Spill directories of no adopted process go: their keeper is gone (no socket left) or was
-   * dismissed. One whose keeper still has its socket (not adopted in time: left for a later
-   * server) stays with it.
-   */
-  private sweepSpills(keep: ReadonlySet<string>, dismissed: ReadonlySet<string>): void {
-    const root = join(this.dir.path, 'spill');
-    let names: string[] = [];
-    try {
-      names = readdirSync(root);
-    } catch {
-      return;
-    }
-    for (const name of names) {
-      if (keep.has(name)) continue;
-      if (!dismissed.has(name) && existsSync(join(this.dir.keepersPath, `${name}.sock`))) continue;
-      rmSync(join(root, name), { recursive: true, force: true });
-    }
+    return this.spills.spillFor(session, keep);
   }
 
   /** Opens (checks and locks) the state dir; nothing is adopted yet (`adoptAll`). */
@@ -229,36 +140,10 @@ export class KeptServer {
     const limitsOf = new Map<string, OutputLimits>();
     for (const r of records) for (const p of r.processes) if (r.limits.output) limitsOf.set(p.socket, r.limits.output);
     const sockets = await this.dir.keeperSockets((name, why) => log('warn', `state dir: k/${name} skipped: ${why}, not a keeper socket`));
-    let left = sockets.length;
-    const say = () => (this.waiting = `adopting ${left} of ${sockets.length} kept process(es) from the state dir (each within ${ADOPT_TIMEOUT_MS / 1000} s)`);
-    say();
-    const adopted = new Map<string, Adopted>();
-    await forEachAtOnce(sockets, ADOPT_PARALLEL, async (socketPath) => {
-      const limits = limitsOf.get(basename(socketPath)) ?? this.output;
-      const maxDump = limits.windowBytes + limits.retentionBytes + limits.readAheadBytes + CAP_SLACK_BYTES + DUMP_SLACK_BYTES;
-      let meta: KeptMeta | null = null;
-      try {
-        const child = await adoptChild(
-          socketPath,
-          ADOPT_TIMEOUT_MS,
-          (dump) => {
-            meta = parseMeta(dump.meta);
-            return { tty: meta?.tty ?? false, pipeStdin: meta?.stdin ?? false };
-          },
-          maxDump,
-        );
-        adopted.set(socketPath, { socketPath, meta, child });
-      } catch (err) {
-        // Nothing listens there (its keeper was killed outright): a stale file, removed.
-        const stale = (err as NodeJS.ErrnoException).code === 'ECONNREFUSED' && (await unlink(socketPath).then(() => true, () => false));
-        log('warn', `state dir: keeper ${basename(socketPath)} not adopted: ${(err as Error).message}${stale ? ' (stale socket removed)' : ' (left to its own --adopt-within)'}`);
-      } finally {
-        left--;
-        say();
-      }
+    const adopted = await adoptKeepers(sockets, (name) => limitsOf.get(name) ?? this.output, log, (left) => {
+      this.waiting = `adopting ${left} of ${sockets.length} kept process(es) from the state dir (each within ${ADOPT_TIMEOUT_MS / 1000} s)`;
     });
-    // In the order of their sockets, as before (restore is deterministic).
-    this.adopted = sockets.flatMap((path) => adopted.get(path) ?? []);
+    this.adopted = adopted;
     this.records = records;
     this.waiting = null;
   }
@@ -277,13 +162,11 @@ export class KeptServer {
   /** How a new process of `session` is kept: its keeper's socket, timer, cap and meta. */
   keepOptions(session: Session, p: { processId: string; handle: number; argv: string[]; tty: boolean; pipeStdin: boolean }): KeepOptions {
     const limits = session.limits.output;
-    // The argv as it is listed (what an adopted process is listed with): a meta stays small.
-    const meta: KeptMeta = { v: 1, session: session.id, process: p.processId, handle: p.handle, argv: listedArgv(p.argv).argv, tty: p.tty, stdin: p.pipeStdin };
     return {
       path: this.dir.newKeeperSocketPath(),
-      meta: Buffer.from(JSON.stringify(meta)),
+      meta: Buffer.from(JSON.stringify(keptMeta(session.id, p))),
       adoptMs: this.adoptWithinMs,
-      capBytes: limits.windowBytes + limits.retentionBytes + limits.readAheadBytes + CAP_SLACK_BYTES,
+      capBytes: keeperCapBytes(limits),
     };
   }
 
@@ -406,7 +289,7 @@ export class KeptServer {
       let proc: ManagedProcess;
       let spill: SpillFiles | undefined;
       try {
-        spill = this.reopenSpill(session, a.socketPath, a.child.dump.droppedSeq ?? 0);
+        spill = this.spills.reopen(session, a.socketPath, a.child.dump.droppedSeq ?? 0);
         proc = adoptProcess(
           {
             processId: a.meta.process,
@@ -454,7 +337,7 @@ export class KeptServer {
           `${lost > 0 ? ` (${lost} lost in the restart)` : ''}; expires in ${session.limits.ttlMs} ms unless resumed`,
       );
     }
-    this.sweepSpills(spilled, this.dismissed);
+    this.spills.sweep(spilled, this.dismissed);
     this.adopted = [];
     this.records = [];
   }
@@ -483,13 +366,4 @@ export class KeptServer {
     await this.store.flush();
     await this.dir.release();
   }
-}
-
-/** Runs `work` on every item, at most `limit` at once; resolves when all are done (`work` must not reject). */
-async function forEachAtOnce<T>(items: readonly T[], limit: number, work: (item: T) => Promise<void>): Promise<void> {
-  let next = 0;
-  const lane = async (): Promise<void> => {
-    while (next < items.length) await work(items[next++]!);
-  };
-  await Promise.all(Array.from({ length: Math.min(limit, items.length) }, lane));
 }

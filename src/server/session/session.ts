@@ -3,42 +3,32 @@
  * connection at a time, and once detached lives for the session TTL before it is removed and
  * every process it started is killed with all its descendants (no orphans).
  *
- * While attached it sends its processes' events over the connection, one event per process
- * in turn (so one busy process cannot starve another), and only while the connection's send
- * buffer is below its high-water mark: what is not sent yet waits in the processes' output
- * logs, where the window bounds it.
+ * While attached it sends its processes' events over the connection, one per process in turn
+ * (send-rotation.ts); connections may watch it read-only (session-watchers.ts).
  */
 import { timingSafeEqual } from 'node:crypto';
 import type { ExtensionName, SessionEndedNotification } from '../../protocol/index.js';
 import type { SessionBackend, KeptFsRecord } from '../backend/index.js';
-import { shareOwner, type OutputShares, type SessionShare } from '../memory/index.js';
-import type { LogEntry, ManagedProcess, OutputGap, OutputLimits, ProcessHost } from '../output/index.js';
-import { settleWithin } from '../../util/timeouts.js';
+import type { OutputShares } from '../memory/index.js';
+import type { ManagedProcess, OutputLimits, ProcessHost } from '../output/index.js';
 import { HandleTable } from './session-handles.js';
 import { ClosedRetention } from './closed-retention.js';
+import { ProcessTrees } from './process-trees.js';
+import { SendRotation, type EventSink } from './send-rotation.js';
+import { SessionWatchers, type WatcherLink } from './session-watchers.js';
+import { SessionTimers } from './session-timers.js';
+import { ShareSeat } from './share-seat.js';
 
-/** What a session needs from the connection it is attached to. */
-export interface SessionLink {
-  /** Sends one event of `proc` (output, exit or close). */
-  sendEntry(proc: ManagedProcess, entry: LogEntry): void;
-  /** Tells the client a run of `proc`'s seqs was dropped (`--keep-last`, extension `keepLast`). */
-  sendGap(proc: ManagedProcess, gap: OutputGap): void;
-  /** The send buffer is above its high-water mark: wait for `Session.pump` to be called again. */
-  readonly congested: boolean;
+export type { WatcherLink } from './session-watchers.js';
+
+/** What a session needs from the connection it is attached to: where its events go (send-rotation.ts), and more. */
+export interface SessionLink extends EventSink {
   /** Ends the link: the session is gone underneath it (its back-end lost its work). */
   drop?(reason: string): void;
   /** Checks the link is still alive; drops it if it does not answer within `timeoutMs`. */
   probe(timeoutMs: number): void;
   /** Extension `attach`: another connection took its place as the writer (`take`); it watches `session` from now on, and is told. */
   writerTaken?(session: Session): void;
-}
-
-/** A connection watching a session read-only (extension `attach`). */
-export interface WatcherLink {
-  /** sha256 of the token the watching connection presented: it counts against that token's caps. */
-  readonly credential: Buffer;
-  /** The session ended (closed, expired, lost): the watcher is told what became of each process (`session/ended`), and has nothing left to watch. */
-  sessionEnded(ended: SessionEndedNotification): void;
 }
 
 export interface SessionLimits {
@@ -67,32 +57,24 @@ export class Session implements ProcessHost {
   private readonly handles = new HandleTable<ManagedProcess>();
   private _adopted = false;
   private link: SessionLink | null = null;
-  /** The attached connection has answered initialize: events may flow. */
-  private sending = false;
-  /** Processes with something to send, in turn (a Set iterates in insertion order). */
-  private readonly sendQueue = new Set<ManagedProcess>();
-  private pumping = false;
-  private ttlTimer: NodeJS.Timeout | null = null;
-  private graceTimer: NodeJS.Timeout | null = null;
+  /** Its processes' events, sent over `link` in turn once it answered initialize (send-rotation.ts). */
+  private readonly sends = new SendRotation(() => this.link);
+  /** The TTL once detached, and the Codex resume grace (session-timers.ts). */
+  private readonly timers: SessionTimers;
   /** Closed processes stay readable for closedRetentionMs, then go (closed-retention.ts). */
   private readonly retention: ClosedRetention<ManagedProcess>;
-  /**
-   * Processes whose keeper still runs — the command, or something it started that outlived
-   * it (a daemon, a background job) — whether or not they are still listed in `processes`:
-   * they all die with the session.
-   */
-  private readonly kept = new Set<ManagedProcess>();
+  /** Its processes' trees, listed or outliving the list: they all die with the session (process-trees.ts). */
+  private readonly trees = new ProcessTrees(this.processes);
   private expired = false;
   private readonly expiryListeners: Array<() => void> = [];
   /** Where its work is done (backend.ts): given when `initialize` creates it, closed when it expires. */
   backend!: SessionBackend;
-  /** Its fair share of the memory budget's output (fair-share.ts); null: the budget's pressure alone decides. */
-  private share: SessionShare | null = null;
-  private reflowing = false;
+  /** Its seat in the memory budget's fair shares (share-seat.ts). */
+  private readonly share: ShareSeat;
   /** Extension `attach`: its name, unique among its token's live sessions (kept through restart adoption), or null. */
   name: string | null = null;
-  /** Connections watching it read-only (extension `attach`): they pull, nothing is pushed to them. */
-  private readonly watcherLinks = new Set<WatcherLink>();
+  /** Connections watching it read-only (extension `attach`, session-watchers.ts). */
+  private readonly watcherLinks = new SessionWatchers();
 
   constructor(
     readonly id: string,
@@ -109,33 +91,24 @@ export class Session implements ProcessHost {
     readonly extensions: ReadonlySet<ExtensionName> = new Set(),
   ) {
     this.retention = new ClosedRetention(limits.closedRetentionMs, this);
+    this.share = new ShareSeat(credential, this.processes);
+    this.timers = new SessionTimers(
+      limits,
+      () => this.expire('expired'),
+      () => {
+        for (const proc of this.processes.values()) proc.releaseHold();
+      },
+    );
   }
 
   /** Takes its place in the budget's fair shares (as its owner's session): its children pause when it is over its share. */
   joinShares(shares: OutputShares): void {
-    if (this.share || this.expired) return;
-    this.share = shares.register(shareOwner(this.credential), () => this.reflow());
+    if (!this.expired) this.share.join(shares);
   }
 
   /** Why the memory budget holds its children back now, as `session/list` shows it; null while it does not. */
   get budgetHold(): string | null {
-    return this.share?.holdText ?? null;
-  }
-
-  /** Its fair-share decision changed: every process re-decides whether to read its child. */
-  private reflow(): void {
-    if (this.reflowing) return;
-    this.reflowing = true;
-    try {
-      // A process reporting its bytes may change the decision again: until it settles (bounded).
-      for (let round = 0; round < 4; round++) {
-        const hold = this.share?.hold ?? null;
-        for (const proc of this.processes.values()) proc.updateFlow();
-        if ((this.share?.hold ?? null) === hold) break;
-      }
-    } finally {
-      this.reflowing = false;
-    }
+    return this.share.holdText;
   }
 
   /** Hex of the digest of the token that created it (the session record's `credential`). @internal */
@@ -155,8 +128,7 @@ export class Session implements ProcessHost {
    */
   restoreDetached(nextHandle: number): void {
     this.handles.restoreCursor(nextHandle);
-    this.ttlTimer = setTimeout(() => this.expire('expired'), this.limits.ttlMs);
-    this.ttlTimer.unref?.();
+    this.timers.startTtl();
   }
 
   /** An adopted process joins the session under its id and handle (restart adoption). @internal */
@@ -188,7 +160,7 @@ export class Session implements ProcessHost {
     else this.watcherLinks.add(link);
   }
 
-  /** `link` no longer watches it (its connection closed): its watcher slot is free at once. */
+  /** `link` no longer watches it (its connection closed). */
   unwatch(link: WatcherLink): void {
     this.watcherLinks.delete(link);
   }
@@ -200,9 +172,7 @@ export class Session implements ProcessHost {
 
   /** How many of its watchers hold `credential` (they count against that token's session cap). */
   watchersHolding(credential: Buffer): number {
-    let n = 0;
-    for (const link of this.watcherLinks) if (link.credential.equals(credential)) n++;
-    return n;
+    return this.watcherLinks.holding(credential);
   }
 
   /**
@@ -275,10 +245,7 @@ export class Session implements ProcessHost {
   attach(link: SessionLink, delivered?: DeliveredMap): void {
     const resumed = this.link === null && this.processes.size > 0;
     this.link = link;
-    if (this.ttlTimer) {
-      clearTimeout(this.ttlTimer);
-      this.ttlTimer = null;
-    }
+    this.timers.stopTtl();
     // Closed processes kept while detached get their full readable window again.
     for (const proc of this.processes.values()) if (proc.closed) this.retention.schedule(proc);
     if (!resumed) return;
@@ -286,69 +253,34 @@ export class Session implements ProcessHost {
     if (!this.clientAcks) {
       // The backlog is held until the client reads it back; one that never does gets it as
       // notifications after the grace.
-      this.graceTimer = setTimeout(() => {
-        this.graceTimer = null;
-        for (const proc of this.processes.values()) proc.releaseHold();
-      }, this.limits.resumeGraceMs);
-      this.graceTimer.unref?.();
+      this.timers.startGrace();
     }
   }
 
   /** The attached connection answered initialize: send what is waiting, and everything from now on. */
   startSending(link: SessionLink): void {
-    if (this.link !== link || this.sending) return;
-    this.sending = true;
-    for (const proc of this.processes.values()) {
-      if (proc.sendable) this.sendQueue.add(proc);
-      proc.updateFlow();
-    }
-    this.pump();
+    if (this.link === link) this.sends.start(this.processes.values());
   }
 
   detach(link: SessionLink): void {
     if (this.link !== link) return;
     this.link = null;
-    this.sending = false;
-    this.sendQueue.clear();
-    if (this.graceTimer) {
-      clearTimeout(this.graceTimer);
-      this.graceTimer = null;
-    }
+    this.sends.stop();
+    this.timers.stopGrace();
     for (const proc of this.processes.values()) proc.detached();
     if (this.expired) return; // closed by its client: nothing to wait for
-    this.ttlTimer = setTimeout(() => this.expire('expired'), this.limits.ttlMs);
-    this.ttlTimer.unref?.();
+    this.timers.startTtl();
     this.hooks.detached(this);
   }
 
-  /**
-   * Sends waiting events, one per process in turn, until the connection's buffer is full or
-   * nothing waits. The connection calls it again when its buffer drained.
-   */
+  /** Sends waiting events in turn until the connection's buffer is full (send-rotation.ts); called again once it drained. */
   pump(): void {
-    if (this.pumping) return;
-    this.pumping = true;
-    try {
-      const link = this.link;
-      if (!link || !this.sending) return;
-      for (const proc of this.sendQueue) {
-        if (link.congested || this.link !== link) return;
-        this.sendQueue.delete(proc);
-        const gap = proc.takeGap();
-        if (gap) link.sendGap(proc, gap);
-        const entry = proc.takeNext();
-        if (entry) link.sendEntry(proc, entry);
-        // Back to the end of the rotation (iteration reaches it again after the others).
-        if (proc.sendable) this.sendQueue.add(proc);
-      }
-    } finally {
-      this.pumping = false;
-    }
+    this.sends.pump();
   }
 
   /** Whether events wait for the connection's buffer to drain. */
   get hasQueued(): boolean {
-    return this.sendQueue.size > 0;
+    return this.sends.hasQueued;
   }
 
   /** `process/ack` from the client (extension `acks`). Unknown ids are ignored (already forgotten). */
@@ -381,27 +313,20 @@ export class Session implements ProcessHost {
 
   /** Keeps `proc`'s process tree tied to the session until everything in it is gone. */
   track(proc: ManagedProcess): void {
-    if (!proc.keeperAlive) return;
-    this.kept.add(proc);
-    void proc.whenGone.then(() => this.kept.delete(proc));
-  }
-
-  private get everyProcess(): Set<ManagedProcess> {
-    return new Set([...this.processes.values(), ...this.kept]);
+    this.trees.track(proc);
   }
 
   /** Kills every process of the session, and everything they started, and forgets it. */
   expire(reason: SessionEndedNotification['reason'] = 'ended'): void {
     // What its watchers are told: each process as it stands before the end kills it.
-    const processes = this.watcherLinks.size > 0 && !this.expired ? [...this.processes.values()].map((proc) => ({ processId: proc.id, exitCode: proc.exitCode, closed: proc.closed, nextSeq: proc.nextSeq })) : [];
+    const processes = this.expired ? [] : this.watcherLinks.endingProcesses(this.processes.values());
     const ended = this.end((proc) => {
       proc.killTree();
       proc.release();
     });
     if (!ended) return;
     // Its watchers have nothing left to watch (a hand-over keeps them: the server's stop closes them).
-    for (const link of [...this.watcherLinks]) link.sessionEnded({ reason, processes });
-    this.watcherLinks.clear();
+    this.watcherLinks.ended({ reason, processes });
     this.hooks.expired(this);
   }
 
@@ -409,12 +334,11 @@ export class Session implements ProcessHost {
   private end(each: (proc: ManagedProcess) => void): boolean {
     if (this.expired) return false;
     this.expired = true;
-    if (this.ttlTimer) clearTimeout(this.ttlTimer);
-    if (this.graceTimer) clearTimeout(this.graceTimer);
+    this.timers.stop();
     this.retention.clear();
-    this.sendQueue.clear();
-    for (const proc of this.everyProcess) each(proc);
-    this.share?.close();
+    this.sends.clear();
+    for (const proc of this.trees.every) each(proc);
+    this.share.close();
     this.backend?.close();
     for (const listener of this.expiryListeners.splice(0)) listener();
     return true;
@@ -422,7 +346,7 @@ export class Session implements ProcessHost {
 
   /** Synchronous last resort (the server process is exiting): every process tree is told to die (kept ones only with `evenKept`). */
   killAllSync(evenKept = false): void {
-    for (const proc of this.everyProcess) proc.killTreeSync(evenKept);
+    this.trees.killAllSync(evenKept);
   }
 
   /** Runs `listener` once when the session expires or is closed (for state other modules keep per session, e.g. open files). */
@@ -433,7 +357,7 @@ export class Session implements ProcessHost {
 
   /** Resolves when every process has closed and every process tree is gone (after `expire`), bounded by `timeoutMs`. */
   async waitAllClosed(timeoutMs: number): Promise<void> {
-    await settleWithin(Promise.all([...this.everyProcess].map((p) => Promise.all([p.whenClosed, p.whenGone]))), timeoutMs);
+    await this.trees.waitAllClosed(timeoutMs);
   }
 
   get liveProcessCount(): number {
@@ -453,11 +377,11 @@ export class Session implements ProcessHost {
   }
 
   outputHeldChanged(delta: number): void {
-    this.share?.add(delta);
+    this.share.outputChanged(delta);
   }
 
   get outputHeldBack(): boolean | undefined {
-    return this.share ? this.share.hold !== null : undefined;
+    return this.share.heldBack;
   }
 
   /**
@@ -465,33 +389,31 @@ export class Session implements ProcessHost {
    * not read (the send buffer) and messages still being received count in its share too.
    */
   connectionHeldChanged(delta: number): void {
-    this.share?.addOther(delta);
+    this.share.otherChanged(delta);
   }
 
   /** Its fair share of the memory budget now, bytes (Infinity without shares). */
   get shareBytes(): number {
-    return this.share?.shareBytes ?? Number.POSITIVE_INFINITY;
+    return this.share.shareBytes;
   }
 
   /** The budget holds it back for holding its fair share or more (not merely because the budget is full). */
   get overShare(): boolean {
-    return this.share?.hold === 'overShare';
+    return this.share.overShare;
   }
 
   /** Why an answer of about `bytes` is refused for this session now (the budget is pressed and it is past its share), or null. */
   answerRefusal(bytes: number): string | null {
-    return this.share?.answerRefusal(bytes) ?? null;
+    return this.share.answerRefusal(bytes);
   }
 
   /** Resolves once the memory budget no longer holds this session back (at once when it does not). */
   whenUnheld(): Promise<void> {
-    return this.share?.whenUnheld() ?? Promise.resolve();
+    return this.share.whenUnheld();
   }
 
   outputReady(proc: ManagedProcess): void {
-    if (!this.sending || this.processes.get(proc.id) !== proc) return;
-    this.sendQueue.add(proc);
-    this.pump();
+    if (this.processes.get(proc.id) === proc) this.sends.ready(proc);
   }
 
   processClosed(proc: ManagedProcess): void {
@@ -501,13 +423,13 @@ export class Session implements ProcessHost {
 
   processDone(proc: ManagedProcess): void {
     // Nothing left to send; the process itself goes with the closed retention.
-    this.sendQueue.delete(proc);
+    this.sends.delete(proc);
   }
 
   /** Its closed retention ran out (closed-retention.ts): the process is forgotten. @internal */
   remove(proc: ManagedProcess): void {
     this.retention.cancel(proc);
-    this.sendQueue.delete(proc);
+    this.sends.delete(proc);
     if (this.processes.get(proc.id) === proc) this.processes.delete(proc.id);
     this.handles.release(proc.handle, proc);
     proc.release();
