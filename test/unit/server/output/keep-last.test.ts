@@ -7,8 +7,6 @@
  */
 import { describe, expect, it } from 'vitest';
 import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
-import type { OutputSpill, SpillRefusal } from '../../../../src/server/output/output-spill.js';
-import type { OutputStream } from '../../../../src/protocol/index.js';
 import { MemorySpill } from '../../../helpers/memory-spill.js';
 
 const opts = (o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({ windowBytes: 40, retentionBytes: 0, maxChunkBytes: 8, clientAcks: true, ...o });

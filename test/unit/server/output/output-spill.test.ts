@@ -8,8 +8,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
-import type { OutputSpill, SpillRefusal } from '../../../../src/server/output/output-spill.js';
-import type { OutputStream } from '../../../../src/protocol/index.js';
+import type { OutputSpill } from '../../../../src/server/output/output-spill.js';
 import { MemorySpill } from '../../../helpers/memory-spill.js';
 
 const opts = (spill: OutputSpill | undefined, o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({

@@ -9,10 +9,9 @@
  */
 import { describe, expect, it, vi } from 'vitest';
 import type { AdoptedChild, KeptChild, KeptDump, SpawnedChild } from '../../../../src/server/backend/index.js';
-import type { OutputSpill, SpawnSpec, SpillRefusal } from '../../../../src/server/output/index.js';
+import type { SpawnSpec } from '../../../../src/server/output/index.js';
 import type { ProcessHost } from '../../../../src/server/output/process.js';
 import { adoptProcess } from '../../../../src/server/restart/process-kept.js';
-import type { OutputStream } from '../../../../src/protocol/index.js';
 import { MemorySpill } from '../../../helpers/memory-spill.js';
 
 /** What kept.c does with `mark` and `drop` on stream 1: frees below the newest mark at or before a dropped seq. */
