@@ -7,11 +7,11 @@
 import type { ByteArena } from '../../util/byte-arena.js';
 import { HeldOutput } from './held-output.js';
 import type { MemoryBudget } from '../memory/index.js';
-import type { OutputLog } from './output-log.js';
+import type { OutputLog } from './log/output-log.js';
 import { PauseClock } from './pause-clock.js';
 import type { OutputLimits } from './process-spec.js';
 import { shouldReadChild } from './read-decision.js';
-import type { SpillRefusal } from './output-spill.js';
+import type { SpillRefusal } from './log/output-spill.js';
 
 /** Why a child's output is not read (see `OutputFlow.pauseReason`). */
 export type PauseReason = 'memory' | 'output-window' | 'read-ahead' | SpillRefusal;

@@ -7,10 +7,10 @@
  * a successor adopted opens in restart/process-kept.ts, with the same options.
  */
 import type { KeptChild } from '../backend/index.js';
-import type { OutputLogObserver } from './log-entries.js';
-import { keeperStream } from './log-restore.js';
+import type { OutputLogObserver } from './log/log-entries.js';
+import { keeperStream } from './log/log-restore.js';
 import { chunkLimit } from './output-chunks.js';
-import { OutputLog, type OutputLogOptions, type OutputMemory } from './output-log.js';
+import { OutputLog, type OutputLogOptions, type OutputMemory } from './log/output-log.js';
 import type { LogOpener, SpawnSpec } from './process-spec.js';
 
 /** The options of a process's log, its bytes in `memory`, told to `observer` (kept mode). */

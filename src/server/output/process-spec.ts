@@ -6,8 +6,8 @@
  */
 import type { MemoryBudget } from '../memory/index.js';
 import type { ChildSpec, KeptChild } from '../backend/index.js';
-import type { OutputLog, OutputMemory } from './output-log.js';
-import type { OutputSpill } from './output-spill.js';
+import type { OutputLog, OutputMemory } from './log/output-log.js';
+import type { OutputSpill } from './log/output-spill.js';
 
 /** How a process keeps and paces its output (from the server's options). */
 export interface OutputLimits {

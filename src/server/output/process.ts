@@ -15,9 +15,9 @@
  * successor server (restart adoption), it is handed its log rebuilt (restart/process-kept.ts).
  */
 import type { OutputStream, ProcessReadResult, SignalName, WriteStatus } from '../../protocol/index.js';
-import type { OutputLog, LogEntry, OutputEntry, OutputGap } from './output-log.js';
+import type { OutputLog, LogEntry, OutputEntry, OutputGap } from './log/output-log.js';
 import type { AdoptedChild, ChildEvents, ChildStarter } from '../backend/index.js';
-import { processReadResult, watchReadResult } from './log-read.js';
+import { processReadResult, watchReadResult } from './log/log-read.js';
 import type { AdoptedOutput, LogOpener, OutputLimits, SpawnSpec } from './process-spec.js';
 import { newLog } from './process-log.js';
 import { settleWithin } from '../../util/timeouts.js';

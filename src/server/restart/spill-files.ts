@@ -2,7 +2,7 @@
  * The output spill on disk (output beyond the window goes to disk): one directory per process
  * under the state dir's spill/ directory, holding segment files of 16 MiB (`SPILL_SEGMENT_BYTES`),
  * each a run of records `seq (f64 LE) | stream (u8) | 3 zero bytes | length (u32 LE) | bytes`,
- * appended in seq order. The output log (output/output-log.ts) sees only `OutputSpill`.
+ * appended in seq order. The output log (output/log/output-log.ts) sees only `OutputSpill`.
  *
  * - Written by the server with one write per chunk (the page cache: a server killed with
  *   kill -9 loses nothing written; the keeper is told to drop a chunk only once it is).

@@ -7,7 +7,7 @@
 import fc from 'fast-check';
 import { describe, expect, it, vi } from 'vitest';
 import { ByteArena, type ArenaTimers } from '../../../src/util/byte-arena.js';
-import { OutputLog, outputParts, type OutputEntry } from '../../../src/server/output/output-log.js';
+import { OutputLog, outputParts, type OutputEntry } from '../../../src/server/output/log/output-log.js';
 
 const KiB = 1024;
 const fill = (n: number, byte: number) => Buffer.alloc(n, byte);

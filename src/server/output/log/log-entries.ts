@@ -5,7 +5,7 @@
  * memory it lives in; and searching the entries kept (from `head` on), whose seqs ascend.
  * And the log's options, and the observer they may name (told what clients could see). Pure.
  */
-import type { OutputStream } from '../../protocol/index.js';
+import type { OutputStream } from '../../../protocol/index.js';
 import type { OutputSpill } from './output-spill.js';
 
 /** An entry as it is first exposed to a client. */

@@ -5,7 +5,7 @@
  * told to the observer once, in order, with its keeper stream's END offset, and so is the
  * highest seq the log let go of. Pure.
  */
-import type { OutputStream } from '../../protocol/index.js';
+import type { OutputStream } from '../../../protocol/index.js';
 import { indexAfter, type LogEntry, type OutputLogObserver } from './log-entries.js';
 import { StreamOffsets } from './log-restore.js';
 

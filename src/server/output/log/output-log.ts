@@ -3,7 +3,7 @@
  * close), keeps what a client has not acknowledged, keeps a bounded history of what it has
  * for `process/read`, knows what to send next on the current connection, and decides
  * whether the child may be read. Pure bookkeeping — no sockets, no timers, no child — so it
- * is tested on its own (test/unit/server/output/output-log.test.ts), like the client's sequencer. Its
+ * is tested on its own (test/unit/server/output/log/output-log.test.ts), like the client's sequencer. Its
  * cursors and byte counts (acknowledged, sent, next) are log-state.ts; its entries, their
  * bytes and its options, log-entries.ts; what a `process/read` takes, log-read.ts; what a
  * client could have seen, told to a kept keeper, log-exposure.ts (and a log rebuilt from that
@@ -14,7 +14,7 @@
  * While nothing is sent yet (the socket is busy, or nobody is attached), new output of the
  * same stream is appended to the newest chunk, up to `maxChunkBytes`: fewer, larger frames.
  */
-import type { OutputStream } from '../../protocol/index.js';
+import type { OutputStream } from '../../../protocol/index.js';
 import { dropOutput, indexAfter, outputBytesBetween, sealOutput, type LogEntry, type OutputEntry, type OutputGap, type OutputLogOptions } from './log-entries.js';
 import { LogExposure } from './log-exposure.js';
 import { LogGaps } from './log-gaps.js';
@@ -34,7 +34,7 @@ export {
   type OutputLogOptions,
   type OutputMemory,
 } from './log-entries.js';
-export { shouldReadChild, type ReadDecisionInputs } from './read-decision.js';
+export { shouldReadChild, type ReadDecisionInputs } from '../read-decision.js';
 export type { RestoreMark, RestoreState } from './log-restore.js';
 export type { ReadAnswer, ReadChunk } from './log-read.js';
 

@@ -1,15 +1,15 @@
 /**
  * Output beyond the window goes to disk, not into a pause: the output log's spill bookkeeping
- * on its own (src/server/output/output-log.ts with an injected OutputSpill held in memory).
+ * on its own (src/server/output/log/output-log.ts with an injected OutputSpill held in memory).
  * What is spilled keeps its seqs, is sent and read back in order as if from memory, is freed
  * once acknowledged; a client that keeps up never causes a spill; a spill that refuses (its
  * quota, a full disk) pauses the child as the window always did, losing nothing.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
-import type { OutputSpill } from '../../../../src/server/output/output-spill.js';
-import { MemorySpill } from '../../../helpers/memory-spill.js';
+import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../../src/server/output/log/output-log.js';
+import type { OutputSpill } from '../../../../../src/server/output/log/output-spill.js';
+import { MemorySpill } from '../../../../helpers/memory-spill.js';
 
 const opts = (spill: OutputSpill | undefined, o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({
   windowBytes: 100,

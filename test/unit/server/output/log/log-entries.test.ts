@@ -1,7 +1,7 @@
 // An output log's entries (server/log-entries.ts) without a log: searching the kept entries
 // by seq, and an output chunk's pieces joined and let go of exactly once.
 import { describe, expect, it } from 'vitest';
-import { dropOutput, hasOutputAfter, indexAfter, outputBytesBetween, outputParts, sealOutput, type LogEntry, type OutputEntry } from '../../../../src/server/output/log-entries.js';
+import { dropOutput, hasOutputAfter, indexAfter, outputBytesBetween, outputParts, sealOutput, type LogEntry, type OutputEntry } from '../../../../../src/server/output/log/log-entries.js';
 
 const out = (seq: number, text: string): OutputEntry => ({ kind: 'output', seq, stream: 'stdout', bytes: text.length, data: Buffer.from(text), parts: null });
 

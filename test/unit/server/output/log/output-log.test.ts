@@ -1,11 +1,11 @@
 /**
- * The server's output log on its own (src/server/output/output-log.ts): numbering, what is sent
+ * The server's output log on its own (src/server/output/log/output-log.ts): numbering, what is sent
  * next, acknowledgement and eviction, rewinding after a lost connection, the Codex-dialect
  * resume hold, `process/read` answers, and the decision to read a child.
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { OutputLog, shouldReadChild, type LogEntry, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
+import { OutputLog, shouldReadChild, type LogEntry, type OutputLogOptions } from '../../../../../src/server/output/log/output-log.js';
 
 const bytes = (n: number, fill = 'x') => Buffer.alloc(n, fill);
 const acksLog = (o: Partial<OutputLogOptions> = {}) =>

@@ -11,7 +11,7 @@
  * bytes it retains, `restorePlan` rebuilds the same entries with the same seqs, so the
  * successor's sequence numbers match what clients already saw.
  */
-import type { OutputStream } from '../../protocol/index.js';
+import type { OutputStream } from '../../../protocol/index.js';
 import type { LogEntry } from './log-entries.js';
 
 /** The keeper's stream number of an output stream (a terminal's output is stream 1). */
@@ -60,7 +60,7 @@ export interface RestoreState {
   /** The highest seq dropped, when known: seqs continue after it even when no mark is left. */
   droppedSeq?: number;
   /**
-   * The chunks its predecessor spilled (output/output-spill.ts) and then told the keeper to
+   * The chunks its predecessor spilled (output/log/output-spill.ts) and then told the keeper to
    * drop, oldest first, all at or below `droppedSeq`: they come back as spilled entries, their
    * bytes read from the spill when sent.
    */

@@ -3,7 +3,7 @@
  * kept output after a seq, in order, never split, up to a byte limit but at least one chunk;
  * and the answer as the protocol gives it (process.ts `read`). Pure.
  */
-import type { OutputStream, ProcessReadResult } from '../../protocol/index.js';
+import type { OutputStream, ProcessReadResult } from '../../../protocol/index.js';
 import { hasOutputAfter, indexAfter, type LogEntry, type OutputEntry } from './log-entries.js';
 
 /** One chunk of a `process/read` answer (a snapshot: eviction does not empty it). */

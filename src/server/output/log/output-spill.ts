@@ -7,7 +7,7 @@
  * The log spills its oldest unacknowledged chunks first, in seq order, so what is on disk is
  * always one run of seqs right after the acknowledged point: (ackedSeq, spilledThrough].
  */
-import type { OutputStream } from '../../protocol/index.js';
+import type { OutputStream } from '../../../protocol/index.js';
 
 /** Why a store took nothing more: its quota (per session, per token, server-wide), or a full filesystem. */
 export type SpillRefusal = 'output-disk-quota' | 'output-disk-full';

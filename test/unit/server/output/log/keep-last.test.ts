@@ -1,13 +1,13 @@
 /**
- * `--keep-last`: the output log's drop decision on its own (src/server/output/output-log.ts).
+ * `--keep-last`: the output log's drop decision on its own (src/server/output/log/output-log.ts).
  * At its keep-last size, or with a full window that cannot spill, the log drops its OLDEST
  * unacknowledged chunks instead of pausing the child, records each dropped run of seqs as a
  * gap (first..last, bytes), tells it once per connection before the next entry, again after a
  * rewind until the client acknowledges past it; the seqs after a gap are exact.
  */
 import { describe, expect, it } from 'vitest';
-import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
-import { MemorySpill } from '../../../helpers/memory-spill.js';
+import { OutputLog, shouldReadChild, type OutputLogOptions } from '../../../../../src/server/output/log/output-log.js';
+import { MemorySpill } from '../../../../helpers/memory-spill.js';
 
 const opts = (o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({ windowBytes: 40, retentionBytes: 0, maxChunkBytes: 8, clientAcks: true, ...o });
 const piece = (i: number) => Buffer.from(`<${String(i).padStart(6, '0')}>`); // 8 bytes: one chunk each

@@ -1,5 +1,5 @@
 /**
- * The output log's observer and its restore (src/server/output/output-log.ts, log-restore.ts; issue
+ * The output log's observer and its restore (src/server/output/log/output-log.ts, log-restore.ts; issue
  * #27): each entry is told once, in seq order, before a client can see it, with its stream's
  * END offset; eviction and discard are told as drops; and a log rebuilt from what a keeper
  * kept (the marks not dropped, the bytes retained) has the same seqs and bytes for every
@@ -7,9 +7,9 @@
  */
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { keeperStream, type RestoreMark, type RestoreState } from '../../../../src/server/output/log-restore.js';
-import { OutputLog, type ExposedEntry, type LogEntry, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
-import type { OutputStream } from '../../../../src/protocol/index.js';
+import { keeperStream, type RestoreMark, type RestoreState } from '../../../../../src/server/output/log/log-restore.js';
+import { OutputLog, type ExposedEntry, type LogEntry, type OutputLogOptions } from '../../../../../src/server/output/log/output-log.js';
+import type { OutputStream } from '../../../../../src/protocol/index.js';
 
 /** What a keeper in kept mode does with marks and drops (native/kept.c), in memory. */
 class FakeKeeper {

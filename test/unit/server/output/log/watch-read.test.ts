@@ -1,12 +1,12 @@
 /**
- * A watcher's read of an output log (extension `attach`, src/server/output/output-log.ts
+ * A watcher's read of an output log (extension `attach`, src/server/output/log/output-log.ts
  * `watch`): it acknowledges nothing and changes nothing of what is sent; seqs after its
  * `afterSeq` that are no longer kept come back as one `gap`, the chunks after it exact; a
  * later hole (keep-last dropping unacknowledged chunks after kept history) ends the answer
  * before it, and the next read from `nextSeq - 1` reports it.
  */
 import { describe, expect, it } from 'vitest';
-import { OutputLog, type OutputLogOptions } from '../../../../src/server/output/output-log.js';
+import { OutputLog, type OutputLogOptions } from '../../../../../src/server/output/log/output-log.js';
 
 const opts = (o: Partial<OutputLogOptions> = {}): OutputLogOptions => ({ windowBytes: 1000, retentionBytes: 0, maxChunkBytes: 8, clientAcks: true, ...o });
 const piece = (i: number) => Buffer.from(`<${String(i).padStart(6, '0')}>`); // 8 bytes: one chunk each
