@@ -3,14 +3,15 @@
  * ExecClient.attach, the watcher's read-only handles, 'writer-lost'), against an in-process
  * server: a named session found by name; a watcher whose history was evicted is told the
  * exact gap and gets every event after it; a taken writer is told and its handle goes on
- * delivering output by reads, while its writes are refused.
+ * delivering output by reads, while its writes are refused; a watcher whose connection is
+ * cut is still told of the process its writer started meanwhile ('process'), all its output.
  */
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecClient } from '../../src/client/index.js';
+import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { sequencerOf } from '../../src/client/process/process.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { ChaosProxy } from '../../src/chaos/index.js';
@@ -201,5 +202,31 @@ describe('ExecClient.attach', () => {
     // The writer's last seq is the close; the exit is the one before it.
     expect(gaps[0]!.toSeq).toBe(sequencerOf(proc).lastDelivered - 2);
     await watcher.close();
+  });
+
+  it("a watcher cut off while the writer starts a process is told of it once it is back ('process'): all its output, its exit code", async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'new-after-cut' });
+    const proxy = await ChaosProxy.inFrontOf(server.url);
+    try {
+      const watcher = await ExecClient.attach(proxy.url, 'new-after-cut', { role: 'watcher', recoveryDeadlineMs: 20_000 });
+      expect(watcher.processes()).toEqual([]);
+      const recovered = new Promise((r) => watcher.once('recovered', r));
+      const found = new Promise<ExecProcess>((resolve) => watcher.once('process', resolve));
+      expect(proxy.cutAll()).toBeGreaterThanOrEqual(1);
+      const proc = owner.spawn(['sh', '-c', 'for i in 1 2 3; do echo line $i; done; exit 6']);
+      expect(await proc.exited).toBe(6);
+      await recovered;
+      const seen = await found;
+      expect(seen.id).toBe(proc.id);
+      const out = stdoutSoFar(seen);
+      expect(await seen.exited).toBe(6);
+      await seen.closed;
+      expect(out()).toBe('line 1\nline 2\nline 3\n');
+      expect(watcher.processes()).toEqual([seen]);
+      await watcher.close();
+    } finally {
+      await proxy.close();
+      await owner.close();
+    }
   });
 });
