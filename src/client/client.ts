@@ -224,7 +224,8 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
    * While attached, a watcher polls the session (`session/watch`, every 500 ms, one request
    * at a time, waiting through drops): each process the writer starts after it attached
    * gets a handle like the others, from its first byte, added to `processes()` and told by a
-   * 'process' event. (A writer's own spawns are its own: it does not poll.)
+   * 'process' event (`followNew: false`: none of that). A writer's own spawns are its own:
+   * it does not poll.
    * Rejects with the server's refusal (an unknown session, a taken name…) or
    * `SessionLostError('auth')`, like `connect`.
    */

@@ -204,6 +204,10 @@ describe('ExecClient.attach', () => {
     await watcher.close();
   });
 
+  it('followNew is checked before anything is sent', async () => {
+    await expect(ExecClient.attach(server.url, 'any', { role: 'watcher', followNew: 'yes' as unknown as boolean })).rejects.toThrow(/followNew must be a boolean \(got yes\)/);
+  });
+
   it("a watcher cut off while the writer starts a process is told of it once it is back ('process'): all its output, its exit code", async () => {
     const owner = await ExecClient.connect(server.url, { name: 'new-after-cut' });
     const proxy = await ChaosProxy.inFrontOf(server.url);
@@ -213,10 +217,13 @@ describe('ExecClient.attach', () => {
       const recovered = new Promise((r) => watcher.once('recovered', r));
       const found = new Promise<ExecProcess>((resolve) => watcher.once('process', resolve));
       expect(proxy.cutAll()).toBeGreaterThanOrEqual(1);
-      const proc = owner.spawn(['sh', '-c', 'for i in 1 2 3; do echo line $i; done; exit 6']);
-      expect(await proc.exited).toBe(6);
+      // Started while the watcher is away; it prints once the watcher is back (a process whose
+      // output was all acknowledged while no watcher was linked keeps none of it as history).
+      const proc = owner.spawn(['sh', '-c', 'read x; for i in 1 2 3; do echo line $i; done; exit 6'], { pipeStdin: true });
       await recovered;
       const seen = await found;
+      proc.stdin!.end('go\n');
+      expect(await proc.exited).toBe(6);
       expect(seen.id).toBe(proc.id);
       const out = stdoutSoFar(seen);
       expect(await seen.exited).toBe(6);

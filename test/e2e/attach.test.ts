@@ -192,10 +192,12 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     cleanups.push(() => writer.close());
     const sinkOut = new Map<string, string>();
     const asked: string[] = [];
+    const alls: string[][] = [];
     const watcher = await ExecClient.attach(server.url, 'agent', {
       role: 'watcher',
-      sinks: (p) => {
+      sinks: (p, all) => {
         asked.push(p.processId);
+        alls.push(all.map((q) => q.processId));
         // The second command's stderr goes to a sink; everything else stays on the handle's streams.
         if (!p.argv.includes('second')) return undefined;
         return { stderr: new Writable({ write: (chunk: Buffer, _e, cb) => (sinkOut.set(p.processId, (sinkOut.get(p.processId) ?? '') + chunk.toString()), cb()) }) };
@@ -240,6 +242,7 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(sinkOut.get(b.id)).toBe('second err\n');
 
     expect(asked).toEqual([first.id, second.id]);
+    expect(alls).toEqual([[], []]); // `all`: the session's processes as it attached, every time
     expect(found.map((p) => p.id)).toEqual([first.id, second.id]);
     expect(refusals).toEqual([first.id, second.id].map((id) => expect.stringMatching(new RegExp(`process ${id} is watched read-only`))));
     expect(watcher.processes().map((p) => p.id)).toEqual([first.id, second.id]);

@@ -23,7 +23,8 @@ export function attachRequest(target: string, options: AttachOptions): { request
   const role: AttachRole = options.role ?? 'writer';
   if (role !== 'writer' && role !== 'watcher') throw new TypeError(`ExecClient.attach: role must be 'writer' or 'watcher' (got ${String(role)})`);
   const request: AttachRequest = { session: target, role, ...(options.take ? { take: true } : {}) };
-  const { role: _role, take: _take, fromStart: _fromStart, sinks: _sinks, ...connectOptions } = options;
+  if (options.followNew !== undefined && typeof options.followNew !== 'boolean') throw new TypeError(`ExecClient.attach: followNew must be a boolean (got ${String(options.followNew)})`);
+  const { role: _role, take: _take, fromStart: _fromStart, sinks: _sinks, followNew: _followNew, ...connectOptions } = options;
   return { request, connectOptions };
 }
 
@@ -53,6 +54,8 @@ export class Attachment {
   /** A watcher's `session/watch` schedule, from `adoptAll` until the client or the session ends. */
   #poller: SessionPoller | null = null;
   #options: AttachOptions = {};
+  /** The session's processes as this client attached: `sinks`' `all`, for those found later too. */
+  #attached: readonly AttachedProcess[] = [];
 
   constructor(private readonly host: AttachmentHost) {}
 
@@ -66,9 +69,10 @@ export class Attachment {
     const { table, ops } = this.host;
     const watcher = this.host.role === 'watcher';
     this.#options = options;
+    this.#attached = processes;
     for (const p of processes) {
       if (typeof p?.processId !== 'string' || table.has(p.processId)) continue;
-      const proc = this.#adopt(p, processes, watcher);
+      const proc = this.#adopt(p, watcher);
       const acked = Math.max(0, Math.floor(p.ackedSeq ?? 0));
       if (!options.fromStart && p.state === 'exited' && typeof p.exitCode === 'number' && acked >= p.nextSeq - 1) {
         // Its writer took everything, the close included: nothing more will come for it, so
@@ -88,7 +92,7 @@ export class Attachment {
       if (watcher) this.#follow(proc);
       else if (options.fromStart) ops.fillHole(proc);
     }
-    if (watcher) this.#watchForNew(processes);
+    if (watcher && options.followNew !== false) this.#watchForNew(processes);
   }
 
   /** Stops a watcher's polling (the client closed, detached or failed). */
@@ -97,10 +101,11 @@ export class Attachment {
   }
 
   /** A handle for process `p` of the session, in the table (not yet adopted at a seq). */
-  #adopt(p: AttachedProcess, all: readonly AttachedProcess[], watcher: boolean): ExecProcess {
+  #adopt(p: AttachedProcess, watcher: boolean): ExecProcess {
     const { table, ops } = this.host;
     const sessionLabel = () => this.host.sessionLabel();
-    const sinks = this.#options.sinks?.(p, all);
+    // `all` stays the list it attached to, so that a callback choosing among them chooses the same.
+    const sinks = this.#options.sinks?.(p, this.#attached);
     const proc = new ExecProcess(
       p.processId,
       Array.isArray(p.argv) ? p.argv : [],
@@ -151,7 +156,7 @@ export class Attachment {
     this.#handles = this.#handles.filter((h) => isLive(h) || known.has(h.id));
     for (const p of added) {
       if (table.has(p.processId) || this.host.role !== 'watcher') continue;
-      const proc = this.#adopt(p, processes, true);
+      const proc = this.#adopt(p, true);
       adoptProcess(proc, 0);
       this.#handles.push(proc);
       this.#follow(proc);
