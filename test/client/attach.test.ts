@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { SessionPoller } from '../../src/client/attach/session-poll.js';
 import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { sequencerOf } from '../../src/client/process/process.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
@@ -202,6 +203,47 @@ describe('ExecClient.attach', () => {
     // The writer's last seq is the close; the exit is the one before it.
     expect(gaps[0]!.toSeq).toBe(sequencerOf(proc).lastDelivered - 2);
     await watcher.close();
+  });
+
+  it("a watcher's polling stops when it closes, and when the session ends; a closed process the server forgot leaves processes()", async () => {
+    const started: SessionPoller[] = [];
+    // Each watcher's poller, caught as it starts.
+    const original = SessionPoller.prototype.start;
+    SessionPoller.prototype.start = function (this: SessionPoller) {
+      started.push(this);
+      original.call(this);
+    };
+    const short = await startServer({ port: 0, closedRetentionMs: 1000 });
+    try {
+      const owner = await ExecClient.connect(short.url, { name: 'polled' });
+      const closer = await ExecClient.attach(short.url, 'polled', { role: 'watcher' });
+      const stayer = await ExecClient.attach(short.url, 'polled', { role: 'watcher' });
+      const optedOut = await ExecClient.attach(short.url, 'polled', { role: 'watcher', followNew: false });
+      const writer = await ExecClient.attach(short.url, 'polled', { role: 'writer', take: true });
+      expect(started).toHaveLength(2); // the two watchers that follow new processes; not followNew: false, not a writer
+      const [closerPoll, stayerPoll] = started;
+      expect(closerPoll!.running && stayerPoll!.running).toBe(true);
+      await closer.close();
+      expect(closerPoll!.running).toBe(false);
+      // A process the writer starts (it waits until the watcher found it: a retention shorter
+      // than the polls' interval may forget it before), followed to its close; then the
+      // server forgets it (the closed retention) and so does processes().
+      const found = new Promise<ExecProcess>((resolve) => stayer.once('process', resolve));
+      const proc = writer.spawn(['sh', '-c', 'read x; echo short; exit 1'], { pipeStdin: true });
+      const seen = await found;
+      expect(seen.id).toBe(proc.id);
+      proc.stdin!.end('\n');
+      expect(await seen.exited).toBe(1);
+      await seen.closed;
+      await expect.poll(() => stayer.processes(), { timeout: 20_000 }).toEqual([]);
+      // The session ends (its writer closes it): the watcher's polling stops with it.
+      await writer.close();
+      await expect.poll(() => stayerPoll!.running, { timeout: 20_000 }).toBe(false);
+      await Promise.all([stayer.close(), optedOut.close(), owner.close()]);
+    } finally {
+      SessionPoller.prototype.start = original;
+      await short.close();
+    }
   });
 
   it('followNew is checked before anything is sent', async () => {
