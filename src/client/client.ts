@@ -74,6 +74,14 @@ export interface ExecClientEventMap {
    * on the server: writes, signals and resizes are refused) until their processes close.
    */
   'writer-lost': [event: { reason: string }];
+  /**
+   * Extension `attach`, a watcher (`ExecClient.attach` with `role: 'watcher'`): the session's
+   * writer started a process after this client attached. Its handle is like those of
+   * `processes()` (where it now is too): read-only, `sinks` asked for it, and it delivers the
+   * process's output from its first byte the server still holds, its exit and its close. A
+   * watcher polls the session for them every `SESSION_POLL_MS` (500 ms) while attached.
+   */
+  process: [proc: ExecProcess];
 }
 
 /** The server's window when it does not say (acks batch at a quarter of it). */
@@ -172,6 +180,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
       ops: this.#ops,
       sessionLabel: () => this.sessionName ?? this.sessionId.slice(0, 8),
       writerLost: (reason) => this.emit('writer-lost', { reason }),
+      processFound: (proc) => this.emit('process', proc),
     });
     this.fs = new RemoteFs({
       requestOnce: async (method, params) => (await link.ready()).request(method, params),
@@ -212,6 +221,11 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
    * unless `take`, which moves it here: the old writer is told and watches on.
    * As `watcher` the handles only read: stdin, kill, signal, terminate and resize throw. A
    * watcher pulls, never acknowledges, never slows the process; `close()` only disconnects.
+   * While attached, a watcher polls the session (`session/watch`, every 500 ms, one request
+   * at a time, waiting through drops): each process the writer starts after it attached
+   * gets a handle like the others, from its first byte, added to `processes()` and told by a
+   * 'process' event (`followNew: false`: none of that). A writer's own spawns are its own:
+   * it does not poll.
    * Rejects with the server's refusal (an unknown session, a taken name…) or
    * `SessionLostError('auth')`, like `connect`.
    */
@@ -236,7 +250,12 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
     return this.#link.role;
   }
 
-  /** Extension `attach`: the handles of the attached session's processes (those it had when this client attached). */
+  /**
+   * Extension `attach`: the handles of the attached session's processes, those it had when
+   * this client attached and, for a watcher, those found since (each told by a 'process'
+   * event). A watcher's handle of a closed process leaves the list once the server no
+   * longer lists the process either (`--closed-retention`).
+   */
   processes(): ExecProcess[] {
     return this.#attachment.handles;
   }
@@ -401,6 +420,7 @@ export class ExecClient extends EventEmitter<ExecClientEventMap> {
         for (const [processId, seq] of this.#table.forgotten()) if (this.#acknowledger.consumedSeq(processId) === 0) this.#ops.sendAck(processId, seq);
       }
     } else if (isEnded(change.state)) {
+      this.#attachment.stop();
       this.#flow.dispose();
       this.#acknowledger.dispose();
       const error = engine.failure!;

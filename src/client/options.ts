@@ -95,9 +95,18 @@ export interface AttachOptions extends Omit<ExecClientOptions, 'name'> {
   /**
    * Where a process's output goes, as `spawn`'s `stdout`/`stderr` (written straight into the
    * stream; for a writer acknowledged once the write completed): asked once per process of
-   * the session; undefined leaves its `stdout`/`stderr` streams to be read.
+   * the session, and for a watcher once per process it finds later (`followNew`); `all` is
+   * always the list of the session's processes as this client attached. Undefined leaves
+   * its `stdout`/`stderr` streams to be read.
    */
   sinks?: (process: AttachedProcess, all: readonly AttachedProcess[]) => { stdout?: Writable; stderr?: Writable } | undefined;
+  /**
+   * A watcher: follow the processes the writer starts after it attached too (default true):
+   * it polls the session (`session/watch`, every 500 ms, one request at a time) and each new
+   * one gets a handle, in `processes()` and told by the client's 'process' event. False:
+   * only the processes the session had when it attached. (A writer never polls.)
+   */
+  followNew?: boolean;
 }
 
 export interface SpawnOptions {

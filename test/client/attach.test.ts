@@ -3,14 +3,16 @@
  * ExecClient.attach, the watcher's read-only handles, 'writer-lost'), against an in-process
  * server: a named session found by name; a watcher whose history was evicted is told the
  * exact gap and gets every event after it; a taken writer is told and its handle goes on
- * delivering output by reads, while its writes are refused.
+ * delivering output by reads, while its writes are refused; a watcher whose connection is
+ * cut is still told of the process its writer started meanwhile ('process'), all its output.
  */
 import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Writable } from 'node:stream';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { ExecClient } from '../../src/client/index.js';
+import { SessionPoller } from '../../src/client/attach/session-poll.js';
+import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { sequencerOf } from '../../src/client/process/process.js';
 import { startServer, type TetherServer } from '../../src/server/index.js';
 import { ChaosProxy } from '../../src/chaos/index.js';
@@ -201,5 +203,79 @@ describe('ExecClient.attach', () => {
     // The writer's last seq is the close; the exit is the one before it.
     expect(gaps[0]!.toSeq).toBe(sequencerOf(proc).lastDelivered - 2);
     await watcher.close();
+  });
+
+  it("a watcher's polling stops when it closes, and when the session ends; a closed process the server forgot leaves processes()", async () => {
+    const started: SessionPoller[] = [];
+    // Each watcher's poller, caught as it starts.
+    const original = SessionPoller.prototype.start;
+    SessionPoller.prototype.start = function (this: SessionPoller) {
+      started.push(this);
+      original.call(this);
+    };
+    const short = await startServer({ port: 0, closedRetentionMs: 1000 });
+    try {
+      const owner = await ExecClient.connect(short.url, { name: 'polled' });
+      const closer = await ExecClient.attach(short.url, 'polled', { role: 'watcher' });
+      const stayer = await ExecClient.attach(short.url, 'polled', { role: 'watcher' });
+      const optedOut = await ExecClient.attach(short.url, 'polled', { role: 'watcher', followNew: false });
+      const writer = await ExecClient.attach(short.url, 'polled', { role: 'writer', take: true });
+      expect(started).toHaveLength(2); // the two watchers that follow new processes; not followNew: false, not a writer
+      const [closerPoll, stayerPoll] = started;
+      expect(closerPoll!.running && stayerPoll!.running).toBe(true);
+      await closer.close();
+      expect(closerPoll!.running).toBe(false);
+      // A process the writer starts (it waits until the watcher found it: a retention shorter
+      // than the polls' interval may forget it before), followed to its close; then the
+      // server forgets it (the closed retention) and so does processes().
+      const found = new Promise<ExecProcess>((resolve) => stayer.once('process', resolve));
+      const proc = writer.spawn(['sh', '-c', 'read x; echo short; exit 1'], { pipeStdin: true });
+      const seen = await found;
+      expect(seen.id).toBe(proc.id);
+      proc.stdin!.end('\n');
+      expect(await seen.exited).toBe(1);
+      await seen.closed;
+      await expect.poll(() => stayer.processes(), { timeout: 20_000 }).toEqual([]);
+      // The session ends (its writer closes it): the watcher's polling stops with it.
+      await writer.close();
+      await expect.poll(() => stayerPoll!.running, { timeout: 20_000 }).toBe(false);
+      await Promise.all([stayer.close(), optedOut.close(), owner.close()]);
+    } finally {
+      SessionPoller.prototype.start = original;
+      await short.close();
+    }
+  });
+
+  it('followNew is checked before anything is sent', async () => {
+    await expect(ExecClient.attach(server.url, 'any', { role: 'watcher', followNew: 'yes' as unknown as boolean })).rejects.toThrow(/followNew must be a boolean \(got yes\)/);
+  });
+
+  it("a watcher cut off while the writer starts a process is told of it once it is back ('process'): all its output, its exit code", async () => {
+    const owner = await ExecClient.connect(server.url, { name: 'new-after-cut' });
+    const proxy = await ChaosProxy.inFrontOf(server.url);
+    try {
+      const watcher = await ExecClient.attach(proxy.url, 'new-after-cut', { role: 'watcher', recoveryDeadlineMs: 20_000 });
+      expect(watcher.processes()).toEqual([]);
+      const recovered = new Promise((r) => watcher.once('recovered', r));
+      const found = new Promise<ExecProcess>((resolve) => watcher.once('process', resolve));
+      expect(proxy.cutAll()).toBeGreaterThanOrEqual(1);
+      // Started while the watcher is away; it prints once the watcher is back (a process whose
+      // output was all acknowledged while no watcher was linked keeps none of it as history).
+      const proc = owner.spawn(['sh', '-c', 'read x; for i in 1 2 3; do echo line $i; done; exit 6'], { pipeStdin: true });
+      await recovered;
+      const seen = await found;
+      proc.stdin!.end('go\n');
+      expect(await proc.exited).toBe(6);
+      expect(seen.id).toBe(proc.id);
+      const out = stdoutSoFar(seen);
+      expect(await seen.exited).toBe(6);
+      await seen.closed;
+      expect(out()).toBe('line 1\nline 2\nline 3\n');
+      expect(watcher.processes()).toEqual([seen]);
+      await watcher.close();
+    } finally {
+      await proxy.close();
+      await owner.close();
+    }
   });
 });

@@ -15,11 +15,15 @@
  *   raw request); `--take` moves the writer and the old one is told, and watches on.
  * - `tether exec --name` whose session is taken says so, stops sending its input, and
  *   watches on to the exit.
+ * - a watcher of a session whose writer (the library, as a coding agent running one short
+ *   command after another) starts processes after the watcher attached: each one is a
+ *   'process' event and a handle in `processes()` (the `sinks` callback asked for it) that
+ *   gives exactly the lines it printed and its exit code.
  */
 import { randomBytes } from 'node:crypto';
 import { Writable } from 'node:stream';
 import { describe, expect, it } from 'vitest';
-import { ExecClient } from '../../src/client/index.js';
+import { ExecClient, type ExecProcess } from '../../src/client/index.js';
 import { spawnAttach, type Attached } from '../helpers/attach-process.js';
 import { cleanupsAfterEach } from '../helpers/cleanups.js';
 import { runTether, spawnTether } from '../helpers/cli.js';
@@ -181,6 +185,71 @@ describe.each(serverUsers())('detach, attach and watch (server runs as %s)', (us
     expect(second.code, second.stderr).toBe(2);
     expect(second.stdout).toBe('b1\nb2\nb3\n');
   }, 120_000);
+  it("a watcher is told of each process the writer starts after it attached ('process'), and its handle gives exactly its output and exit code", async () => {
+    const server = await startServerProcess({ user });
+    cleanups.push(() => server.dispose());
+    const writer = await ExecClient.connect(server.url, { name: 'agent' });
+    cleanups.push(() => writer.close());
+    const sinkOut = new Map<string, string>();
+    const asked: string[] = [];
+    const alls: string[][] = [];
+    const watcher = await ExecClient.attach(server.url, 'agent', {
+      role: 'watcher',
+      sinks: (p, all) => {
+        asked.push(p.processId);
+        alls.push(all.map((q) => q.processId));
+        // The second command's stderr goes to a sink; everything else stays on the handle's streams.
+        if (!p.argv.includes('second')) return undefined;
+        return { stderr: new Writable({ write: (chunk: Buffer, _e, cb) => (sinkOut.set(p.processId, (sinkOut.get(p.processId) ?? '') + chunk.toString()), cb()) }) };
+      },
+    });
+    cleanups.push(() => watcher.close());
+    expect(watcher.processes()).toEqual([]);
+    const found: ExecProcess[] = [];
+    const seen = new Map<string, () => string>();
+    const foundOne = () => new Promise<ExecProcess>((resolve) => watcher.once('process', resolve));
+    const refusals: string[] = [];
+    watcher.on('process', (proc) => {
+      found.push(proc);
+      try {
+        proc.kill('SIGINT'); // a watcher's handle only reads
+      } catch (err) {
+        refusals.push((err as Error).message);
+      }
+      let text = '';
+      proc.stdout.on('data', (d: Buffer) => (text += d.toString()));
+      seen.set(proc.id, () => text);
+    });
+
+    // One short command after another, as a coding agent runs them.
+    let next = foundOne();
+    const first = writer.spawn(['sh', '-c', 'echo first one; echo first two; exit 3']);
+    expect(await first.exited).toBe(3);
+    const a = await next;
+    expect(a.id).toBe(first.id);
+    expect(a.argv).toEqual(first.argv);
+    expect(await a.exited).toBe(3);
+    await a.closed;
+    expect(seen.get(a.id)!()).toBe('first one\nfirst two\n');
+
+    next = foundOne();
+    const second = writer.spawn(['sh', '-c', 'echo second out; echo second err >&2; exit 5', 'second']);
+    const b = await next;
+    expect(b.id).toBe(second.id);
+    expect(await b.exited).toBe(5);
+    await b.closed;
+    expect(seen.get(b.id)!()).toBe('second out\n');
+    expect(sinkOut.get(b.id)).toBe('second err\n');
+
+    expect(asked).toEqual([first.id, second.id]);
+    expect(alls).toEqual([[], []]); // `all`: the session's processes as it attached, every time
+    expect(found.map((p) => p.id)).toEqual([first.id, second.id]);
+    expect(refusals).toEqual([first.id, second.id].map((id) => expect.stringMatching(new RegExp(`process ${id} is watched read-only`))));
+    expect(watcher.processes().map((p) => p.id)).toEqual([first.id, second.id]);
+    await watcher.close();
+    await writer.close();
+  }, 60_000);
+
   it('tether exec whose session is taken (tether attach --take) says so, stops sending its input, and watches on to the exit', async () => {
     const server = await startServerProcess({ user });
     cleanups.push(() => server.dispose());
