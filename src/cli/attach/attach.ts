@@ -150,6 +150,8 @@ async function attach(options: AttachCliOptions, token: string | undefined, ca: 
       role: options.watch ? 'watcher' : 'writer',
       take: options.take,
       fromStart: options.fromStart,
+      // One process is followed here: processes the writer starts later are not ours to read.
+      followNew: false,
       signal: early.signal,
       // Written straight here (a writer acknowledges once the local write completed).
       sinks: (p, all) => {
