@@ -1,7 +1,8 @@
 /**
- * `tether exec --keep-last` across kill -9 of its server while the client is away (SIGSTOPped):
- * a producer writes numbered lines far past its keep-last size and the state dir's output disk
- * quota under the first server, the server is killed -9, a successor adopts the process, and
+ * `tether exec --keep-last` across kill -9 of its server (and a SIGTERM hand-over) while the
+ * client is away (SIGSTOPped): a producer writes numbered lines far past its keep-last size and
+ * the state dir's output disk quota under the first server, the server is killed -9 (or
+ * stopped with SIGTERM, handing its keepers over), a successor adopts the process, and
  * the producer writes as much again under the successor. It is never paused: it runs to its end
  * while the client is still stopped (each phase's end is an event the test waits on: a file the
  * producer creates, then its pid gone; the producer waits for the successor on a file the test
@@ -27,7 +28,9 @@ const expected = execSync(`seq 1 ${2 * HALF}`, { maxBuffer: 64 * 1024 * 1024 });
 const restartables = restartablesAfterEach();
 const cleanups = cleanupsAfterEach();
 
-describe.each(serverUsers())('tether exec --keep-last across kill -9 of its server (server runs as %s)', (user) => {
+const cases = serverUsers().flatMap((user) => (['SIGKILL', 'SIGTERM'] as const).map((signal) => [user, signal] as const));
+
+describe.each(cases)('tether exec --keep-last across a restart of its server (server runs as %s, stopped with %s)', (user, signal) => {
   it(
     'the producer is never paused, before or after the restart; the client gets one exact gap and every byte after it, in order',
     async () => {
@@ -61,7 +64,7 @@ describe.each(serverUsers())('tether exec --keep-last across kill -9 of its serv
 
       // Under the first server: far past its keep-last and the disk quota, never paused.
       expect(await eventually(() => existsSync(firstDone), 120_000, 100), `the first half was not written while the client is stopped; ${context()}`).toBe(true);
-      await server.stop('SIGKILL');
+      await server.stop(signal);
       await server.successor();
       // Under the successor: as much again, to its end, the client still stopped.
       writeFileSync(go, '');
@@ -87,7 +90,7 @@ describe.each(serverUsers())('tether exec --keep-last across kill -9 of its serv
       expect(suffix.equals(expected.subarray(expected.length - suffix.length))).toBe(true);
       expect(prefix + suffix.length).toBeLessThan(expected.length);
       expect(got.subarray(-String(2 * HALF).length - 1).toString()).toBe(`${2 * HALF}\n`);
-      process.stderr.write(`keep-last across a restart: ${stderr.trim()}; printed ${prefix} + ${suffix.length} of ${expected.length} bytes\n`);
+      process.stderr.write(`keep-last across a restart (${signal}): ${stderr.trim()}; printed ${prefix} + ${suffix.length} of ${expected.length} bytes\n`);
     },
     300_000,
   );
