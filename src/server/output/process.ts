@@ -65,6 +65,8 @@ export class ManagedProcess extends RunningChild {
   /** Output is sent only after the process/start answer, so no client sees events of an id it was not told about. */
   private announced = false;
 
+  /** Extension `keepLast`: the unacknowledged output kept before the oldest is dropped (undefined: it pauses instead). */
+  readonly keepLastBytes: number | undefined;
   exitCode: number | null = null;
   /** Why the server gave up on the process (an output stream failed), for `process/read`. */
   failure: string | null = null;
@@ -88,6 +90,7 @@ export class ManagedProcess extends RunningChild {
     this.id = spec.processId;
     this.tty = spec.tty;
     this.handle = spec.handle ?? 0;
+    this.keepLastBytes = spec.keepLastBytes;
     this.limits = spec.limits;
     // Spare blocks given back after a quiet while: the budget learns of it.
     this.arena = new ByteArena({ onTrim: () => this.updateFlow() });

@@ -206,6 +206,7 @@ export class KeptServer {
       tty: proc.tty,
       argv: [],
       startedAt: Date.now(),
+      ...(proc.keepLastBytes !== undefined ? { keepLastBytes: proc.keepLastBytes } : {}),
     }));
     return {
       version: 1,
@@ -303,10 +304,13 @@ export class KeptServer {
             memory: state.memory,
             handle: a.meta.handle,
             ...(spill ? { spill } : {}),
+            // `--keep-last` as recorded: it goes on dropping its oldest output, never pausing.
+            ...(recorded?.keepLastBytes !== undefined ? { keepLastBytes: recorded.keepLastBytes } : {}),
           },
           session,
           a.child,
           spill?.records(),
+          spill?.gaps(),
         );
         spilled.add(basename(a.socketPath, '.sock'));
       } catch (err) {

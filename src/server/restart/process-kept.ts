@@ -1,7 +1,7 @@
 /**
  * A process a successor server adopted from its kept keeper (restart adoption, kept-server.ts):
- * its output log rebuilt from the keeper's dump, so that the seqs its clients saw stay the
- * same, with the observer that goes on telling the keeper what clients could see
+ * its output log rebuilt from the keeper's dump (and its spill, with the `--keep-last` gaps
+ * its predecessor told), so that the seqs its clients saw stay the same, with the observer that goes on telling the keeper what clients could see
  * (output/process-log.ts), its exit and the writeIds as the keeper knew them; the
  * ManagedProcess is handed that, never the dump.
  */
@@ -15,9 +15,10 @@ export function rawExitCode(code: number | null, signal: NodeJS.Signals | null):
 }
 
 /** What OutputLog.restore needs from a keeper's dump. */
-export function restoreState(dump: KeptDump, tty: boolean, spilled?: RestoreState['spilled']): RestoreState {
+export function restoreState(dump: KeptDump, tty: boolean, spilled?: RestoreState['spilled'], gaps?: RestoreState['gaps']): RestoreState {
   return {
     ...(spilled && spilled.length > 0 ? { spilled } : {}),
+    ...(gaps && gaps.length > 0 ? { gaps } : {}),
     streams: dump.streams,
     marks: dump.marks,
     tty,
@@ -31,7 +32,7 @@ export function restoreState(dump: KeptDump, tty: boolean, spilled?: RestoreStat
  * memory; throws if the dump does not fit together), its exit as the keeper knew it, the
  * writeIds the keeper took. It was announced before: its output flows when attached.
  */
-export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild, spilled?: RestoreState['spilled']): ManagedProcess {
+export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: AdoptedChild, spilled?: RestoreState['spilled'], gaps?: RestoreState['gaps']): ManagedProcess {
   const { dump } = adopted;
   // The log tells this keeper from its first entry on, not only once the process has attached
   // the child: the restore itself spills when the keeper retained more than the window (a
@@ -41,7 +42,7 @@ export function adoptProcess(spec: SpawnSpec, host: ProcessHost, adopted: Adopte
   // with everything forwarded, and reads no more: the child blocks while no client acknowledges.
   const keeper = () => adopted.child.kept;
   return ManagedProcess.adopt(spec, host, adopted, {
-    openLog: (memory) => OutputLog.restore(logOptions(spec, memory, keeperObserver(keeper)), restoreState(dump, spec.tty, spilled)),
+    openLog: (memory) => OutputLog.restore(logOptions(spec, memory, keeperObserver(keeper)), restoreState(dump, spec.tty, spilled, gaps)),
     exitCode: dump.exited ? rawExitCode(dump.exited.code, dump.exited.signal) : null,
     writeIds: dump.ids,
   });

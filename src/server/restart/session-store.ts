@@ -38,6 +38,11 @@ export interface SessionProcessRecord {
   argv: string[];
   /** Date.now() at its start. */
   startedAt: number;
+  /**
+   * Extension `keepLast`: the `keepLastBytes` it was started with (a successor drops its oldest
+   * output past it rather than pausing it). Absent without one (and in records of older servers).
+   */
+  keepLastBytes?: number;
 }
 
 /**
@@ -318,6 +323,10 @@ export function parseRecord(value: unknown): SessionRecord {
       p.argv.every((a) => typeof a === 'string') &&
       typeof p.startedAt === 'number';
     if (!ok) fail(`process ${JSON.stringify((p as { processId?: unknown } | null)?.processId)}`);
+    // As process/start takes it: a whole number of bytes, 1 to 2^53-1.
+    if (p.keepLastBytes !== undefined && !sizeOk(p.keepLastBytes, false, Number.MAX_SAFE_INTEGER)) {
+      fail(`process ${JSON.stringify(p.processId)} keepLastBytes ${JSON.stringify(p.keepLastBytes)}: a size of 1 to ${Number.MAX_SAFE_INTEGER} bytes`);
+    }
   }
   if (r.lost !== undefined && (typeof r.lost !== 'object' || r.lost === null || !Object.values(r.lost).every((v) => typeof v === 'string'))) fail('lost');
   if (r.fs !== undefined) checkKeptFs(r.fs);

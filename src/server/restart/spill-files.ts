@@ -13,9 +13,13 @@
  *   full filesystem (ENOSPC, EDQUOT) or any write error refuses the chunk ("output-disk-full")
  *   after cutting the segment back, so nothing half-written is ever read.
  * - A successor server reopens the directory (`SpillFiles.reopen`) and gets its records back.
- * - Descriptors: the segment being written, and the one last read (two at most).
+ * - `--keep-last`'s pending gaps (runs of seqs dropped unread) are kept in the file `gaps`
+ *   beside the segments: `count (u32 LE) | 4 zero bytes`, then per gap `first | last | bytes`
+ *   (f64 LE each), rewritten in place with one write as they change (before the chunk dropped
+ *   leaves the segments or the keeper), so a successor tells the gaps its predecessor told.
+ * - Descriptors: the segment being written, the one last read and the gaps file (three at most).
  */
-import { closeSync, ftruncateSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, writevSync } from 'node:fs';
+import { closeSync, constants as fsConstants, ftruncateSync, mkdirSync, openSync, readdirSync, readSync, rmSync, statSync, unlinkSync, writeSync, writevSync } from 'node:fs';
 import { join } from 'node:path';
 import type { OutputStream } from '../../protocol/index.js';
 import type { OutputSpill, SpillRefusal } from '../output/index.js';
@@ -24,6 +28,19 @@ import { SPILL_SEGMENT_BYTES, type DiskAccount } from './disk-quota.js';
 const HEADER = 16;
 const STREAM_CODE: Record<OutputStream, number> = { stdout: 1, stderr: 2, pty: 3 };
 const STREAM_NAME: Record<number, OutputStream> = { 1: 'stdout', 2: 'stderr', 3: 'pty' };
+
+/** The gaps file: its name in the directory, its header, one gap's size, and the most gaps it keeps (the newest). */
+const GAPS_FILE = 'gaps';
+const GAPS_HEADER = 8;
+const GAP_BYTES = 24;
+export const MAX_KEPT_GAPS = 4096;
+
+/** A `--keep-last` gap kept on disk: seqs `first`..`last` dropped unread, `bytes` of output. */
+export interface KeptGap {
+  first: number;
+  last: number;
+  bytes: number;
+}
 
 /** A record kept on disk (what a successor rebuilds the log's spilled entries from). */
 export interface SpilledRecord {
@@ -47,6 +64,11 @@ export class SpillFiles implements OutputSpill {
   private writeFd: number | null = null;
   private readCache: { segment: Segment; fd: number } | null = null;
   private stored = 0;
+  private gapsFd: number | null = null;
+  /** Bytes of the gaps file as last written (a shorter list cuts it back). */
+  private gapsSize = 0;
+  /** The gaps a predecessor left (reopen), oldest first. */
+  private keptAtOpen: KeptGap[] = [];
 
   private constructor(
     readonly dir: string,
@@ -108,7 +130,44 @@ export class SpillFiles implements OutputSpill {
         closeSync(fd);
       }
     }
+    spill.keptAtOpen = readGaps(join(dir, GAPS_FILE));
     return spill;
+  }
+
+  /** The `--keep-last` gaps its predecessor kept (reopen), oldest first; none for a new spill. */
+  gaps(): KeptGap[] {
+    return this.keptAtOpen.map((g) => ({ ...g }));
+  }
+
+  /**
+   * `--keep-last`: the pending gaps (oldest first; the newest MAX_KEPT_GAPS), written over the
+   * last list with one write. Best effort: a failure leaves the last list (a successor then
+   * tells less), never stops the log.
+   */
+  keptGaps(gaps: ReadonlyArray<KeptGap>): void {
+    const list = gaps.length > MAX_KEPT_GAPS ? gaps.slice(gaps.length - MAX_KEPT_GAPS) : gaps;
+    const buffer = Buffer.alloc(GAPS_HEADER + list.length * GAP_BYTES);
+    buffer.writeUInt32LE(list.length, 0);
+    list.forEach((g, i) => {
+      const at = GAPS_HEADER + i * GAP_BYTES;
+      buffer.writeDoubleLE(g.first, at);
+      buffer.writeDoubleLE(g.last, at + 8);
+      buffer.writeDoubleLE(g.bytes, at + 16);
+    });
+    try {
+      if (this.gapsFd === null) {
+        mkdirSync(this.dir, { recursive: true, mode: 0o700 });
+        this.gapsFd = openSync(join(this.dir, GAPS_FILE), fsConstants.O_RDWR | fsConstants.O_CREAT | fsConstants.O_NOFOLLOW, 0o600);
+        this.gapsSize = statSync(join(this.dir, GAPS_FILE)).size;
+      }
+      // One write: a server killed around it leaves the old list or the new one, and the
+      // count in the header says where the list ends (a longer old one is cut back after).
+      writeSync(this.gapsFd, buffer, 0, buffer.length, 0);
+      if (buffer.length < this.gapsSize) ftruncateSync(this.gapsFd, buffer.length);
+      this.gapsSize = buffer.length;
+    } catch {
+      // The disk is full or the directory is gone: the last list stays.
+    }
   }
 
   /** The records kept, oldest first. */
@@ -213,6 +272,8 @@ export class SpillFiles implements OutputSpill {
 
   close(): void {
     this.closeWrite();
+    if (this.gapsFd !== null) closeSync(this.gapsFd);
+    this.gapsFd = null;
     if (this.readCache) closeSync(this.readCache.fd);
     this.readCache = null;
     for (const segment of this.segments) this.account.give(segment.size);
@@ -237,5 +298,46 @@ export class SpillFiles implements OutputSpill {
       else hi = mid;
     }
     return lo < this.index.length && this.index[lo]!.seq === seq ? lo : -1;
+  }
+}
+
+/**
+ * The gaps a predecessor kept in `path` (none if there is no such file), read as untrusted
+ * input: bounded, each a run of safe integers, ascending and apart; throws saying what is wrong.
+ */
+function readGaps(path: string): KeptGap[] {
+  let fd: number;
+  try {
+    fd = openSync(path, fsConstants.O_RDONLY | fsConstants.O_NOFOLLOW);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return [];
+    throw new Error(`output spill: its keep-last gaps cannot be read (${(err as Error).message})`);
+  }
+  try {
+    const max = GAPS_HEADER + MAX_KEPT_GAPS * GAP_BYTES;
+    const buffer = Buffer.alloc(max);
+    let length = 0;
+    for (;;) {
+      const n = readSync(fd, buffer, length, max - length, length);
+      if (n === 0 || (length += n) === max) break;
+    }
+    const fail = (what: string): never => {
+      throw new Error(`output spill: its keep-last gaps are not valid (${what})`);
+    };
+    if (length < GAPS_HEADER) fail(`${length} bytes`);
+    const count = buffer.readUInt32LE(0);
+    if (count > MAX_KEPT_GAPS || GAPS_HEADER + count * GAP_BYTES > length) fail(`${count} gaps in ${length} bytes`);
+    const gaps: KeptGap[] = [];
+    for (let i = 0; i < count; i++) {
+      const at = GAPS_HEADER + i * GAP_BYTES;
+      const g = { first: buffer.readDoubleLE(at), last: buffer.readDoubleLE(at + 8), bytes: buffer.readDoubleLE(at + 16) };
+      const previous = gaps.length > 0 ? gaps[gaps.length - 1]!.last : 0;
+      const ok = Number.isSafeInteger(g.first) && Number.isSafeInteger(g.last) && Number.isSafeInteger(g.bytes) && g.first > previous && g.last >= g.first && g.bytes >= 0;
+      if (!ok) fail(`gap ${i}: ${JSON.stringify(g)}`);
+      gaps.push(g);
+    }
+    return gaps;
+  } finally {
+    closeSync(fd);
   }
 }

@@ -55,8 +55,19 @@ export class LogGaps {
     this.toldThrough = 0;
   }
 
-  /** The client acknowledged (or delivered) `seq`: the gaps before it were told and are done with. */
-  forgetBefore(seq: number): void {
+  /** The client acknowledged (or delivered) `seq`: the gaps before it were told and are done with. Returns whether any went. */
+  forgetBefore(seq: number): boolean {
+    const before = this.gaps.length;
     while (this.gaps.length > 0 && this.gaps[0]!.last < seq) this.gaps.shift();
+    return this.gaps.length !== before;
+  }
+
+  /**
+   * A restored log (restart adoption): the gaps its predecessor had not seen acknowledged past,
+   * oldest first, told again (before anything else) on the next connection.
+   */
+  restored(gaps: readonly OutputGap[]): void {
+    this.gaps = gaps.map((g) => ({ ...g }));
+    this.toldThrough = 0;
   }
 }

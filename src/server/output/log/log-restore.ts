@@ -65,6 +65,12 @@ export interface RestoreState {
    * bytes read from the spill when sent.
    */
   spilled?: ReadonlyArray<{ seq: number; stream: OutputStream; bytes: number }>;
+  /**
+   * `--keep-last`: the runs of seqs its predecessor dropped unread and had not seen
+   * acknowledged past (oldest first, each at or below the keeper's exposed seq): they are told
+   * again as they were, and whatever the keeper or the spill still holds of them is gone.
+   */
+  gaps?: ReadonlyArray<{ first: number; last: number; bytes: number }>;
 }
 
 /** The log rebuilt: its entries (exposed, none acknowledged) and the bytes after them. */

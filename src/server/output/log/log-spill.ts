@@ -81,6 +81,11 @@ export class LogSpill {
     this.store?.freeThrough(seq);
   }
 
+  /** `--keep-last`'s pending gaps changed: the store keeps them for a successor (output-spill.ts). */
+  keptGaps(gaps: ReadonlyArray<{ first: number; last: number; bytes: number }>): void {
+    this.store?.keptGaps?.(gaps);
+  }
+
   /** The process is gone for good: the store lets go of everything. */
   discard(): void {
     this.store?.close();

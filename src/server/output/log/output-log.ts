@@ -65,15 +65,27 @@ export class OutputLog extends LogState {
    */
   static restore(options: OutputLogOptions, state: RestoreState): OutputLog {
     const plan = restorePlan(state);
+    // `--keep-last`: a drop takes the oldest unacknowledged chunk, so everything up to the
+    // newest gap was acknowledged or dropped before the restart; what the spill or the keeper
+    // still holds of it (a drop it was not told of yet) goes, and the gaps are told as they were.
+    const gaps = state.gaps ?? [];
+    const through = gaps.length > 0 ? gaps[gaps.length - 1]!.last : 0;
+    if (through > plan.exposedSeq) throw new Error(`restore: keep-last gap through seq ${through}, past the keeper's last mark ${plan.exposedSeq}`);
+    const entries = through > plan.ackedSeq ? plan.entries.filter((e) => e.seq > through) : plan.entries;
     const log = new OutputLog(options);
-    log.entries = plan.entries;
+    log.entries = entries;
     log.nextSeq = plan.exposedSeq + 1;
-    log._ackedSeq = log._sentSeq = plan.ackedSeq;
+    log._ackedSeq = log._sentSeq = Math.max(plan.ackedSeq, through);
     log.exposure = LogExposure.restored(options.observer, plan.offsets, plan.exposedSeq, plan.ackedSeq);
     log._exitSeq = plan.exitSeq;
     log._closeSeq = plan.closeSeq;
-    log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(plan.entries, 0, 0, Infinity);
-    log.spill.restored(plan.entries);
+    log._totalBytes = log._unackedBytes = log._unsentBytes = outputBytesBetween(entries, 0, 0, Infinity);
+    log.spill.restored(entries);
+    if (through > plan.ackedSeq) {
+      log.spill.free(through, 0);
+      log.exposure.dropped(through);
+    }
+    log.gaps.restored(gaps);
     const chunk = options.maxChunkBytes;
     for (const { stream, data } of plan.leftovers) {
       for (let at = 0; at < data.length; at += chunk) log.append(stream, data.subarray(at, at + chunk));
@@ -184,7 +196,7 @@ export class OutputLog extends LogState {
    */
   skipTo(seq: number): void {
     seq = Math.min(seq, this.nextSeq - 1);
-    this.gaps.forgetBefore(seq);
+    this.forgetGapsBefore(seq);
     if (seq <= this._sentSeq) return;
     this._unsentBytes -= this.bytesBetween(this._sentSeq, seq);
     this._sentSeq = seq;
@@ -204,7 +216,7 @@ export class OutputLog extends LogState {
    */
   acknowledge(seq: number): boolean {
     seq = Math.min(seq, this.nextSeq - 1);
-    this.gaps.forgetBefore(seq);
+    this.forgetGapsBefore(seq);
     if (seq <= this._ackedSeq) return false;
     const bytes = this.bytesBetween(this._ackedSeq, seq);
     this._unackedBytes -= bytes;
@@ -340,6 +352,10 @@ export class OutputLog extends LogState {
   /** Drops entry `i` (`e`, the oldest unacknowledged one, output) unread, into a gap. */
   private dropUnread(i: number, e: OutputEntry): void {
     this.expose(e.seq);
+    // The gap is kept for a successor (the spill's store) before anything of the chunk goes:
+    // its record on disk, or the keeper's copy (restart adoption, log-restore.ts).
+    this.gaps.record(e.seq, e.bytes);
+    this.spill.keptGaps(this.gaps.pending);
     this._unackedBytes -= e.bytes;
     if (e.seq > this._sentSeq) {
       this._unsentBytes -= e.bytes;
@@ -348,9 +364,13 @@ export class OutputLog extends LogState {
     if (e.spilled) this.spill.free(e.seq, e.bytes);
     else this.drop(e);
     this._ackedSeq = e.seq;
-    this.gaps.record(e.seq, e.bytes);
     this.entries.splice(i, 1);
     this.exposure.dropped(e.seq);
+  }
+
+  /** The client is past the gaps before `seq`: they go, here and in the spill's store. */
+  private forgetGapsBefore(seq: number): void {
+    if (this.gaps.forgetBefore(seq)) this.spill.keptGaps(this.gaps.pending);
   }
 
   /** An output chunk's bytes as one Buffer (joined, or read back from the spill). */

@@ -26,4 +26,10 @@ export interface OutputSpill {
   readonly bytes: number;
   /** The process is gone for good: everything goes. */
   close(): void;
+  /**
+   * `--keep-last`: the runs of seqs dropped unread that the client has not acknowledged past
+   * (oldest first), told before the drop reaches a kept keeper, so that a successor server
+   * (restart adoption) tells the same gaps. A store that keeps nothing for a successor has none.
+   */
+  keptGaps?(gaps: ReadonlyArray<{ first: number; last: number; bytes: number }>): void;
 }

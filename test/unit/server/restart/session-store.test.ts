@@ -192,6 +192,32 @@ describe('SessionStore', () => {
     expect(lines.join('\n')).toContain('(fs.watch)');
   });
 
+  it("keeps a process's keepLastBytes (--keep-last); a record without it (an older server's) reads as before; a bad one is set aside", async () => {
+    const { lines, logger } = quiet();
+    const store = new SessionStore(dir, logger);
+    const p1 = record('x').processes[0]!;
+    const kept = record('kl', { processes: [{ ...p1, keepLastBytes: 512 * 1024 }, { ...p1, processId: 'p2', socket: 'abcdefghijk3.sock' }] });
+    await store.save(kept);
+    // As an older server wrote it: no member at all.
+    writeFileSync(join(dir, 'old.json'), JSON.stringify(record('old')));
+    expect(JSON.parse(readFileSync(join(dir, 'old.json'), 'utf8')).processes[0]).not.toHaveProperty('keepLastBytes');
+    const bad = { zero: 0, negative: -1, fraction: 1.5, text: '512', huge: 2 ** 53, nul: null };
+    for (const [id, value] of Object.entries(bad)) {
+      writeFileSync(join(dir, `bad${id}.json`), JSON.stringify(record(`bad${id}`, { processes: [{ ...p1, keepLastBytes: value as never }] })));
+    }
+    const loaded = await store.loadAll();
+    expect(loaded.map((r) => r.id)).toEqual(['kl', 'old']);
+    expect(loaded[0]).toEqual(kept);
+    expect(loaded[0]!.processes.map((p) => p.keepLastBytes)).toEqual([512 * 1024, undefined]);
+    expect(loaded[1]).toEqual(record('old'));
+    expect(loaded[1]!.processes[0]!.keepLastBytes).toBeUndefined();
+    // Each bad one costs its own session, with one line naming what is wrong.
+    expect(lines).toHaveLength(Object.keys(bad).length);
+    expect(lines.join('\n')).toContain('badzero.json not restored (not a tether session record (process "p1" keepLastBytes 0: a size of 1 to 9007199254740991 bytes');
+    expect(lines.join('\n')).toContain('badtext.json not restored (not a tether session record (process "p1" keepLastBytes "512"');
+    expect(lines.join('\n')).toContain('badnul.json not restored');
+  });
+
   it('refuses an id that is not a safe file name', async () => {
     const store = new SessionStore(dir, quiet().logger);
     await expect(store.save(record('../evil'))).rejects.toThrow('cannot be stored');
