@@ -9,19 +9,17 @@
  * producer would pause at the quota (test/server/output/disk-quota-pause.test.ts) and never finish
  * while its client is stopped.
  */
-import type { ChildProcess } from 'node:child_process';
 import { execSync } from 'node:child_process';
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { cleanupsAfterEach, reapAfter } from '../helpers/cleanups.js';
-import { spawnTether } from '../helpers/cli.js';
+import { cleanupsAfterEach } from '../helpers/cleanups.js';
+import { expectOneGapThenSuffix, spawnStoppedAtFirstOutput } from '../helpers/keep-last-client.js';
 import { disposeStateDir, eventually, makeStateDir, processesWithMarker, serverUsers, startServerProcess } from '../helpers/server-process.js';
 
 const COUNT = 1_500_000; // `seq 1 COUNT`: about 10.9 MB
 const expected = execSync(`seq 1 ${COUNT}`, { maxBuffer: 64 * 1024 * 1024 });
 
 const cleanups = cleanupsAfterEach();
-const reap = (child: ChildProcess): void => reapAfter(cleanups, child);
 
 describe.each(serverUsers())('tether exec --keep-last (server runs as %s)', (user) => {
   it(
@@ -32,51 +30,24 @@ describe.each(serverUsers())('tether exec --keep-last (server runs as %s)', (use
       const server = await startServerProcess({ user, stateDir, args: ['--output-window', '256KiB', '--output-disk', '1MiB', '--session-ttl', '10m'] });
       cleanups.push(() => server.dispose());
       const marker = `keeplast-${randomBytes(6).toString('hex')}`;
-      const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '10m', '--keep-last', '512KiB', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      reap(child);
-      const out: Buffer[] = [];
-      let stderr = '';
-      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-      const first = new Promise<void>((resolve) => {
-        child.stdout!.on('data', (d: Buffer) => {
-          if (out.length === 0) {
-            child.kill('SIGSTOP');
-            resolve();
-          }
-          out.push(d);
-        });
-      });
-      const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-      await first;
+      const client = spawnStoppedAtFirstOutput(['exec', '--url', server.url, '--recovery-deadline', '10m', '--keep-last', '512KiB', 'sh', '-c', `seq 1 ${COUNT}; exit 7`, marker], cleanups);
+      await client.first;
       // Never paused: the producer runs to its end while nobody reads.
       const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
       expect(finished, `the producer still runs while its client is stopped; server: ${server.stderr().slice(-1500)}`).toBe(true);
-      child.kill('SIGCONT');
-      const code = await closed;
+      client.child.kill('SIGCONT');
+      const code = await client.closed;
+      const stderr = client.stderr();
       expect(code, stderr.slice(-1500)).toBe(7);
 
-      // Exactly one gap, said with its seqs.
-      const gaps = [...stderr.matchAll(/^tether exec: output seqs (\d+)\.\.(\d+) were dropped \(--keep-last\)$/gm)];
-      expect(gaps, stderr).toHaveLength(1);
-      const [, from, to] = gaps[0]!;
-      expect(Number(from)).toBeGreaterThan(0);
-      expect(Number(to)).toBeGreaterThanOrEqual(Number(from));
-      expect(stderr.split('\n').filter(Boolean)).toHaveLength(1);
-
-      // What was printed: an exact prefix, then (after the dropped bytes) an exact suffix to the end.
-      const got = Buffer.concat(out);
+      // Exactly one gap, said with its seqs, and nothing else said; what was printed: an exact
+      // prefix, then (after the dropped bytes) an exact suffix to the end.
+      const got = Buffer.concat(client.out);
       expect(got.length).toBeLessThan(expected.length);
-      let prefix = 0;
-      while (prefix < got.length && got[prefix] === expected[prefix]) prefix++;
-      const suffix = got.subarray(prefix);
-      expect(suffix.length).toBeGreaterThan(0);
-      expect(suffix.equals(expected.subarray(expected.length - suffix.length))).toBe(true);
-      // Something was really dropped between them, and the newest bytes (at least the last line) arrived.
-      expect(prefix + suffix.length).toBeLessThan(expected.length);
-      expect(got.subarray(-String(COUNT).length - 1).toString()).toBe(`${COUNT}\n`);
-      process.stderr.write(`keep-last: ${stderr.trim()}; printed ${prefix} + ${suffix.length} of ${expected.length} bytes\n`);
+      const { from, prefix, suffix } = expectOneGapThenSuffix(stderr, got, expected, String(COUNT));
+      expect(from).toBeGreaterThan(0);
+      expect(stderr.split('\n').filter(Boolean)).toHaveLength(1);
+      process.stderr.write(`keep-last: ${stderr.trim()}; printed ${prefix} + ${suffix} of ${expected.length} bytes\n`);
     },
     180_000,
   );

@@ -17,8 +17,8 @@ import { chmodSync, existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { describe, expect, it } from 'vitest';
-import { cleanupsAfterEach, reapAfter } from '../../helpers/cleanups.js';
-import { spawnTether } from '../../helpers/cli.js';
+import { cleanupsAfterEach } from '../../helpers/cleanups.js';
+import { expectOneGapThenSuffix, spawnStoppedAtFirstOutput } from '../../helpers/keep-last-client.js';
 import { restartablesAfterEach } from '../../helpers/restart-per-test.js';
 import { eventually, processesWithMarker, serverUsers } from '../../helpers/server-process.js';
 
@@ -42,24 +42,8 @@ describe.each(cases)('tether exec --keep-last across a restart of its server (se
       const go = join(gate, 'go');
       const marker = `keeplast-restart-${randomBytes(6).toString('hex')}`;
       const producer = `seq 1 ${HALF}; : > ${firstDone}; while [ ! -e ${go} ]; do sleep 0.05; done; seq ${HALF + 1} ${2 * HALF}; exit 7`;
-      const child = spawnTether(['exec', '--url', server.url, '--recovery-deadline', '10m', '--keep-last', '512KiB', 'sh', '-c', producer, marker], {
-        stdio: ['ignore', 'pipe', 'pipe'],
-      });
-      reapAfter(cleanups, child);
-      const out: Buffer[] = [];
-      let stderr = '';
-      child.stderr!.on('data', (d: Buffer) => (stderr += d.toString()));
-      const first = new Promise<void>((resolve) => {
-        child.stdout!.on('data', (d: Buffer) => {
-          if (out.length === 0) {
-            child.kill('SIGSTOP');
-            resolve();
-          }
-          out.push(d);
-        });
-      });
-      const closed = new Promise<number | null>((resolve) => child.once('close', (code) => resolve(code)));
-      await first;
+      const client = spawnStoppedAtFirstOutput(['exec', '--url', server.url, '--recovery-deadline', '10m', '--keep-last', '512KiB', 'sh', '-c', producer, marker], cleanups);
+      await client.first;
       const context = () => `server stderr: ${server.current.stderr().slice(-1500)}`;
 
       // Under the first server: far past its keep-last and the disk quota, never paused.
@@ -71,26 +55,15 @@ describe.each(cases)('tether exec --keep-last across a restart of its server (se
       const finished = await eventually(() => processesWithMarker(marker, 'sh').length === 0, 120_000, 100);
       expect(finished, `the producer was paused under the successor while its client is stopped; ${context()}`).toBe(true);
 
-      child.kill('SIGCONT');
-      const code = await closed;
+      client.child.kill('SIGCONT');
+      const code = await client.closed;
+      const stderr = client.stderr();
       expect(code, stderr.slice(-1500)).toBe(7);
 
-      // One gap, said with its seqs (the first server's, and the successor's after it).
-      const gaps = [...stderr.matchAll(/^tether exec: output seqs (\d+)\.\.(\d+) were dropped \(--keep-last\)$/gm)];
-      expect(gaps, stderr).toHaveLength(1);
-      const [, from, to] = gaps[0]!;
-      expect(Number(to)).toBeGreaterThanOrEqual(Number(from));
-
-      // An exact prefix, then (after the dropped bytes) an exact suffix to the end.
-      const got = Buffer.concat(out);
-      let prefix = 0;
-      while (prefix < got.length && got[prefix] === expected[prefix]) prefix++;
-      const suffix = got.subarray(prefix);
-      expect(suffix.length).toBeGreaterThan(0);
-      expect(suffix.equals(expected.subarray(expected.length - suffix.length))).toBe(true);
-      expect(prefix + suffix.length).toBeLessThan(expected.length);
-      expect(got.subarray(-String(2 * HALF).length - 1).toString()).toBe(`${2 * HALF}\n`);
-      process.stderr.write(`keep-last across a restart (${signal}): ${stderr.trim()}; printed ${prefix} + ${suffix.length} of ${expected.length} bytes\n`);
+      // One gap, said with its seqs (the first server's, and the successor's after it); an exact
+      // prefix, then (after the dropped bytes) an exact suffix to the end.
+      const { prefix, suffix } = expectOneGapThenSuffix(stderr, Buffer.concat(client.out), expected, String(2 * HALF));
+      process.stderr.write(`keep-last across a restart (${signal}): ${stderr.trim()}; printed ${prefix} + ${suffix} of ${expected.length} bytes\n`);
     },
     300_000,
   );
