@@ -61,3 +61,50 @@ export function expectOneGapThenSuffix(stderr: string, got: Buffer, expected: Bu
   expect(got.subarray(-lastLine.length - 1).toString()).toBe(`${lastLine}\n`);
   return { from, to, prefix, suffix: suffix.length };
 }
+
+/**
+ * What a client printed when the server may have told more than one gap: every `--keep-last`
+ * gap line in `stderr`, and `got` exactly that many plus one runs of `expected`, in order, each
+ * an exact copy: the first from its first byte, the last up to its last, and something dropped
+ * between each two. (A chunk the server had sent but not yet seen acknowledged may still be
+ * dropped after it; a client that had it in its socket then prints it, and the gap it is told
+ * after a reconnect starts after it: two gaps, each exact.)
+ */
+export function expectGapsBetweenExactRuns(stderr: string, got: Buffer, expected: Buffer): { gaps: number; runs: number } {
+  const gaps = [...stderr.matchAll(/^tether exec: output seqs (\d+)\.\.(\d+) were dropped \(--keep-last\)$/gm)];
+  expect(gaps.length, stderr).toBeGreaterThan(0);
+  let previousLast = 0;
+  for (const [, from, to] of gaps) {
+    expect(Number(from), stderr).toBeGreaterThan(previousLast);
+    expect(Number(to), stderr).toBeGreaterThanOrEqual(Number(from));
+    previousLast = Number(to);
+  }
+  // The last run: the longest common suffix (the producer's end).
+  let suffix = 0;
+  while (suffix < got.length && got[got.length - 1 - suffix] === expected[expected.length - 1 - suffix]) suffix++;
+  expect(suffix, 'nothing of the end arrived').toBeGreaterThan(0);
+  const end = got.length - suffix;
+  // The runs before it: each an exact copy of `expected` from where it is found on.
+  let g = 0;
+  let e = 0;
+  let runs = 0;
+  while (g < end) {
+    if (runs > 0) {
+      // A run after a gap starts further on: where its first bytes (unique: numbered lines) are.
+      const probe = got.subarray(g, Math.min(end, g + 64));
+      const at = expected.indexOf(probe, e + 1);
+      expect(at, `run ${runs + 1} (at byte ${g} printed) is not in the producer's output after the last one`).toBeGreaterThan(e);
+      e = at;
+    }
+    let n = 0;
+    while (g + n < end && got[g + n] === expected[e + n]) n++;
+    expect(n, `run ${runs + 1} (at byte ${g} printed) differs from the producer's output`).toBeGreaterThan(0);
+    g += n;
+    e += n;
+    runs++;
+  }
+  expect(e, 'the last run overlaps the one before it').toBeLessThan(expected.length - suffix);
+  runs++;
+  expect(runs, `${gaps.length} gaps told, ${runs} runs printed`).toBe(gaps.length + 1);
+  return { gaps: gaps.length, runs };
+}
